@@ -1,0 +1,134 @@
+"""File-system primitives: owner-only creation, no symlink following, and the sync calls.
+
+All writer I/O goes through :class:`FileOps` so tests can record the exact order of writes and
+syncs (ALICE-style) or make a sync fail, without mocking the file system itself away.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+import sys
+from pathlib import Path
+
+from .errors import SessionNotFoundError, UnsafeFileError
+
+__all__ = ["FileOps", "check_dir", "check_file", "fsync_dir", "make_dirs", "open_for_append"]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+class FileOps:
+    """The writer's I/O calls. Subclassed in tests to trace or inject faults."""
+
+    def write(self, fd: int, data: bytes) -> int:
+        return os.write(fd, data)
+
+    def sync(self, fd: int) -> None:
+        """Make everything written to ``fd`` durable (data and the size that covers it)."""
+        if sys.platform == "darwin":  # pragma: no cover - fsync() does not flush the drive cache
+            fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
+        else:
+            os.fdatasync(fd)
+
+    def sync_dir(self, path: Path) -> None:
+        fsync_dir(path)
+
+    def truncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a new or renamed entry in it survives a power cut."""
+    fd = os.open(path, os.O_RDONLY | _CLOEXEC | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dirs(path: Path) -> None:
+    """Create missing directories 0700 (whatever the umask), fsyncing each parent."""
+    missing: list[Path] = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(d, 0o700)  # mkdir's mode is filtered by the umask
+        fsync_dir(d.parent)
+
+
+def check_dir(path: Path) -> None:
+    """Refuse a parent directory that others can write into (they could swap the file)."""
+    st = os.stat(path)
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise UnsafeFileError(
+            f"directory is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
+            "chmod go-w it",
+            path=path,
+        )
+
+
+def check_file(path: Path, st: os.stat_result) -> None:
+    """Refuse a file we must not trust: not regular, foreign owner, or writable by others."""
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeFileError("not a regular file", path=path)
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise UnsafeFileError(f"file is owned by uid {st.st_uid}, not by you", path=path)
+    if st.st_mode & 0o022:
+        raise UnsafeFileError(
+            f"file is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
+            "chmod 600 it",
+            path=path,
+        )
+
+
+def open_for_append(path: Path) -> int:
+    """Open an existing session for reading and appending, never through a symlink."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | _NOFOLLOW | _CLOEXEC)
+    except FileNotFoundError:
+        raise SessionNotFoundError("no such session file", path=path) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeFileError(
+                "is a symlink; jsonltape does not follow links", path=path
+            ) from None
+        raise
+    try:
+        check_file(path, os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_for_read(path: Path) -> int:
+    """Open a session read-only without following a symlink at the final component."""
+    try:
+        return os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+    except FileNotFoundError:
+        raise SessionNotFoundError("no such session file", path=path) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeFileError(
+                "is a symlink; jsonltape does not follow links", path=path
+            ) from None
+        if exc.errno == errno.EISDIR:
+            raise SessionNotFoundError("is a directory, not a session file", path=path) from None
+        raise
+
+
+def create_exclusive(path: Path, mode: int = 0o600) -> int:
+    """Create a new file ``mode`` regardless of umask; fail if anything exists at ``path``."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode)
+    os.fchmod(fd, mode)
+    return fd

@@ -1,0 +1,111 @@
+"""The lossless-JSON gate: data goes into a session only if it reads back exactly as given.
+
+The fast path is one msgspec encode, one decode and a C-level equality check, which catches
+sets, tuples, bytes, datetimes, non-str keys, NaN and infinities (they read back different).
+Two things equality cannot see are checked on the encoded bytes: integers outside the
+interoperable range (|n| > 2**53 - 1, JavaScript's safe integers) and negative zero. Only when
+something looks wrong does the slow path walk the value to name the exact field and reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import msgspec
+
+from .errors import NotLosslessError
+
+__all__ = ["MAX_SAFE_INT", "check_lossless", "encode_error", "encoder", "explain"]
+
+MAX_SAFE_INT = 2**53 - 1
+encoder = msgspec.json.Encoder()
+# 16+ digit runs may exceed 2**53-1; "-0.0"/"-0e.." is negative zero. Both may also sit inside
+# strings, so a hit only sends the value to the precise slow path.
+_SUSPECT = re.compile(rb"\d{16,}|-0(?:\.0+)?(?:[eE][-+]?\d+)?(?![\d.eE])")
+
+
+def check_lossless(value: Any, encoded: bytes, decoded: Any, where: str = "$") -> None:
+    """Raise :class:`NotLosslessError` unless ``value`` survives the JSON round trip exactly.
+
+    ``encoded`` holds the encoding of ``value`` (alone or inside the envelope) and ``decoded``
+    what a reader decodes from it; callers have both already, so the gate costs one compare.
+    """
+    if decoded == value and _SUSPECT.search(encoded) is None:
+        return
+    problem = explain(value, where)
+    if problem is not None:
+        raise NotLosslessError(problem[1], field=problem[0])
+    if decoded != value:
+        raise NotLosslessError("data does not read back unchanged from JSON", field=where)
+
+
+def encode_error(value: Any, where: str = "$") -> NotLosslessError:
+    """The error for a value msgspec refused to encode at all."""
+    problem = explain(value, where) or (where, "data is not JSON-serializable")
+    return NotLosslessError(problem[1], field=problem[0])
+
+
+def explain(value: Any, where: str = "$") -> tuple[str, str] | None:
+    """Walk ``value`` and return ``(field_path, reason)`` for the first non-JSON part, or None."""
+    on_path: set[int] = set()  # containers on the current path: a repeat is a cycle
+    stack: list[tuple[str | None, Any]] = [(where, value)]  # path None: leaving a container
+    while stack:
+        path, v = stack.pop()
+        if path is None:
+            on_path.discard(v)
+            continue
+        t: type[Any] = type(v)
+        # Subclasses of the scalar types (IntEnum, str enums) encode as their plain value.
+        for base in (bool, int, str, float):
+            if isinstance(v, base):
+                t = base
+                break
+        if v is None or t is bool or t is str:
+            if t is str:
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError:
+                    return path, "string contains a lone surrogate and is not valid UTF-8"
+            continue
+        if t is int:
+            if abs(v) > MAX_SAFE_INT:
+                return path, (
+                    f"integer {v} is outside the interoperable range ±(2**53-1); "
+                    "store it as a string"
+                )
+            continue
+        if t is float:
+            if math.isnan(v) or math.isinf(v):
+                return path, f"{v!r} is not valid JSON"
+            if v == 0.0 and math.copysign(1.0, v) < 0:
+                return path, "negative zero does not survive JSON readers in other languages"
+            continue
+        if t is dict or t is list:
+            if id(v) in on_path:
+                return path, f"cycle: this {t.__name__} contains itself"
+            on_path.add(id(v))
+            stack.append((None, id(v)))
+            if t is dict:
+                items = list(v.items())
+                for k, _ in items:
+                    if type(k) is not str:
+                        return path, f"object key {k!r} is a {type(k).__name__}, not a string"
+                for k, item in reversed(items):
+                    stack.append((_child(path, k), item))
+            else:
+                for i in range(len(v) - 1, -1, -1):
+                    stack.append((f"{path}[{i}]", v[i]))
+            continue
+        return (
+            path,
+            f"a {t.__name__} is not a JSON value (use str, int, float, bool, None, list, dict)",
+        )
+    return None
+
+
+def _child(path: str, key: str) -> str:
+    if key.isidentifier():
+        return f"{path}.{key}"
+    return f"{path}[{encoder.encode(key).decode()}]"

@@ -1,0 +1,186 @@
+"""Turn an event request into bytes: validate the envelope, gate the data, encode once, frame.
+
+Also the few low-level write helpers the writer shares with creation and repair.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from . import _framing, _fs
+from ._gate import check_lossless, encode_error, encoder
+from .errors import InvalidEventError, JsonltapeError, SurfaceError
+from .events import SURFACE_TYPES, Event, Replace, Retract, _Out
+
+__all__ = [
+    "check_sources",
+    "check_surface",
+    "encode_event",
+    "load_keys",
+    "now_ms",
+    "publish",
+    "read_line",
+    "spec_of",
+    "write_all",
+]
+
+_decoder = msgspec.json.Decoder(Event)
+ENVELOPE_KEYS = frozenset({"type", "data", "surface", "sources", "key", "ignorable"})
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def message_id() -> str:
+    return os.urandom(8).hex()
+
+
+def parts_of(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    return list(content)
+
+
+def spec_of(item: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(item, Mapping):
+        raise InvalidEventError("an event must be a JSON object with a 'type'")
+    unknown = set(item) - ENVELOPE_KEYS
+    if unknown:
+        raise InvalidEventError(
+            f"unknown envelope member(s) {sorted(unknown)}; allowed: {sorted(ENVELOPE_KEYS)}"
+        )
+    if "type" not in item:
+        raise InvalidEventError("event has no 'type'", field="$.type")
+    return {k: item.get(k) for k in ENVELOPE_KEYS}
+
+
+def check_surface(type_: str, value: Any, seq: int) -> Any:
+    if type_ == "surface/retract":
+        if value is None:
+            raise InvalidEventError(
+                "surface/retract needs surface {op: retract, start, end}", field="$.surface"
+            )
+    elif type_ not in SURFACE_TYPES:
+        if value is not None:
+            raise InvalidEventError(
+                f"{type_} is not model-visible and takes no surface", field="$.surface"
+            )
+        return None
+    if value is None or value == "append":
+        if type_ == "surface/retract":  # pragma: no cover - handled above
+            raise InvalidEventError("retract needs a range", field="$.surface")
+        return "append"
+    if isinstance(value, (Replace, Retract)):
+        op = value
+    else:
+        try:
+            op = msgspec.convert(value, type=Replace | Retract)
+        except msgspec.ValidationError as exc:
+            raise InvalidEventError(
+                f'surface must be "append", {{op: replace, start, end}} or '
+                f"{{op: retract, start, end}}: {exc}",
+                field="$.surface",
+            ) from None
+    if isinstance(op, Retract) != (type_ == "surface/retract"):
+        raise InvalidEventError(
+            "only surface/retract events retract; message events append or replace",
+            field="$.surface.op",
+        )
+    for name in ("start", "end"):
+        v = getattr(op, name)
+        if type(v) is not int or not 0 < v < seq:
+            raise InvalidEventError(
+                f"surface.{name} must be the seq of an earlier event (1..{seq - 1}), got {v!r}",
+                field=f"$.surface.{name}",
+            )
+    return op
+
+
+def check_sources(value: Any, seq: int) -> list[int] | None:
+    if value is None:
+        return None
+    out = list(value)
+    seen: set[int] = set()
+    for i, s in enumerate(out):
+        if type(s) is not int or not 0 <= s < seq:
+            raise SurfaceError(
+                f"sources must reference earlier events (0..{seq - 1}), got {s!r}",
+                field=f"$.sources[{i}]",
+            )
+        if s in seen:
+            raise SurfaceError(f"seq {s} appears twice in sources", field=f"$.sources[{i}]")
+        seen.add(s)
+    return out
+
+
+def encode_event(
+    seq: int,
+    type_: str,
+    now: int,
+    data: dict[str, Any],
+    surface: Any,
+    sources: list[int] | None,
+    key: str | None,
+    ignorable: bool,
+) -> tuple[bytes, Event]:
+    """Encode once, gate, frame: return the line and the event as a reader will see it."""
+    out = _Out(seq, type_, now, data, surface, sources, key, ignorable)
+    try:
+        body = encoder.encode(out)
+    except (TypeError, ValueError, OverflowError, RecursionError, UnicodeEncodeError):
+        raise encode_error(data, "$.data") from None
+    line = _framing.frame(body)
+    event = _decoder.decode(line)
+    check_lossless(data, body, event.data, "$.data")
+    return line, event
+
+
+def write_all(ops: _fs.FileOps, fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = ops.write(fd, view)  # type: ignore[arg-type]
+        if n <= 0:  # pragma: no cover - write() returning 0 on a regular file
+            raise OSError(errno.EIO, "short write")
+        view = view[n:]
+
+
+def publish(tmp: Path, path: Path) -> None:
+    """Give the finished temp file its name without ever replacing an existing file."""
+    try:
+        os.link(tmp, path, follow_symlinks=False)
+    except FileExistsError:
+        raise JsonltapeError("session file already exists", path=path) from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            raise
+        # File systems without hard links: O_EXCL creation is still exclusive.
+        fd = _fs.create_exclusive(path)
+        try:
+            write_all(_fs.FileOps(), fd, tmp.read_bytes())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def load_keys(fd: int, end: int) -> dict[str, int]:
+    keys: dict[str, int] = {}
+    for off, raw in _framing.iter_lines(fd, 0, end):
+        if b'"key":' in raw:
+            event = _decoder.decode(raw)
+            if event.key is not None:
+                keys.setdefault(event.key, off)
+    return keys
+
+
+def read_line(fd: int, off: int) -> bytes:
+    for _off, raw in _framing.iter_lines(fd, off):
+        return raw
+    raise JsonltapeError("line vanished", offset=off)  # pragma: no cover

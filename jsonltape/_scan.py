@@ -1,0 +1,183 @@
+"""Classify a session file from its framing, CRCs and seqs alone.
+
+Two scans share one line check:
+
+* :func:`scan_full` walks every line (``verify``): it can tell corruption before the last
+  checkpoint (media damage, a bad merge) from a torn tail (a crash after the last checkpoint).
+* :func:`scan_tail` finds the last valid checkpoint by reading backwards from the end and only
+  checks what follows it (writer open, repair): its cost is O(tail), not O(file).
+
+The rule both apply: let B be the offset of the first bad line. If a valid checkpoint line
+(``session/flush`` whose ``data.offset`` equals its own offset) starts after B, the file is
+corrupt: a checkpoint is only written after every byte before it was durable, so a crash cannot
+have damaged bytes before it. Otherwise everything from B on is a torn tail.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
+
+from . import _framing
+from .errors import CorruptError, FormatError
+from .events import Event, FlushData, HeaderData, TurnRef, _Head, check_header
+
+__all__ = ["State", "TailScan", "read_header", "scan_full", "scan_tail"]
+
+State = Literal["clean", "torn-tail", "open-turn", "corrupt"]
+_head_decoder = msgspec.json.Decoder(_Head)
+_event_decoder = msgspec.json.Decoder(Event)
+_flush_decoder = msgspec.json.Decoder(FlushData)
+MAX_HEADER = 1 << 24
+
+
+@dataclass
+class TailScan:
+    """What a scan learned about a file. Offsets are bytes from the file start."""
+
+    path: str
+    header: HeaderData
+    header_end: int
+    size: int
+    committed: int  #: end of the longest valid prefix (E)
+    next_seq: int
+    last_time: int
+    checkpoint_seq: int | None = None
+    checkpoint_offset: int | None = None
+    turn: TurnRef | None = None  #: the turn open at ``committed``
+    closed: bool = False  #: the valid prefix ends with a clean-close checkpoint
+    bad_offset: int | None = None
+    bad_line: int | None = None
+    bad_reason: str | None = None
+    corrupt: bool = False
+
+    @property
+    def state(self) -> State:
+        if self.corrupt:
+            return "corrupt"
+        if self.bad_offset is not None:
+            return "torn-tail"
+        if self.turn is not None and not self.closed:
+            return "open-turn"
+        return "clean"
+
+    @property
+    def events(self) -> int:
+        return self.next_seq
+
+
+def check(raw: bytes, expected_seq: int | None) -> tuple[_Head | None, str | None]:
+    """Check one line: newline, crc suffix, JSON envelope, seq. Return (head, problem)."""
+    if not raw.endswith(b"\n"):
+        return None, "incomplete line (no newline at end of file)"
+    if not _framing.frame_ok(raw):
+        if _framing.crc_of(raw) is None:
+            return None, "line does not end with the crc member"
+        return None, "crc mismatch"
+    try:
+        head = _head_decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        return None, f"not a valid event envelope: {exc}"
+    if expected_seq is not None and head.seq != expected_seq:
+        return head, f"seq {head.seq} where {expected_seq} was expected"
+    return head, None
+
+
+def _checkpoint_at(head: _Head, off: int) -> FlushData | None:
+    if head.type != "session/flush":
+        return None
+    try:
+        data = _flush_decoder.decode(head.data)
+    except msgspec.DecodeError:
+        return None
+    return data if data.offset == off else None
+
+
+def read_header(fd: int, path: str) -> tuple[HeaderData, int, int]:
+    """Return ``(header, end_offset, time)`` of line 1, or raise FormatError/CorruptError."""
+    first = b""
+    for _off, raw in _framing.iter_lines(fd, 0, MAX_HEADER):
+        first = raw
+        break
+    if not first:
+        raise FormatError("not a jsonltape session: the file is empty", path=path)
+    head, problem = check(first, 0)
+    if problem is not None:
+        if first.startswith(b'{"seq":0,"type":"session/start"') and first.endswith(b"\n"):
+            raise CorruptError(f"damaged header: {problem}", path=path, line=1, offset=0)
+        raise FormatError(
+            f"not a jsonltape session: line 1: {problem}", path=path, line=1, offset=0
+        )
+    assert head is not None
+    event = _event_decoder.decode(first)
+    return check_header(event, path), len(first), head.time
+
+
+def scan_full(fd: int, path: str) -> TailScan:
+    """Check every line of the file (what ``verify`` does)."""
+    header, hend, htime = read_header(fd, path)
+    size = os.fstat(fd).st_size
+    s = TailScan(path, header, hend, size, hend, 1, htime)
+    _walk(fd, s, hend)
+    return s
+
+
+def scan_tail(fd: int, path: str) -> TailScan:
+    """Check only what follows the last valid checkpoint (writer open and repair)."""
+    header, hend, htime = read_header(fd, path)
+    size = os.fstat(fd).st_size
+    s = TailScan(path, header, hend, size, hend, 1, htime)
+    for off, raw in _framing.iter_lines_reverse(fd, size, hend):
+        if b'"session/flush"' not in raw:
+            continue
+        head, problem = check(raw, None)
+        if problem is not None or head is None:
+            continue
+        ck = _checkpoint_at(head, off)
+        if ck is None:
+            continue
+        s.committed = off + len(raw)
+        s.next_seq = head.seq + 1
+        s.last_time = head.time
+        s.checkpoint_seq, s.checkpoint_offset = head.seq, off
+        s.turn = ck.turn
+        s.closed = ck.closed
+        break
+    _walk(fd, s, s.committed)
+    return s
+
+
+def _walk(fd: int, s: TailScan, start: int) -> None:
+    expected = s.next_seq
+    for off, raw in _framing.iter_lines(fd, start):
+        if s.bad_offset is not None:
+            # Past the first bad line: only look for a valid checkpoint, which proves the
+            # damage lies in the committed region. Lines here are never served.
+            head, problem = check(raw, None)
+            if problem is None and head is not None and _checkpoint_at(head, off) is not None:
+                s.corrupt = True
+                break
+            continue
+        head, problem = check(raw, expected)
+        if problem is not None or head is None:
+            s.bad_offset, s.bad_line, s.bad_reason = off, expected + 1, problem
+            continue
+        s.committed = off + len(raw)
+        s.last_time = head.time
+        expected += 1
+        t = head.type
+        if t == "session/flush":
+            ck = _checkpoint_at(head, off)
+            s.closed = bool(ck and ck.closed)
+            if ck is not None:
+                s.checkpoint_seq, s.checkpoint_offset = head.seq, off
+            continue
+        s.closed = False
+        if t == "turn/start":
+            s.turn = TurnRef(head.seq, off)
+        elif t == "turn/end":
+            s.turn = None
+    s.next_seq = expected

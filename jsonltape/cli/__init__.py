@@ -1,0 +1,127 @@
+"""The ``jsonltape`` command: thin click commands over the library.
+
+Commands load lazily, so ``jsonltape verify`` never imports the daemon, watchdog or sqlite3.
+Data goes to stdout, diagnostics to stderr; library errors become one line and an exit code
+here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from typing import Any
+
+import click
+
+from ..errors import (
+    ConcurrentModificationError,
+    CorruptError,
+    JsonltapeError,
+    LockedError,
+    WriterFailedError,
+)
+
+__all__ = ["EXIT_CODES", "cli", "main"]
+
+# name -> (module under jsonltape.cli, attribute)
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "new": ("_core", "new"),
+    "append": ("_core", "append"),
+    "cat": ("_core", "cat"),
+    "info": ("_core", "info"),
+    "verify": ("_core", "verify"),
+    "repair": ("_core", "repair"),
+    "messages": ("_fold", "messages"),
+    "compact": ("_fold", "compact"),
+    "prune": ("_fold", "prune"),
+    "retract": ("_fold", "retract"),
+    "fork": ("_fold", "fork"),
+    "merge": ("_fold", "merge"),
+    "discard": ("_fold", "discard"),
+    "handoff": ("_fold", "handoff"),
+    "todo": ("_fold", "todo"),
+    "sync": ("_index", "sync"),
+    "search": ("_index", "search"),
+    "sessions": ("_index", "sessions"),
+    "show": ("_index", "show"),
+    "index": ("_index", "index"),
+    "daemon": ("_index", "daemon"),
+    "import": ("_interop", "import_"),
+    "export": ("_interop", "export"),
+}
+
+#: Exit codes: 0 ok; 1 repairable (verify) or other error; 2 bad input; 3 corrupt;
+#: 4 another writer / file changed underneath; 5 I/O failure (fsync).
+EXIT_CODES: list[tuple[type[BaseException], int]] = [
+    (CorruptError, 3),
+    (LockedError, 4),
+    (ConcurrentModificationError, 4),
+    (WriterFailedError, 5),
+    (JsonltapeError, 2),
+]
+
+
+class CliError(click.ClickException):
+    """One line on stderr, ``jsonltape: error: <where>: <what>``, and an exit code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # type: ignore[misc]
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"jsonltape: error: {self.format_message()}", err=True)
+
+
+def fail(exc: BaseException) -> CliError:
+    """Map a library (or OS) error to its exit code."""
+    for cls, code in EXIT_CODES:
+        if isinstance(exc, cls):
+            return CliError(str(exc), code)
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return CliError(f"{where}{exc.strerror or exc}", 1)
+    return CliError(str(exc), 1)
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n, (mod, _) in _COMMANDS.items() if _available(mod))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = _COMMANDS.get(cmd_name)
+        if target is None or not _available(target[0]):
+            return None
+        module = importlib.import_module(f"{__name__}.{target[0]}")
+        command = getattr(module, target[1])
+        assert isinstance(command, click.Command)
+        return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (JsonltapeError, OSError) as exc:
+            raise fail(exc) from None
+
+
+def _available(module: str) -> bool:
+    return importlib.util.find_spec(f"{__name__}.{module}") is not None
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="jsonltape")
+def cli() -> None:
+    """Crash-safe, append-only JSONL session logs for AI agents.
+
+    Every line of a session file is an event with a dense seq and a CRC; `verify` tells a clean
+    file from a torn tail or corruption, `repair` fixes a crash without losing a byte.
+    """
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        cli.main(prog_name="jsonltape")
+    except KeyboardInterrupt:  # pragma: no cover - interactive
+        click.echo("jsonltape: interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,434 @@
+"""The event envelope, the header, the core vocabulary and its data shapes (msgspec Structs).
+
+Decoding is two-stage on purpose: the envelope is decoded into :class:`Event` with ``data`` as
+a plain dict, and a core type's data is only checked against its Struct when someone needs it
+(the writer before appending, the fold when folding). Unknown event types and unknown content
+parts therefore never fail a read; they stay plain dicts. Tools copy raw lines and never
+re-encode a decoded event they did not write.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, NamedTuple, Union
+
+import msgspec
+
+from .errors import FormatError, InvalidEventError, UnsupportedVersionError
+
+__all__ = [
+    "CORE_TYPES",
+    "FORMAT",
+    "IGNORABLE_TYPES",
+    "SURFACE_TYPES",
+    "TURN_END_REASONS",
+    "VERSION",
+    "Event",
+    "FlushData",
+    "HeaderData",
+    "Line",
+    "Message",
+    "ParentRef",
+    "Replace",
+    "Retract",
+    "Surface",
+    "TurnRef",
+    "check_header",
+    "validate_data",
+    "validate_type_name",
+]
+
+FORMAT = "jsonltape"
+#: Major format version written by this library and the newest one it reads.
+VERSION = 1
+#: Minor version: additive changes only (new optional members, new types).
+MINOR = 0
+
+
+class Replace(msgspec.Struct, frozen=True, tag_field="op", tag="replace"):
+    """Replace the current surface nodes from seq ``start`` to seq ``end`` with this event."""
+
+    start: int
+    end: int
+
+
+class Retract(msgspec.Struct, frozen=True, tag_field="op", tag="retract"):
+    """Remove the current surface nodes from seq ``start`` to seq ``end`` (no replacement)."""
+
+    start: int
+    end: int
+
+
+Surface = Union[Literal["append"], Replace, Retract]
+
+
+class Event(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One decoded line. Unknown envelope members are ignored here and kept in the raw line."""
+
+    seq: int
+    type: str
+    time: int
+    data: dict[str, Any]
+    surface: Surface | None = None
+    sources: list[int] | None = None
+    key: str | None = None
+    ignorable: bool = False
+    crc: str = ""
+
+
+class _Out(msgspec.Struct, omit_defaults=True):
+    """What the writer encodes: the envelope in canonical member order, without the crc."""
+
+    seq: int
+    type: str
+    time: int
+    data: dict[str, Any]
+    surface: Surface | None = None
+    sources: list[int] | None = None
+    key: str | None = None
+    ignorable: bool = False
+
+
+class Line(NamedTuple):
+    """A committed line: where it starts, its exact bytes (with ``\\n``) and the decoded event."""
+
+    offset: int
+    raw: bytes
+    event: Event
+
+
+class _Head(msgspec.Struct):
+    """Just enough of a line to check seq and spot checkpoints and turn boundaries."""
+
+    seq: int
+    type: str
+    time: int
+    data: msgspec.Raw
+
+
+# ---------------------------------------------------------------------------------------------
+# Data shapes of the core vocabulary. Unknown members inside data are allowed (minor versions
+# add optional members); the writer schema in spec/schema/ is the closed variant.
+
+
+class ParentRef(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Fork origin: the parent session id, the seq forked at, a path hint and that line's crc."""
+
+    session: str
+    seq: int
+    path: str | None = None
+    crc: str | None = None
+
+
+class HeaderData(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``data`` of ``session/start`` (line 0)."""
+
+    format: Literal["jsonltape"]
+    version: int
+    id: str
+    created: int
+    minor: int = 0
+    title: str | None = None
+    cwd: str | None = None
+    agent: str | None = None
+    parent: ParentRef | None = None
+    meta: dict[str, Any] | None = None
+
+
+class TurnRef(msgspec.Struct, frozen=True):
+    """Where the turn that is open at a checkpoint started."""
+
+    seq: int
+    offset: int
+
+
+class FlushData(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``data`` of ``session/flush``: a checkpoint. Every byte before ``offset`` is durable."""
+
+    offset: int
+    seq: int
+    turn: TurnRef | None = None
+    closed: bool = False
+
+
+class ErrorInfo(msgspec.Struct, frozen=True, omit_defaults=True):
+    code: str
+    message: str = ""
+    name: str | None = None
+
+
+class Message(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A model-visible message: OpenTelemetry GenAI shape (role + typed parts)."""
+
+    id: str
+    role: Literal["system", "user", "assistant", "tool"]
+    parts: list[dict[str, Any]]
+    name: str | None = None
+
+
+class TextPart(msgspec.Struct):
+    content: str
+
+
+class ReasoningPart(msgspec.Struct):
+    content: str
+    signature: str | None = None
+
+
+class ToolCallPart(msgspec.Struct):
+    id: str
+    name: str
+    arguments: Any = None
+
+
+class ToolCallResponsePart(msgspec.Struct):
+    id: str
+    response: Any = None
+    is_error: bool = False
+
+
+class UriPart(msgspec.Struct):
+    uri: str
+    modality: str | None = None
+    mime_type: str | None = None
+
+
+class BlobPart(msgspec.Struct):
+    content: str
+    mime_type: str
+    modality: str | None = None
+
+
+class FilePart(msgspec.Struct):
+    file_id: str
+    modality: str | None = None
+    mime_type: str | None = None
+
+
+PART_TYPES: dict[str, type[msgspec.Struct]] = {
+    "text": TextPart,
+    "reasoning": ReasoningPart,
+    "tool_call": ToolCallPart,
+    "tool_call_response": ToolCallResponsePart,
+    "uri": UriPart,
+    "blob": BlobPart,
+    "file": FilePart,
+}
+
+TURN_END_REASONS = ("completed", "aborted", "blocked", "error", "max-tokens", "interrupted")
+
+
+class TurnStartData(msgspec.Struct):
+    input: Any = None
+
+
+class TurnEndData(msgspec.Struct):
+    turn: int
+    reason: Literal["completed", "aborted", "blocked", "error", "max-tokens", "interrupted"]
+    error: ErrorInfo | None = None
+    synthetic: bool = False
+
+
+class StepStartData(msgspec.Struct):
+    turn: int | None = None
+
+
+class StepEndData(msgspec.Struct):
+    step: int
+    turn: int | None = None
+    synthetic: bool = False
+
+
+class UserMessageData(msgspec.Struct):
+    message: Message
+
+
+class AssistantMessageData(msgspec.Struct):
+    message: Message
+    model: str | None = None
+    usage: dict[str, Any] | None = None
+    turn: int | None = None
+    step: int | None = None
+
+
+class ToolCallData(msgspec.Struct):
+    call_id: str
+    name: str
+    arguments: Any = None
+    turn: int | None = None
+    step: int | None = None
+
+
+class ToolResultData(msgspec.Struct):
+    call_id: str
+    message: Message
+    error: ErrorInfo | None = None
+    synthetic: bool = False
+
+
+class Todo(msgspec.Struct):
+    content: str
+    status: Literal["pending", "in_progress", "completed"]
+    id: str | None = None
+
+
+class TodoWriteData(msgspec.Struct):
+    todos: list[Todo]
+
+
+class RequestHeaderData(msgspec.Struct):
+    model: str | None = None
+    provider: str | None = None
+    system: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    params: dict[str, Any] | None = None
+
+
+class RetractData(msgspec.Struct):
+    reason: str | None = None
+
+
+class AnyData(msgspec.Struct):
+    """Known types whose data is free-form (e.g. streaming chunks)."""
+
+
+CORE_TYPES: dict[str, type[msgspec.Struct]] = {
+    "session/start": HeaderData,
+    "session/flush": FlushData,
+    "turn/start": TurnStartData,
+    "turn/end": TurnEndData,
+    "step/start": StepStartData,
+    "step/end": StepEndData,
+    "user/message": UserMessageData,
+    "assistant/message": AssistantMessageData,
+    "assistant/chunk": AnyData,
+    "tool/call": ToolCallData,
+    "tool/result": ToolResultData,
+    "todo/write": TodoWriteData,
+    "request/header": RequestHeaderData,
+    "surface/retract": RetractData,
+}
+
+#: Types whose events form the model-visible surface.
+SURFACE_TYPES = frozenset({"user/message", "assistant/message", "tool/result"})
+#: Types the writer always marks ``ignorable`` (readers may skip them when folding).
+IGNORABLE_TYPES = frozenset({"session/flush", "assistant/chunk"})
+
+_ROLE_FOR = {
+    "user/message": ("user", "system"),
+    "assistant/message": ("assistant",),
+    "tool/result": ("tool",),
+}
+_TYPE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*(?:/[a-z0-9][a-z0-9._-]*)+$")
+
+
+def validate_type_name(type_: str) -> None:
+    """Event types are namespaced lowercase: ``user/message``, ``com.example/thing``."""
+    if not isinstance(type_, str) or _TYPE_NAME.match(type_) is None:
+        raise InvalidEventError(
+            f"event type {type_!r} is not a namespaced name like 'user/message' "
+            "(lowercase letters, digits, '.', '_', '-', separated by '/')",
+            field="$.type",
+        )
+
+
+def _convert_error(exc: msgspec.ValidationError, prefix: str) -> InvalidEventError:
+    text = str(exc)
+    field = prefix
+    if " - at `$" in text:
+        text, _, at = text.partition(" - at `$")
+        field = prefix + at.rstrip("`")
+    return InvalidEventError(text, field=field)
+
+
+def validate_data(type_: str, data: dict[str, Any]) -> msgspec.Struct | None:
+    """Check ``data`` of a core type against its shape; return the decoded Struct.
+
+    Unknown types return None (they are allowed; folding decides what to do with them).
+    """
+    shape = CORE_TYPES.get(type_)
+    if shape is None:
+        return None
+    try:
+        decoded = msgspec.convert(data, type=shape)
+    except msgspec.ValidationError as exc:
+        raise _convert_error(exc, "$.data") from None
+    message = getattr(decoded, "message", None)
+    if isinstance(message, Message):
+        _validate_message(type_, message, decoded)
+    return decoded
+
+
+def _validate_message(type_: str, message: Message, decoded: msgspec.Struct) -> None:
+    roles = _ROLE_FOR[type_]
+    if message.role not in roles:
+        raise InvalidEventError(
+            f"{type_} carries a message with role {message.role!r}; expected "
+            + " or ".join(repr(r) for r in roles),
+            field="$.data.message.role",
+        )
+    for i, part in enumerate(message.parts):
+        where = f"$.data.message.parts[{i}]"
+        kind = part.get("type")
+        if not isinstance(kind, str):
+            raise InvalidEventError("content part has no string 'type'", field=where)
+        shape = PART_TYPES.get(kind)
+        if shape is None:
+            continue  # extension part: kept as data, shown generically
+        try:
+            msgspec.convert(part, type=shape)
+        except msgspec.ValidationError as exc:
+            raise _convert_error(exc, where) from None
+    if type_ == "tool/result":
+        call_id = decoded.call_id  # type: ignore[attr-defined]
+        responses = [p for p in message.parts if p.get("type") == "tool_call_response"]
+        if len(responses) != 1 or responses[0].get("id") != call_id:
+            raise InvalidEventError(
+                "a tool/result message holds exactly one tool_call_response part whose id "
+                f"equals data.call_id ({call_id!r})",
+                field="$.data.message.parts",
+            )
+
+
+def check_header(event: Event, path: str | None = None) -> HeaderData:
+    """Validate line 0. Newer major versions are refused before the shape is looked at."""
+    if event.seq != 0 or event.type != "session/start":
+        raise FormatError(
+            "not a jsonltape session: line 1 must be the session/start header with seq 0",
+            path=path,
+            line=1,
+            offset=0,
+        )
+    if event.data.get("format") != FORMAT:
+        raise FormatError(
+            'not a jsonltape session: header data.format is not "jsonltape"',
+            path=path,
+            line=1,
+            offset=0,
+            field="$.data.format",
+        )
+    version = event.data.get("version")
+    if type(version) is int and version > VERSION:
+        raise UnsupportedVersionError(
+            f"written by format version {version}; this jsonltape reads version {VERSION} "
+            "(upgrade jsonltape)",
+            path=path,
+            line=1,
+            offset=0,
+            field="$.data.version",
+        )
+    if version != VERSION:
+        raise FormatError(
+            f"unsupported format version {version!r}",
+            path=path,
+            line=1,
+            offset=0,
+            field="$.data.version",
+        )
+    try:
+        return msgspec.convert(event.data, type=HeaderData)
+    except msgspec.ValidationError as exc:
+        err = _convert_error(exc, "$.data")
+        raise FormatError(
+            f"bad header: {err.message}", path=path, line=1, offset=0, field=err.field
+        ) from None

@@ -1,0 +1,207 @@
+"""Streaming reads and verification. Readers never write and never take the writer's lock.
+
+``read`` yields the committed events in constant memory. A torn last line is simply not yet
+committed and is not served; damage before a checkpoint raises :class:`CorruptError` at the
+line where it starts, after every good event before it was yielded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+
+from . import _framing, _fs
+from ._scan import (
+    State,
+    TailScan,
+    _checkpoint_at,
+    check,
+    read_header,
+    scan_full,
+    scan_tail,
+)
+from .errors import CorruptError
+from .events import Event, HeaderData, Line
+
+__all__ = ["Report", "header", "lines", "read", "verify"]
+
+_decoder = msgspec.json.Decoder(Event)
+
+
+class Report(msgspec.Struct, omit_defaults=False):
+    """The result of :func:`verify`, also what ``jsonltape verify --json`` prints."""
+
+    path: str
+    state: State
+    events: int
+    size: int
+    committed_bytes: int
+    last_checkpoint_seq: int | None
+    last_checkpoint_offset: int | None
+    open_turn: int | None
+    closed: bool
+    line: int | None = None
+    offset: int | None = None
+    reason: str | None = None
+
+    @classmethod
+    def from_scan(cls, s: TailScan) -> Report:
+        return cls(
+            path=s.path,
+            state=s.state,
+            events=s.events,
+            size=s.size,
+            committed_bytes=s.committed,
+            last_checkpoint_seq=s.checkpoint_seq,
+            last_checkpoint_offset=s.checkpoint_offset,
+            open_turn=s.turn.seq if s.turn is not None else None,
+            closed=s.closed,
+            line=s.bad_line,
+            offset=s.bad_offset,
+            reason=s.bad_reason,
+        )
+
+
+def verify(path: str | os.PathLike[str]) -> Report:
+    """Classify a file as clean, torn-tail, open-turn or corrupt by reading every line once.
+
+    Only framing, CRC and seq are checked (plus the envelope shape); event data is not decoded.
+    """
+    p = Path(path)
+    fd = _fs.open_for_read(p)
+    try:
+        return Report.from_scan(scan_full(fd, str(p)))
+    finally:
+        os.close(fd)
+
+
+def header(path: str | os.PathLike[str]) -> HeaderData:
+    """Return the session header (line 1) without reading the rest of the file."""
+    p = Path(path)
+    fd = _fs.open_for_read(p)
+    try:
+        return read_header(fd, str(p))[0]
+    finally:
+        os.close(fd)
+
+
+def tail_scan(path: str | os.PathLike[str]) -> TailScan:
+    """O(tail) scan: header, last checkpoint, and the lines after it."""
+    p = Path(path)
+    fd = _fs.open_for_read(p)
+    try:
+        return scan_tail(fd, str(p))
+    finally:
+        os.close(fd)
+
+
+def lines(
+    path: str | os.PathLike[str], *, from_seq: int = 0, from_offset: int | None = None
+) -> Iterator[Line]:
+    """Yield committed :class:`Line` s (offset, raw bytes, decoded event) in order.
+
+    ``from_offset`` must be the start of a line (for example a ``Line.offset`` seen before);
+    ``from_seq`` is found by bisection, so starting late in a big file is cheap.
+    """
+    p = Path(path)
+    fd = _fs.open_for_read(p)
+    try:
+        _hdr, hend, _ = read_header(fd, str(p))
+        if from_offset is not None:
+            start, seq = from_offset, None
+        elif from_seq <= 0:
+            start, seq = 0, 0
+        else:
+            start, seq = _seek_seq(fd, from_seq, hend)
+        yield from _iter(fd, str(p), start, seq, from_seq)
+    finally:
+        os.close(fd)
+
+
+def read(
+    path: str | os.PathLike[str], *, from_seq: int = 0, from_offset: int | None = None
+) -> Iterator[Event]:
+    """Yield the committed events of a session in seq order, in constant memory."""
+    for line in lines(path, from_seq=from_seq, from_offset=from_offset):
+        yield line.event
+
+
+def _iter(fd: int, path: str, start: int, seq: int | None, min_seq: int) -> Iterator[Line]:
+    expected = seq
+    decode = _decoder.decode
+    frame_ok = _framing.frame_ok
+    for off, raw in _framing.iter_lines(fd, start):
+        event: Event | None = None
+        problem: str | None = None
+        if frame_ok(raw):
+            try:
+                event = decode(raw)
+            except msgspec.DecodeError as exc:
+                problem = f"not a valid event envelope: {exc}"
+            else:
+                if expected is not None and event.seq != expected:
+                    problem = f"seq {event.seq} where {expected} was expected"
+        else:
+            problem = check(raw, None)[1] or "bad line"
+        if problem is not None:
+            if _checkpoint_after(fd, off + len(raw)):
+                line = (expected + 1) if expected is not None else None
+                raise CorruptError(problem, path=path, line=line, offset=off)
+            return  # torn tail: not committed, not served
+        assert event is not None
+        expected = event.seq + 1
+        if event.seq >= min_seq:
+            yield Line(off, raw, event)
+
+
+def _checkpoint_after(fd: int, start: int) -> bool:
+    for off, raw in _framing.iter_lines(fd, start):
+        if b'"session/flush"' not in raw:
+            continue
+        head, problem = check(raw, None)
+        if problem is None and head is not None and _checkpoint_at(head, off) is not None:
+            return True
+    return False
+
+
+def _line_at(fd: int, pos: int, limit: int) -> tuple[int, bytes] | None:
+    """Return the first complete line that starts after ``pos`` (skipping a partial one)."""
+    buf = b""
+    at = pos
+    while at < limit:
+        chunk = os.pread(fd, min(_framing.CHUNK, limit - at), at)
+        if not chunk:
+            return None
+        buf += chunk
+        at += len(chunk)
+        i = buf.find(b"\n")
+        if i < 0:
+            continue
+        j = buf.find(b"\n", i + 1)
+        if j >= 0:
+            return pos + i + 1, buf[i + 1 : j + 1]
+    return None
+
+
+def _seek_seq(fd: int, target: int, hend: int) -> tuple[int, int]:
+    """Find (offset, seq) of a committed line with seq <= target, as close to it as cheap."""
+    lo, lo_seq = hend, 1
+    hi = os.fstat(fd).st_size
+    while hi - lo > _framing.CHUNK:
+        mid = (lo + hi) // 2
+        found = _line_at(fd, mid - 1, hi)
+        if found is None:
+            hi = mid
+            continue
+        off, raw = found
+        head, problem = check(raw, None)
+        if problem is not None or head is None or head.seq > target:
+            hi = mid
+            continue
+        lo, lo_seq = off, head.seq
+        if head.seq == target:
+            break
+    return lo, lo_seq

@@ -1,0 +1,684 @@
+"""The single writer of a session: lock, create, append, durability and checkpoints.
+
+Protocol (the spec's "writer" section, kept in this order on purpose):
+
+1. Take the session's lock file (``.<name>.lock`` beside it) for the writer's lifetime.
+2. Create a session atomically: header into an owner-only temp file, fsync, ``link`` to the
+   final name (never clobbers), fsync the directory. Opening an existing session reads only
+   its tail: a torn tail is cut into a sidecar, a turn left open by a crash is closed.
+3. Each append is validated and encoded once, then written with one ``write`` (a batch too).
+4. ``flush``: fdatasync, and only after it returned, a ``session/flush`` checkpoint line whose
+   ``data.offset`` is its own offset. An fsync error poisons the writer for good.
+5. ``close``: flush, then a final checkpoint with ``closed: true``, synced. That marker is how
+   a later writer tells a deliberate open turn from one a crash left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import filelock
+import msgspec
+
+from . import _framing, _fs, _repair
+from ._agent import AgentHelpers, TurnHandle
+from ._prepare import (
+    check_sources,
+    check_surface,
+    encode_event,
+    load_keys,
+    now_ms,
+    publish,
+    read_line,
+    spec_of,
+    write_all,
+)
+from ._scan import TailScan, scan_tail
+from .errors import (
+    ConcurrentModificationError,
+    CorruptError,
+    InvalidEventError,
+    JsonltapeError,
+    LockedError,
+    WriterFailedError,
+)
+from .events import (
+    IGNORABLE_TYPES,
+    MINOR,
+    SURFACE_TYPES,
+    VERSION,
+    Event,
+    FlushData,
+    HeaderData,
+    ParentRef,
+    Replace,
+    Retract,
+    TurnRef,
+    validate_data,
+    validate_type_name,
+)
+from .fold._surface import SurfaceFold
+from .ids import new_session_id, validate_session_id
+
+__all__ = ["Durability", "Tape", "TurnHandle", "lock_path", "open"]
+
+Durability = Literal["always", "group", "manual"]
+_decoder = msgspec.json.Decoder(Event)
+_WRITER_ONLY = frozenset({"session/start", "session/flush"})
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file of a session: a dot-file beside it (``.<name>.lock``)."""
+    return path.with_name(f".{path.name}.lock")
+
+
+def _acquire(path: Path, timeout: float) -> filelock.BaseFileLock:
+    lp = lock_path(path)
+    lock = filelock.FileLock(
+        lp, timeout=timeout, mode=0o600, thread_local=False, fallback_to_soft=False
+    )
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise LockedError(
+            f"another writer holds this session (lock file {lp}); "
+            "wait for it to finish or pass a lock timeout",
+            path=path,
+        ) from None
+    return lock
+
+
+def open(
+    path: str | os.PathLike[str],
+    *,
+    create: bool | Literal["if-missing"] = False,
+    session_id: str | None = None,
+    title: str | None = None,
+    cwd: str | None = None,
+    agent: str | None = None,
+    parent: ParentRef | None = None,
+    meta: Mapping[str, Any] | None = None,
+    durability: Durability = "group",
+    group_events: int = 64,
+    group_ms: float = 50.0,
+    lock_timeout: float = 0.0,
+) -> Tape:
+    """Open a session for writing and return its :class:`Tape` (a context manager).
+
+    :param create: ``False`` opens an existing session; ``True`` creates a new one and fails if
+        the file exists; ``"if-missing"`` does whichever applies.
+    :param durability: ``"group"`` (default) flushes every ``group_events`` events or
+        ``group_ms`` milliseconds, whichever comes first; ``"always"`` flushes after every
+        append; ``"manual"`` only on :meth:`Tape.flush`. Only a returned flush is a promise.
+    :param lock_timeout: seconds to wait for another writer; 0 fails at once.
+    """
+    p = Path(os.path.abspath(path))
+    if durability not in ("always", "group", "manual"):
+        raise ValueError(f"durability must be 'always', 'group' or 'manual', not {durability!r}")
+    if group_events < 1 or group_ms <= 0:
+        raise ValueError("group_events must be >= 1 and group_ms > 0")
+    exists = os.path.lexists(p)
+    if create == "if-missing":
+        create = not exists
+    if create:
+        return Tape._create(
+            p,
+            session_id=session_id,
+            title=title,
+            cwd=cwd,
+            agent=agent,
+            parent=parent,
+            meta=meta,
+            durability=durability,
+            group_events=group_events,
+            group_ms=group_ms,
+            lock_timeout=lock_timeout,
+        )
+    return Tape._open(
+        p,
+        durability=durability,
+        group_events=group_events,
+        group_ms=group_ms,
+        lock_timeout=lock_timeout,
+    )
+
+
+class Tape(AgentHelpers):
+    """An open session with its writer lock held. Thread-safe; one per session at a time."""
+
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        lock: filelock.BaseFileLock,
+        header: HeaderData,
+        *,
+        size: int,
+        next_seq: int,
+        last_time: int,
+        turn: TurnRef | None,
+        durability: Durability,
+        group_events: int,
+        group_ms: float,
+        ops: _fs.FileOps | None = None,
+    ) -> None:
+        self.path = path
+        self.header = header
+        self._fd = fd
+        self._lock_file = lock
+        self._ops = ops or _fs.FileOps()
+        self._mutex = threading.RLock()
+        self._cond = threading.Condition(self._mutex)
+        self._size = size
+        self._next_seq = next_seq
+        self._durable_seq = next_seq - 1
+        self._last_time = last_time
+        self._turn = turn
+        self._step: int | None = None
+        self._pending = 0  # events written since the last checkpoint
+        self._durability = durability
+        self._group_events = group_events
+        self._group_s = group_ms / 1000.0
+        self._deadline: float | None = None
+        self._failed: BaseException | None = None
+        self._closed = False
+        self._keys: dict[str, int] | None = None  # key -> offset, built on first keyed append
+        # The surface is folded from the whole file the first time an append needs it (a
+        # replace or retract) and kept up to date after that, so plain appends stay O(1).
+        self._surface: SurfaceFold | None = None
+        st = os.fstat(fd)
+        self._ident = (st.st_dev, st.st_ino)
+        self._flusher: threading.Thread | None = None
+        self._opened_from: object = None
+        #: Synthetic events this writer appended on open to close a crashed turn.
+        self.closers: list[Event] = []
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def _create(
+        cls,
+        path: Path,
+        *,
+        session_id: str | None,
+        title: str | None,
+        cwd: str | None,
+        agent: str | None,
+        parent: ParentRef | None,
+        meta: Mapping[str, Any] | None,
+        durability: Durability,
+        group_events: int,
+        group_ms: float,
+        lock_timeout: float,
+        ops: _fs.FileOps | None = None,
+    ) -> Tape:
+        sid = validate_session_id(session_id) if session_id is not None else new_session_id()
+        _fs.make_dirs(path.parent)
+        _fs.check_dir(path.parent)
+        ops = ops or _fs.FileOps()
+        now = now_ms()
+        data: dict[str, Any] = {
+            "format": "jsonltape",
+            "version": VERSION,
+            "minor": MINOR,
+            "id": sid,
+            "created": now,
+        }
+        for name, value in (("title", title), ("cwd", cwd), ("agent", agent)):
+            if value is not None:
+                data[name] = value
+        if parent is not None:
+            data["parent"] = msgspec.to_builtins(parent)
+        if meta is not None:
+            data["meta"] = dict(meta)
+        line, _event = encode_event(0, "session/start", now, data, None, None, None, False)
+        header = msgspec.convert(data, type=HeaderData)
+        lock = _acquire(path, lock_timeout)
+        try:
+            if os.path.lexists(path):
+                raise JsonltapeError("session file already exists", path=path)
+            tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+            tfd = _fs.create_exclusive(tmp)
+            try:
+                write_all(ops, tfd, line)
+                ops.sync(tfd)
+                publish(tmp, path)
+            finally:
+                os.close(tfd)
+                if tmp.exists():
+                    tmp.unlink()
+            ops.sync_dir(path.parent)
+            fd = _fs.open_for_append(path)
+        except BaseException:
+            lock.release()
+            raise
+        return cls(
+            path,
+            fd,
+            lock,
+            header,
+            size=len(line),
+            next_seq=1,
+            last_time=now,
+            turn=None,
+            durability=durability,
+            group_events=group_events,
+            group_ms=group_ms,
+            ops=ops,
+        )
+
+    @classmethod
+    def _open(
+        cls,
+        path: Path,
+        *,
+        durability: Durability,
+        group_events: int,
+        group_ms: float,
+        lock_timeout: float,
+        ops: _fs.FileOps | None = None,
+        lock: filelock.BaseFileLock | None = None,
+    ) -> Tape:
+        _fs.check_dir(path.parent)
+        own_lock = lock is None
+        lock = lock or _acquire(path, lock_timeout)
+        fd = -1
+        try:
+            fd = _fs.open_for_append(path)
+            ops = ops or _fs.FileOps()
+            scan = scan_tail(fd, str(path))
+            if scan.corrupt:  # pragma: no cover - scan_tail stops at the last checkpoint
+                raise CorruptError(
+                    "damage before the last checkpoint", path=path, offset=scan.bad_offset
+                )
+            if scan.bad_offset is not None:
+                # Never append after garbage: the torn tail goes to a sidecar first.
+                _repair.cut_tail(fd, path, scan.committed, ops)
+            tape = cls(
+                path,
+                fd,
+                lock,
+                scan.header,
+                size=scan.committed,
+                next_seq=scan.next_seq,
+                last_time=scan.last_time,
+                turn=scan.turn,
+                durability=durability,
+                group_events=group_events,
+                group_ms=group_ms,
+                ops=ops,
+            )
+            tape._opened_from = scan
+            if scan.turn is not None and not scan.closed:
+                tape.closers = tape._close_interrupted_turn(scan.turn)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            if own_lock:
+                lock.release()
+            raise
+        return tape
+
+    def _close_interrupted_turn(self, turn: TurnRef) -> list[Event]:
+        """Append the closers of a turn a crash left open, stamped with the last event's time."""
+        items = _repair.closers(self._fd, turn.offset, self._size)
+        if not items:
+            return []
+        with self._mutex:
+            prepared = []
+            seq = self._next_seq
+            for type_, data, sources in items:
+                surface = "append" if type_ in SURFACE_TYPES else None
+                prepared.append(
+                    encode_event(seq, type_, self._last_time, data, surface, sources, None, False)
+                )
+                seq += 1
+            self._write(prepared)
+            self._flush_locked()
+        return [event for _line, event in prepared]
+
+    # -- properties ----------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self.header.id
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next appended event will get."""
+        return self._next_seq
+
+    @property
+    def durable_seq(self) -> int:
+        """Every event with a seq up to this one is durable (covered by a checkpoint)."""
+        return self._durable_seq
+
+    @property
+    def open_turn(self) -> int | None:
+        """Seq of the ``turn/start`` of the turn currently open, if any."""
+        return self._turn.seq if self._turn is not None else None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- appending -----------------------------------------------------------------------
+
+    def append(
+        self,
+        type: str,
+        data: Mapping[str, Any] | None = None,
+        *,
+        surface: Any = None,
+        sources: Iterable[int] | None = None,
+        key: str | None = None,
+        ignorable: bool | None = None,
+    ) -> Event:
+        """Validate and append one event; return it as written (with seq, time and crc).
+
+        An event whose ``key`` is already in the session is not written again: the existing
+        event is returned (safe retries). Raises :class:`InvalidEventError` and writes nothing
+        if the event breaks a rule.
+        """
+        return self.append_batch(
+            [
+                {
+                    "type": type,
+                    "data": data,
+                    "surface": surface,
+                    "sources": sources,
+                    "key": key,
+                    "ignorable": ignorable,
+                }
+            ]
+        )[0]
+
+    def append_batch(self, items: Iterable[Mapping[str, Any]]) -> list[Event]:
+        """Append several events with one write: all are validated before any is written.
+
+        Each item is a mapping with ``type`` and optional ``data``, ``surface``, ``sources``,
+        ``key`` and ``ignorable``. Items whose key already exists return the existing event.
+        """
+        with self._mutex:
+            self._check_usable()
+            now = now_ms()
+            prepared: list[tuple[bytes, Event]] = []
+            results: list[Event | None] = []
+            batch_keys: set[str] = set()
+            seq = self._next_seq
+            surface = self._surface.clone() if self._surface is not None else None
+            for i, item in enumerate(items):
+                try:
+                    spec = spec_of(item)
+                    key = spec["key"]
+                    if key is not None:
+                        if not isinstance(key, str) or not key or len(key) > 1024:
+                            raise InvalidEventError(
+                                "key must be a non-empty string of at most 1024 characters",
+                                field="$.key",
+                            )
+                        if key in batch_keys:
+                            raise InvalidEventError(
+                                f"key {key!r} appears twice in this batch", field="$.key"
+                            )
+                        batch_keys.add(key)
+                        existing = self._existing(key, spec)
+                        if existing is not None:
+                            results.append(existing)
+                            continue
+                    line = self._prepare(spec, seq, now)
+                    if surface is None and isinstance(line[1].surface, (Replace, Retract)):
+                        surface = self._fold_surface(prepared)
+                    if surface is not None:
+                        surface.apply(line[1])
+                except JsonltapeError as exc:
+                    exc.batch_item = i
+                    if exc.path is None:
+                        exc.path = str(self.path)
+                    raise
+                prepared.append(line)
+                results.append(None)
+                seq += 1
+            if prepared:
+                self._write(prepared)
+                self._surface = surface
+                self._after_write()
+            fresh = iter(ev for _line, ev in prepared)
+            return [r if r is not None else next(fresh) for r in results]
+
+    def _prepare(self, spec: dict[str, Any], seq: int, now: int) -> tuple[bytes, Event]:
+        type_ = spec["type"]
+        validate_type_name(type_)
+        if type_ in _WRITER_ONLY:
+            raise InvalidEventError(
+                f"{type_} events are written by the writer itself", field="$.type"
+            )
+        data = spec["data"]
+        if data is None:
+            data = {}
+        elif not isinstance(data, dict):
+            if isinstance(data, Mapping):
+                data = dict(data)
+            else:
+                raise InvalidEventError(
+                    f"data must be a JSON object, not {type(data).__name__}", field="$.data"
+                )
+        surface = check_surface(type_, spec["surface"], seq)
+        sources = check_sources(spec["sources"], seq)
+        ignorable = spec["ignorable"]
+        if ignorable is None:
+            ignorable = type_ in IGNORABLE_TYPES
+        elif type(ignorable) is not bool:
+            raise InvalidEventError("ignorable must be true or false", field="$.ignorable")
+        elif not ignorable and type_ in IGNORABLE_TYPES:
+            raise InvalidEventError(f"{type_} is always ignorable", field="$.ignorable")
+        elif ignorable and type_ in SURFACE_TYPES:
+            raise InvalidEventError(
+                f"{type_} is model-visible and cannot be ignorable", field="$.ignorable"
+            )
+        validate_data(type_, data)
+        return encode_event(seq, type_, now, data, surface, sources, spec["key"], ignorable)
+
+    def _fold_surface(self, pending: list[tuple[bytes, Event]]) -> SurfaceFold:
+        """Fold the surface of everything written so far plus ``pending`` (this batch)."""
+        fold = SurfaceFold()
+        for _off, raw in _framing.iter_lines(self._fd, 0, self._size):
+            fold.apply(_decoder.decode(raw))
+        for _line, event in pending:
+            fold.apply(event)
+        return fold
+
+    def _existing(self, key: str, spec: dict[str, Any]) -> Event | None:
+        if self._keys is None:
+            self._keys = load_keys(self._fd, self._size)
+        off = self._keys.get(key)
+        if off is None:
+            return None
+        raw = read_line(self._fd, off)
+        event = _decoder.decode(raw)
+        data = spec["data"] if spec["data"] is not None else {}
+        if event.type != spec["type"] or event.data != data:
+            raise InvalidEventError(
+                f"key {key!r} is already used by seq {event.seq} ({event.type}) with different "
+                "data",
+                field="$.key",
+            )
+        return event
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise JsonltapeError("the tape is closed", path=self.path)
+        if self._failed is not None:
+            raise WriterFailedError(
+                f"the writer failed earlier ({self._failed}) and accepts no more events; "
+                "reopen the session to recover",
+                path=self.path,
+            ) from self._failed
+
+    def _write(self, prepared: list[tuple[bytes, Event]]) -> None:
+        """One write of whole lines at the end, after checking nobody else touched the file."""
+        self._check_unchanged()
+        blob = b"".join(line for line, _ in prepared)
+        try:
+            write_all(self._ops, self._fd, blob)
+        except OSError as exc:
+            self._rollback(exc)
+            raise WriterFailedError(f"write failed: {exc.strerror or exc}", path=self.path) from exc
+        start = self._size
+        for line, event in prepared:
+            if self._keys is not None and event.key is not None:
+                self._keys[event.key] = start
+            start += len(line)
+            t = event.type
+            if t == "turn/start":
+                self._turn = TurnRef(event.seq, start - len(line))
+                self._step = None
+            elif t == "turn/end":
+                self._turn = None
+                self._step = None
+            elif t == "step/start":
+                self._step = event.seq
+            elif t == "step/end":
+                self._step = None
+        self._size = start
+        self._next_seq = prepared[-1][1].seq + 1
+        self._last_time = prepared[-1][1].time
+        self._pending += len(prepared)
+
+    def _rollback(self, exc: OSError) -> None:
+        """Cut a partial write so the file still ends on a line boundary; else poison."""
+        try:
+            self._ops.truncate(self._fd, self._size)
+        except OSError as again:
+            self._failed = again
+            return
+        self._failed = exc  # a failed write may have been a failing device: stop here
+
+    def _check_unchanged(self) -> None:
+        st = os.fstat(self._fd)
+        try:
+            at_path = os.stat(self.path, follow_symlinks=False)
+            same = (at_path.st_dev, at_path.st_ino) == self._ident
+        except FileNotFoundError:
+            same = False
+        if st.st_size != self._size or not same:
+            what = (
+                "was replaced or removed"
+                if not same
+                else f"changed size from {self._size} to {st.st_size} bytes"
+            )
+            exc = ConcurrentModificationError(
+                f"the session file {what} behind this writer's back (another program, a git "
+                "checkout?); nothing more is appended to it",
+                path=self.path,
+            )
+            self._failed = exc
+            raise exc
+
+    def _after_write(self) -> None:
+        if self._durability == "always" or (
+            self._durability == "group" and self._pending >= self._group_events
+        ):
+            self._flush_locked()
+        elif self._durability == "group" and self._deadline is None:
+            self._deadline = time.monotonic() + self._group_s
+            if self._flusher is None:
+                self._flusher = threading.Thread(
+                    target=self._flush_loop, daemon=True, name=f"jsonltape-flush:{self.path.name}"
+                )
+                self._flusher.start()
+            self._cond.notify()
+
+    def _flush_loop(self) -> None:
+        with self._cond:
+            while not self._closed and self._failed is None:
+                if self._deadline is None:
+                    self._cond.wait()
+                    continue
+                remaining = self._deadline - time.monotonic()
+                if remaining > 0:
+                    self._cond.wait(remaining)
+                    continue
+                try:
+                    self._flush_locked()
+                except JsonltapeError:
+                    return  # the failure is recorded; the next call reports it
+
+    # -- durability ----------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """Make every appended event durable and checkpoint it; return the durable seq."""
+        with self._mutex:
+            self._check_usable()
+            self._flush_locked()
+            return self._durable_seq
+
+    def _flush_locked(self, *, closing: bool = False) -> None:
+        self._deadline = None
+        if self._pending == 0 and not closing:
+            return
+        self._check_unchanged()
+        try:
+            self._ops.sync(self._fd)
+        except OSError as exc:
+            # After a failed fsync the kernel may have dropped the dirty pages and a retry
+            # can "succeed" without the data (fsyncgate): never retry, never report durable.
+            self._failed = exc
+            raise WriterFailedError(
+                f"fsync failed: {exc.strerror or exc}; the data since the "
+                "last checkpoint may be lost",
+                path=self.path,
+            ) from exc
+        self._durable_seq = self._next_seq - 1
+        seq = self._next_seq
+        data = msgspec.to_builtins(
+            FlushData(offset=self._size, seq=seq - 1, turn=self._turn, closed=closing)
+        )
+        line = encode_event(seq, "session/flush", now_ms(), data, None, None, None, True)
+        self._write([line])
+        self._pending = 0
+        if closing:
+            try:
+                self._ops.sync(self._fd)
+            except OSError as exc:
+                self._failed = exc
+                raise WriterFailedError(
+                    f"fsync failed: {exc.strerror or exc}", path=self.path
+                ) from exc
+
+    def close(self) -> None:
+        """Flush, mark the close with a final checkpoint, and release the lock. Idempotent."""
+        with self._mutex:
+            if self._closed:
+                return
+            try:
+                if self._failed is None:
+                    self._flush_locked(closing=not self._ends_closed())
+            finally:
+                self._closed = True
+                self._cond.notify_all()
+                os.close(self._fd)
+                self._lock_file.release()
+        if self._flusher is not None and self._flusher is not threading.current_thread():
+            self._flusher.join()
+
+    def _ends_closed(self) -> bool:
+        """True when nothing was written since a closing checkpoint (keeps repair idempotent)."""
+        if self._pending:
+            return False
+        scan = self._opened_from
+        return bool(isinstance(scan, TailScan) and scan.closed and scan.committed == self._size)
+
+    def __enter__(self) -> Tape:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Tape {str(self.path)!r} id={self.session_id} next_seq={self._next_seq}>"

@@ -1,0 +1,379 @@
+"""The writer: appends, validation, idempotency, checkpoints, turns, locking, permissions."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+import zlib
+from pathlib import Path
+
+import pytest
+
+import jsonltape
+from jsonltape import _framing
+
+from .helpers import one_turn, raw_lines
+
+
+def test_created_file_has_header_then_dense_seqs_and_valid_crcs(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True, title="t", cwd="/w", agent="a/1") as tape:
+        one_turn(tape, with_tool=True)
+    lines = raw_lines(tape_path)
+    header = json.loads(lines[0])
+    assert header["type"] == "session/start" and header["seq"] == 0
+    assert header["data"]["format"] == "jsonltape" and header["data"]["version"] == 1
+    assert header["data"]["title"] == "t" and header["data"]["cwd"] == "/w"
+    for i, raw in enumerate(lines):
+        obj = json.loads(raw)
+        assert obj["seq"] == i
+        assert list(obj)[-1] == "crc"
+        body = raw[: -len(b',"crc":"xxxxxxxx"}\n')]
+        assert obj["crc"] == f"{zlib.crc32(body):08x}"
+
+
+def test_read_returns_what_append_returned(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True) as tape:
+        written = [tape.user("a"), tape.assistant("b"), tape.append("x.ext/note", {"n": [1, 2.5]})]
+    read = {e.seq: e for e in jsonltape.read(tape_path)}
+    for ev in written:
+        assert read[ev.seq] == ev
+
+
+def test_flush_writes_checkpoint_after_data_and_reports_durable_seq(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True, durability="manual") as tape:
+        tape.user("a")
+        tape.user("b")
+        durable = tape.flush()
+        assert durable == 2
+        assert tape.durable_seq == 2
+        size_before = tape_path.stat().st_size
+        assert tape.flush() == 2  # nothing new: no second checkpoint
+        assert tape_path.stat().st_size == size_before
+    ck = json.loads(raw_lines(tape_path)[3])
+    assert ck["type"] == "session/flush" and ck["ignorable"] is True
+    assert ck["data"]["seq"] == 2
+    assert ck["data"]["offset"] == sum(len(x) for x in raw_lines(tape_path)[:3])
+
+
+def test_close_marks_clean_close_and_reopen_continues_seq(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True) as tape:
+        tape.user("a")
+    last = json.loads(raw_lines(tape_path)[-1])
+    assert last["type"] == "session/flush" and last["data"]["closed"] is True
+    with jsonltape.open(tape_path) as tape:
+        ev = tape.user("b")
+        assert ev.seq == last["seq"] + 1
+    assert jsonltape.verify(tape_path).state == "clean"
+
+
+def test_group_commit_flushes_by_count(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True, group_events=5, group_ms=60_000) as tape:
+        for i in range(5):
+            tape.user(str(i))
+        assert tape.durable_seq == 5
+        tape.user("6")
+        assert tape.durable_seq == 5
+
+
+def test_group_commit_flushes_by_time_without_further_appends(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True, group_events=1000, group_ms=20) as tape:
+        tape.user("a")
+        deadline = threading.Event()
+        for _ in range(200):
+            if tape.durable_seq >= 1:
+                break
+            deadline.wait(0.01)
+        assert tape.durable_seq == 1
+
+
+def test_always_mode_makes_every_append_durable(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True, durability="always") as tape:
+        ev = tape.user("a")
+        assert tape.durable_seq == ev.seq
+
+
+def test_idempotent_key_returns_existing_event_and_writes_nothing(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True) as tape:
+        first = tape.append("x.ext/op", {"v": 1}, key="k1")
+        size = tape_path.stat().st_size
+        again = tape.append("x.ext/op", {"v": 1}, key="k1")
+        assert again == first
+        assert tape_path.stat().st_size == size
+        with pytest.raises(jsonltape.InvalidEventError, match="already used by seq"):
+            tape.append("x.ext/op", {"v": 2}, key="k1")
+    # after reopening, the key index is rebuilt from the file
+    with jsonltape.open(tape_path) as tape:
+        assert tape.append("x.ext/op", {"v": 1}, key="k1") == first
+
+
+def test_batch_is_all_or_nothing(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True) as tape:
+        size = tape_path.stat().st_size
+        with pytest.raises(jsonltape.InvalidEventError) as err:
+            tape.append_batch(
+                [{"type": "x.a/b", "data": {}}, {"type": "x.a/b", "data": {"f": {1}}}]
+            )
+        assert err.value.batch_item == 1
+        assert tape_path.stat().st_size == size
+        evs = tape.append_batch([{"type": "x.a/b"}, {"type": "x.a/c", "data": {"z": None}}])
+        assert [e.seq for e in evs] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "fragment"),
+    [
+        ({"x": float("nan")}, "$.data.x", "not valid JSON"),
+        ({"x": float("inf")}, "$.data.x", "not valid JSON"),
+        ({"x": {1: 2}}, "$.data.x", "not a string"),
+        ({"x": {1, 2}}, "$.data.x", "set is not a JSON value"),
+        ({"x": b"raw"}, "$.data.x", "bytes is not a JSON value"),
+        ({"x": (1, 2)}, "$.data.x", "tuple is not a JSON value"),
+        ({"x": [1, 2**53]}, "$.data.x[1]", "interoperable range"),
+        ({"x": -(2**60)}, "$.data.x", "interoperable range"),
+        ({"x": -0.0}, "$.data.x", "negative zero"),
+        ({"x": "\ud800"}, "$.data.x", "lone surrogate"),
+        ({"x": object()}, "$.data.x", "object is not a JSON value"),
+        ({"a b": {"c": [0, {"d": float("nan")}]}}, '$.data["a b"].c[1].d', "not valid JSON"),
+    ],
+)
+def test_lossless_gate_names_the_field(
+    tape_path: Path, data: dict, field: str, fragment: str
+) -> None:
+    with jsonltape.open(tape_path, create=True) as tape:
+        size = tape_path.stat().st_size
+        with pytest.raises(jsonltape.NotLosslessError) as err:
+            tape.append("x.ext/thing", data)
+        assert err.value.field == field
+        assert fragment in str(err.value)
+        assert tape_path.stat().st_size == size
+
+
+def test_lossless_gate_rejects_cycles(tape_path: Path) -> None:
+    cyc: dict = {}
+    cyc["self"] = cyc
+    shared = {"a": 1}
+    with jsonltape.open(tape_path, create=True) as tape:
+        with pytest.raises(jsonltape.NotLosslessError, match="cycle"):
+            tape.append("x.ext/thing", {"c": cyc})
+        # the same object twice is not a cycle
+        tape.append("x.ext/thing", {"one": shared, "two": shared})
+
+
+def test_digits_inside_strings_are_not_mistaken_for_big_ints(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True) as tape:
+        ev = tape.append("x.ext/thing", {"s": "12345678901234567890 -0.0"})
+    assert ev.data["s"] == "12345678901234567890 -0.0"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"type": "Bad Type"}, "namespaced"),
+        ({"type": "session/flush"}, "written by the writer"),
+        (
+            {
+                "type": "user/message",
+                "data": {"message": {"id": "m", "role": "assistant", "parts": []}},
+            },
+            "role",
+        ),
+        ({"type": "turn/end", "data": {"turn": 1, "reason": "finished"}}, "reason"),
+        ({"type": "x.a/b", "surface": "append"}, "takes no surface"),
+        ({"type": "x.a/b", "sources": [5]}, "earlier events"),
+        (
+            {
+                "type": "tool/result",
+                "data": {
+                    "call_id": "a",
+                    "message": {
+                        "id": "m",
+                        "role": "tool",
+                        "parts": [{"type": "tool_call_response", "id": "b"}],
+                    },
+                },
+            },
+            "equals data.call_id",
+        ),
+        (
+            {
+                "type": "user/message",
+                "data": {"message": {"id": "m", "role": "user", "parts": [{"type": "text"}]}},
+            },
+            "parts[0]",
+        ),
+    ],
+)
+def test_invalid_events_are_refused_with_a_reason(
+    tape_path: Path, kwargs: dict, fragment: str
+) -> None:
+    with jsonltape.open(tape_path, create=True) as tape:
+        size = tape_path.stat().st_size
+        type_ = kwargs.pop("type")
+        with pytest.raises(jsonltape.InvalidEventError) as err:
+            tape.append(type_, **kwargs)
+        assert fragment in str(err.value)
+        assert tape_path.stat().st_size == size
+
+
+def test_unknown_part_types_are_kept(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True) as tape:
+        ev = tape.user([{"type": "com.example.audio", "ref": "x"}])
+    assert ev.data["message"]["parts"][0]["ref"] == "x"
+
+
+def test_turn_context_manager_records_error_reason(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True) as tape:
+        with pytest.raises(RuntimeError), tape.turn():
+            tape.user("a")
+            raise RuntimeError("model exploded")
+        with tape.turn() as t:
+            t.reason = "max-tokens"
+    ends = [e for e in jsonltape.read(tape_path) if e.type == "turn/end"]
+    assert ends[0].data["reason"] == "error"
+    assert ends[0].data["error"] == {"code": "RuntimeError", "message": "model exploded"}
+    assert ends[1].data["reason"] == "max-tokens"
+
+
+def test_second_writer_is_refused_at_once_naming_the_lock(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True):
+        with pytest.raises(jsonltape.LockedError) as err:
+            jsonltape.open(tape_path)
+        assert f".{tape_path.name}.lock" in str(err.value)
+        errors: list[BaseException] = []
+
+        def other_thread() -> None:
+            try:
+                jsonltape.open(tape_path)
+            except BaseException as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=other_thread)
+        t.start()
+        t.join()
+        assert isinstance(errors[0], jsonltape.LockedError)
+    jsonltape.open(tape_path).close()  # released on close
+
+
+def test_writer_waits_for_lock_when_asked(tape_path: Path) -> None:
+    first = jsonltape.open(tape_path, create=True)
+    timer = threading.Timer(0.2, first.close)
+    timer.start()
+    with jsonltape.open(tape_path, lock_timeout=10) as tape:
+        assert tape.user("after").seq >= 1
+    timer.join()
+
+
+def test_file_truncated_under_writer_is_detected(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True) as tape:
+        tape.user("a")
+        tape.flush()
+        with open(tape_path, "r+b") as f:
+            f.truncate(100)
+        with pytest.raises(jsonltape.ConcurrentModificationError, match="changed size"):
+            tape.user("b")
+        with pytest.raises(jsonltape.WriterFailedError):
+            tape.user("c")
+
+
+def test_file_replaced_under_writer_is_detected(tape_path: Path, tmp_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True) as tape:
+        tape.user("a")
+        replacement = tmp_path / "other.jsonl"
+        replacement.write_bytes(tape_path.read_bytes())
+        os.replace(replacement, tape_path)  # what a git checkout does
+        with pytest.raises(jsonltape.ConcurrentModificationError, match="replaced"):
+            tape.user("b")
+
+
+def test_modes_are_owner_only_under_permissive_umask(
+    tmp_path: Path, permissive_umask: None
+) -> None:
+    path = tmp_path / "new" / "deeper" / "s.jsonl"
+    with jsonltape.open(path, create=True) as tape:
+        tape.user("a")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.parent.parent.stat().st_mode) == 0o700
+    lock = path.with_name(f".{path.name}.lock")
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+
+
+def test_symlink_is_refused(tape_path: Path, tmp_path: Path) -> None:
+    real = tmp_path / "real.jsonl"
+    jsonltape.open(real, create=True).close()
+    tape_path.symlink_to(real)
+    with pytest.raises(jsonltape.UnsafeFileError, match="symlink"):
+        jsonltape.open(tape_path)
+    with pytest.raises(jsonltape.UnsafeFileError, match="symlink"):
+        list(jsonltape.read(tape_path))
+    with pytest.raises(jsonltape.JsonltapeError):
+        jsonltape.open(tape_path, create=True)
+
+
+def test_group_writable_file_is_refused(tape_path: Path) -> None:
+    jsonltape.open(tape_path, create=True).close()
+    os.chmod(tape_path, 0o660)
+    with pytest.raises(jsonltape.UnsafeFileError, match="writable by group"):
+        jsonltape.open(tape_path)
+
+
+def test_group_writable_directory_is_refused(tmp_path: Path) -> None:
+    d = tmp_path / "shared"
+    d.mkdir()
+    os.chmod(d, 0o770)
+    with pytest.raises(jsonltape.UnsafeFileError, match="directory is writable"):
+        jsonltape.open(d / "s.jsonl", create=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown")
+def test_foreign_owned_file_is_refused(tape_path: Path) -> None:
+    jsonltape.open(tape_path, create=True).close()
+    os.chown(tape_path, 12345, 12345)
+    with pytest.raises(jsonltape.UnsafeFileError, match="owned by uid 12345"):
+        jsonltape.open(tape_path)
+
+
+def test_create_refuses_existing_file(tape_path: Path) -> None:
+    jsonltape.open(tape_path, create=True).close()
+    with pytest.raises(jsonltape.JsonltapeError, match="already exists"):
+        jsonltape.open(tape_path, create=True)
+    assert not [p for p in tape_path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("bad", ["", "../x", "a/b", "-x", "x" * 129, "a b", "é"])
+def test_session_ids_are_validated(tape_path: Path, bad: str) -> None:
+    with pytest.raises(jsonltape.InvalidSessionIdError):
+        jsonltape.open(tape_path, create=True, session_id=bad)
+    assert not tape_path.exists()
+
+
+def test_generated_ids_sort_by_creation_time() -> None:
+    ids = [jsonltape.new_session_id(now_ms=t) for t in (1, 2, 10**12, 10**12 + 1, 2**47)]
+    assert ids == sorted(ids)
+    assert all(len(i) == 26 for i in ids)
+
+
+def test_newer_major_version_is_refused(tape_path: Path) -> None:
+    jsonltape.open(tape_path, create=True).close()
+    lines = raw_lines(tape_path)
+    obj = json.loads(lines[0])
+    obj["data"]["version"] = 2
+    del obj["crc"]
+    body = json.dumps(obj, separators=(",", ":")).encode()
+    tape_path.write_bytes(_framing.frame(body) + b"".join(lines[1:]))
+    with pytest.raises(jsonltape.UnsupportedVersionError, match="upgrade"):
+        jsonltape.open(tape_path)
+    with pytest.raises(jsonltape.UnsupportedVersionError):
+        jsonltape.verify(tape_path)
+
+
+def test_not_a_session_is_a_format_error(tape_path: Path) -> None:
+    tape_path.write_text('{"hello": "world"}\n')
+    os.chmod(tape_path, 0o600)
+    with pytest.raises(jsonltape.FormatError, match="not a jsonltape session"):
+        jsonltape.open(tape_path)
+    tape_path.write_text("")
+    with pytest.raises(jsonltape.FormatError, match="empty"):
+        jsonltape.verify(tape_path)
