@@ -22,7 +22,7 @@ from typing import Literal
 import msgspec
 
 from . import _framing
-from .errors import CorruptError, FormatError
+from .errors import FormatError
 from .events import Event, FlushData, HeaderData, TurnRef, _Head, check_header
 
 __all__ = ["State", "TailScan", "read_header", "scan_full", "scan_tail"]
@@ -97,7 +97,7 @@ def _checkpoint_at(head: _Head, off: int) -> FlushData | None:
 
 
 def read_header(fd: int, path: str) -> tuple[HeaderData, int, int]:
-    """Return ``(header, end_offset, time)`` of line 1, or raise FormatError/CorruptError."""
+    """Return ``(header, end_offset, time)`` of line 1, or raise FormatError."""
     first = b""
     for _off, raw in _framing.iter_lines(fd, 0, MAX_HEADER):
         first = raw
@@ -106,8 +106,6 @@ def read_header(fd: int, path: str) -> tuple[HeaderData, int, int]:
         raise FormatError("not a jsonltape session: the file is empty", path=path)
     head, problem = check(first, 0)
     if problem is not None:
-        if first.startswith(b'{"seq":0,"type":"session/start"') and first.endswith(b"\n"):
-            raise CorruptError(f"damaged header: {problem}", path=path, line=1, offset=0)
         raise FormatError(
             f"not a jsonltape session: line 1: {problem}", path=path, line=1, offset=0
         )
