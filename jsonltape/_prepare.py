@@ -17,7 +17,18 @@ import msgspec
 from . import _framing, _fs
 from ._gate import check_lossless, encode_error, encoder
 from .errors import InvalidEventError, JsonltapeError, SurfaceError
-from .events import SURFACE_TYPES, Event, Replace, Retract, _Out
+from .events import (
+    IGNORABLE_TYPES,
+    SURFACE_TYPES,
+    Event,
+    Replace,
+    Retract,
+    _Out,
+    validate_data,
+    validate_type_name,
+)
+
+_WRITER_ONLY = frozenset({"session/start", "session/flush"})
 
 __all__ = [
     "check_sources",
@@ -25,6 +36,7 @@ __all__ = [
     "encode_event",
     "load_keys",
     "now_ms",
+    "prepare_event",
     "publish",
     "read_line",
     "spec_of",
@@ -184,3 +196,36 @@ def read_line(fd: int, off: int) -> bytes:
     for _off, raw in _framing.iter_lines(fd, off):
         return raw
     raise JsonltapeError("line vanished", offset=off)  # pragma: no cover
+
+
+def prepare_event(spec: dict[str, Any], seq: int, now: int) -> tuple[bytes, Event]:
+    """Validate one event request (see :func:`spec_of`) and encode it as line ``seq``."""
+    type_ = spec["type"]
+    validate_type_name(type_)
+    if type_ in _WRITER_ONLY:
+        raise InvalidEventError(f"{type_} events are written by the writer itself", field="$.type")
+    data = spec["data"]
+    if data is None:
+        data = {}
+    elif not isinstance(data, dict):
+        if isinstance(data, Mapping):
+            data = dict(data)
+        else:
+            raise InvalidEventError(
+                f"data must be a JSON object, not {type(data).__name__}", field="$.data"
+            )
+    surface = check_surface(type_, spec["surface"], seq)
+    sources = check_sources(spec["sources"], seq)
+    ignorable = spec["ignorable"]
+    if ignorable is None:
+        ignorable = type_ in IGNORABLE_TYPES
+    elif type(ignorable) is not bool:
+        raise InvalidEventError("ignorable must be true or false", field="$.ignorable")
+    elif not ignorable and type_ in IGNORABLE_TYPES:
+        raise InvalidEventError(f"{type_} is always ignorable", field="$.ignorable")
+    elif ignorable and type_ in SURFACE_TYPES:
+        raise InvalidEventError(
+            f"{type_} is model-visible and cannot be ignorable", field="$.ignorable"
+        )
+    validate_data(type_, data)
+    return encode_event(seq, type_, now, data, surface, sources, spec["key"], ignorable)

@@ -7,10 +7,11 @@ Two scans share one line check:
 * :func:`scan_tail` finds the last valid checkpoint by reading backwards from the end and only
   checks what follows it (writer open, repair): its cost is O(tail), not O(file).
 
-The rule both apply: let B be the offset of the first bad line. If a valid checkpoint line
-(``session/flush`` whose ``data.offset`` equals its own offset) starts after B, the file is
-corrupt: a checkpoint is only written after every byte before it was durable, so a crash cannot
-have damaged bytes before it. Otherwise everything from B on is a torn tail.
+The rule both apply: let B be the offset of the first bad line. If a good ``session/flush``
+line (a checkpoint) comes after B, the file is corrupt: a checkpoint is only written after every
+byte before it was durable, so a crash cannot have damaged bytes before it. Otherwise everything
+from B on is a torn tail. (As the base to append after, a checkpoint must also record its own
+offset in ``data.offset``.)
 """
 
 from __future__ import annotations
@@ -86,6 +87,20 @@ def check(raw: bytes, expected_seq: int | None) -> tuple[_Head | None, str | Non
     return head, None
 
 
+def is_witness(raw: bytes) -> bool:
+    """A line after the first bad one that proves the damage is not a crash tail.
+
+    Any good ``session/flush`` line counts, whatever offset it records: under the writer
+    protocol no checkpoint is ever written after bytes that were not yet durable, so a crash
+    cannot leave one behind a bad line; a deleted, duplicated or merged line (a bad edit, a git
+    merge) shifts offsets but leaves its checkpoints' checksums intact.
+    """
+    if b'"session/flush"' not in raw:
+        return False
+    head, problem = check(raw, None)
+    return problem is None and head is not None and head.type == "session/flush"
+
+
 def _checkpoint_at(head: _Head, off: int) -> FlushData | None:
     if head.type != "session/flush":
         return None
@@ -154,8 +169,7 @@ def _walk(fd: int, s: TailScan, start: int) -> None:
         if s.bad_offset is not None:
             # Past the first bad line: only look for a valid checkpoint, which proves the
             # damage lies in the committed region. Lines here are never served.
-            head, problem = check(raw, None)
-            if problem is None and head is not None and _checkpoint_at(head, off) is not None:
+            if is_witness(raw):
                 s.corrupt = True
                 break
             continue

@@ -23,12 +23,20 @@ def main(argv: list[str] | None = None) -> int:
         n += 1
     path = root / f"demo-{n}.jsonl"
 
-    with open_tape(path, create=True, title="demo: find the failing test", cwd=str(Path.cwd()),
-                   agent="jsonltape-demo") as tape:
+    with open_tape(
+        path,
+        create=True,
+        title="demo: find the failing test",
+        cwd=str(Path.cwd()),
+        agent="jsonltape-demo",
+    ) as tape:
         with tape.turn():
             tape.user("Why does test_migration fail?")
-            call = tape.assistant(tool_calls=[{"id": "call-1", "name": "Read",
-                                               "arguments": {"path": "migrations/0042.sql"}}])
+            call = tape.assistant(
+                tool_calls=[
+                    {"id": "call-1", "name": "Read", "arguments": {"path": "migrations/0042.sql"}}
+                ]
+            )
             tape.tool_call("Read", {"path": "migrations/0042.sql"}, call_id="call-1")
             tape.tool_result("call-1", "ALTER TABLE users ADD COLUMN email TEXT NOT NULL;")
             tape.assistant("The new NOT NULL column has no default, so existing rows fail.")
@@ -37,8 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         # A second turn that "crashes" while a tool runs: the call is recorded, no result.
         turn = tape.append("turn/start", {})
         tape.user("Fix it.")
-        tape.assistant(tool_calls=[{"id": "call-2", "name": "Edit",
-                                    "arguments": {"path": "migrations/0042.sql"}}])
+        tape.assistant(
+            tool_calls=[
+                {"id": "call-2", "name": "Edit", "arguments": {"path": "migrations/0042.sql"}}
+            ]
+        )
         tape.tool_call("Edit", {"path": "migrations/0042.sql"}, call_id="call-2")
         tape.flush()
         # Simulate a kill right here: what is on disk plus half a line, as a crash leaves it.
@@ -53,17 +64,22 @@ def main(argv: list[str] | None = None) -> int:
         f.write(crashed)
 
     report = verify(crash_path)
-    print(f"verify {crash_path.name}: {report.state} at line {report.line} "
-          f"(byte {report.offset}): {report.reason}")
+    print(
+        f"verify {crash_path.name}: {report.state} at line {report.line} "
+        f"(byte {report.offset}): {report.reason}"
+    )
     result = repair(crash_path)
-    print(f"repair: cut {result.cut_bytes} bytes into {Path(result.sidecar or '').name}, "
-          f"closed the interrupted turn with seqs {result.closers}")
+    print(
+        f"repair: cut {result.cut_bytes} bytes into {Path(result.sidecar or '').name}, "
+        f"closed the interrupted turn with seqs {result.closers}"
+    )
     print(f"verify after repair: {verify(crash_path).state}")
     for event in read(crash_path):
         if event.type in ("user/message", "assistant/message", "tool/result"):
             parts = event.data["message"]["parts"]
-            text = " ".join(str(p.get("content") or p.get("response") or p.get("name"))
-                            for p in parts)
+            text = " ".join(
+                str(p.get("content") or p.get("response") or p.get("name")) for p in parts
+            )
             print(f"  {event.seq:>3} {event.type:<18} {text[:70]}")
     return 0
 

@@ -17,8 +17,8 @@ from . import _framing, _fs
 from ._scan import (
     State,
     TailScan,
-    _checkpoint_at,
     check,
+    is_witness,
     read_header,
     scan_full,
     scan_tail,
@@ -158,13 +158,7 @@ def _iter(fd: int, path: str, start: int, seq: int | None, min_seq: int) -> Iter
 
 
 def _checkpoint_after(fd: int, start: int) -> bool:
-    for off, raw in _framing.iter_lines(fd, start):
-        if b'"session/flush"' not in raw:
-            continue
-        head, problem = check(raw, None)
-        if problem is None and head is not None and _checkpoint_at(head, off) is not None:
-            return True
-    return False
+    return any(is_witness(raw) for _off, raw in _framing.iter_lines(fd, start))
 
 
 def _line_at(fd: int, pos: int, limit: int) -> tuple[int, bytes] | None:

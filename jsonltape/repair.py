@@ -19,8 +19,9 @@ import msgspec
 
 from . import _fs, _repair
 from ._scan import State, scan_full, scan_tail
+from ._session import acquire
 from .errors import CorruptError
-from .writer import Tape, _acquire
+from .writer import Tape
 
 __all__ = ["RepairResult", "repair"]
 
@@ -47,7 +48,7 @@ def repair(
     """
     p = Path(os.path.abspath(path))
     _fs.check_dir(p.parent)
-    lock = _acquire(p, lock_timeout)
+    lock = acquire(p, lock_timeout)
     try:
         fd = _fs.open_for_append(p)
         try:

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import filelock
 import msgspec
@@ -28,30 +28,25 @@ import msgspec
 from . import _framing, _fs, _repair
 from ._agent import AgentHelpers, TurnHandle
 from ._prepare import (
-    check_sources,
-    check_surface,
     encode_event,
     load_keys,
     now_ms,
-    publish,
+    prepare_event,
     read_line,
     spec_of,
     write_all,
 )
 from ._scan import TailScan, scan_tail
+from ._session import acquire, create_file, lock_path
 from .errors import (
     ConcurrentModificationError,
     CorruptError,
     InvalidEventError,
     JsonltapeError,
-    LockedError,
     WriterFailedError,
 )
 from .events import (
-    IGNORABLE_TYPES,
-    MINOR,
     SURFACE_TYPES,
-    VERSION,
     Event,
     FlushData,
     HeaderData,
@@ -59,38 +54,15 @@ from .events import (
     Replace,
     Retract,
     TurnRef,
-    validate_data,
-    validate_type_name,
 )
-from .fold._surface import SurfaceFold
-from .ids import new_session_id, validate_session_id
+
+if TYPE_CHECKING:
+    from .fold._surface import SurfaceFold
 
 __all__ = ["Durability", "Tape", "TurnHandle", "lock_path", "open"]
 
 Durability = Literal["always", "group", "manual"]
 _decoder = msgspec.json.Decoder(Event)
-_WRITER_ONLY = frozenset({"session/start", "session/flush"})
-
-
-def lock_path(path: Path) -> Path:
-    """The lock file of a session: a dot-file beside it (``.<name>.lock``)."""
-    return path.with_name(f".{path.name}.lock")
-
-
-def _acquire(path: Path, timeout: float) -> filelock.BaseFileLock:
-    lp = lock_path(path)
-    lock = filelock.FileLock(
-        lp, timeout=timeout, mode=0o600, thread_local=False, fallback_to_soft=False
-    )
-    try:
-        lock.acquire()
-    except filelock.Timeout:
-        raise LockedError(
-            f"another writer holds this session (lock file {lp}); "
-            "wait for it to finish or pass a lock timeout",
-            path=path,
-        ) from None
-    return lock
 
 
 def open(
@@ -217,52 +189,24 @@ class Tape(AgentHelpers):
         lock_timeout: float,
         ops: _fs.FileOps | None = None,
     ) -> Tape:
-        sid = validate_session_id(session_id) if session_id is not None else new_session_id()
-        _fs.make_dirs(path.parent)
-        _fs.check_dir(path.parent)
         ops = ops or _fs.FileOps()
-        now = now_ms()
-        data: dict[str, Any] = {
-            "format": "jsonltape",
-            "version": VERSION,
-            "minor": MINOR,
-            "id": sid,
-            "created": now,
-        }
-        for name, value in (("title", title), ("cwd", cwd), ("agent", agent)):
-            if value is not None:
-                data[name] = value
-        if parent is not None:
-            data["parent"] = msgspec.to_builtins(parent)
-        if meta is not None:
-            data["meta"] = dict(meta)
-        line, _event = encode_event(0, "session/start", now, data, None, None, None, False)
-        header = msgspec.convert(data, type=HeaderData)
-        lock = _acquire(path, lock_timeout)
-        try:
-            if os.path.lexists(path):
-                raise JsonltapeError("session file already exists", path=path)
-            tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
-            tfd = _fs.create_exclusive(tmp)
-            try:
-                write_all(ops, tfd, line)
-                ops.sync(tfd)
-                publish(tmp, path)
-            finally:
-                os.close(tfd)
-                if tmp.exists():
-                    tmp.unlink()
-            ops.sync_dir(path.parent)
-            fd = _fs.open_for_append(path)
-        except BaseException:
-            lock.release()
-            raise
+        header, fd, lock, size, now = create_file(
+            path,
+            session_id=session_id,
+            title=title,
+            cwd=cwd,
+            agent=agent,
+            parent=parent,
+            meta=meta,
+            ops=ops,
+            lock_timeout=lock_timeout,
+        )
         return cls(
             path,
             fd,
             lock,
             header,
-            size=len(line),
+            size=size,
             next_seq=1,
             last_time=now,
             turn=None,
@@ -286,15 +230,19 @@ class Tape(AgentHelpers):
     ) -> Tape:
         _fs.check_dir(path.parent)
         own_lock = lock is None
-        lock = lock or _acquire(path, lock_timeout)
+        lock = lock or acquire(path, lock_timeout)
         fd = -1
         try:
             fd = _fs.open_for_append(path)
             ops = ops or _fs.FileOps()
             scan = scan_tail(fd, str(path))
-            if scan.corrupt:  # pragma: no cover - scan_tail stops at the last checkpoint
+            if scan.corrupt:
                 raise CorruptError(
-                    "damage before the last checkpoint", path=path, offset=scan.bad_offset
+                    f"{scan.bad_reason}, and a checkpoint follows it: damage to committed "
+                    "history, not a crash tail; nothing is appended (see `jsonltape repair`)",
+                    path=path,
+                    line=scan.bad_line,
+                    offset=scan.bad_offset,
                 )
             if scan.bad_offset is not None:
                 # Never append after garbage: the torn tail goes to a sidecar first.
@@ -314,6 +262,10 @@ class Tape(AgentHelpers):
                 ops=ops,
             )
             tape._opened_from = scan
+            # Lines a crashed writer left after its last checkpoint are whole but were never
+            # synced: count them so the next flush (or close) makes them durable.
+            tape._pending = scan.next_seq - 1 - (scan.checkpoint_seq or 0)
+            tape._durable_seq = (scan.checkpoint_seq or 1) - 1
             if scan.turn is not None and not scan.closed:
                 tape.closers = tape._close_interrupted_turn(scan.turn)
         except BaseException:
@@ -431,7 +383,7 @@ class Tape(AgentHelpers):
                         if existing is not None:
                             results.append(existing)
                             continue
-                    line = self._prepare(spec, seq, now)
+                    line = prepare_event(spec, seq, now)
                     if surface is None and isinstance(line[1].surface, (Replace, Retract)):
                         surface = self._fold_surface(prepared)
                     if surface is not None:
@@ -451,41 +403,11 @@ class Tape(AgentHelpers):
             fresh = iter(ev for _line, ev in prepared)
             return [r if r is not None else next(fresh) for r in results]
 
-    def _prepare(self, spec: dict[str, Any], seq: int, now: int) -> tuple[bytes, Event]:
-        type_ = spec["type"]
-        validate_type_name(type_)
-        if type_ in _WRITER_ONLY:
-            raise InvalidEventError(
-                f"{type_} events are written by the writer itself", field="$.type"
-            )
-        data = spec["data"]
-        if data is None:
-            data = {}
-        elif not isinstance(data, dict):
-            if isinstance(data, Mapping):
-                data = dict(data)
-            else:
-                raise InvalidEventError(
-                    f"data must be a JSON object, not {type(data).__name__}", field="$.data"
-                )
-        surface = check_surface(type_, spec["surface"], seq)
-        sources = check_sources(spec["sources"], seq)
-        ignorable = spec["ignorable"]
-        if ignorable is None:
-            ignorable = type_ in IGNORABLE_TYPES
-        elif type(ignorable) is not bool:
-            raise InvalidEventError("ignorable must be true or false", field="$.ignorable")
-        elif not ignorable and type_ in IGNORABLE_TYPES:
-            raise InvalidEventError(f"{type_} is always ignorable", field="$.ignorable")
-        elif ignorable and type_ in SURFACE_TYPES:
-            raise InvalidEventError(
-                f"{type_} is model-visible and cannot be ignorable", field="$.ignorable"
-            )
-        validate_data(type_, data)
-        return encode_event(seq, type_, now, data, surface, sources, spec["key"], ignorable)
-
     def _fold_surface(self, pending: list[tuple[bytes, Event]]) -> SurfaceFold:
         """Fold the surface of everything written so far plus ``pending`` (this batch)."""
+        # Imported here: the fold package builds on the writer (compaction, forks append).
+        from .fold._surface import SurfaceFold
+
         fold = SurfaceFold()
         for _off, raw in _framing.iter_lines(self._fd, 0, self._size):
             fold.apply(_decoder.decode(raw))
@@ -618,11 +540,26 @@ class Tape(AgentHelpers):
             self._flush_locked()
             return self._durable_seq
 
-    def _flush_locked(self, *, closing: bool = False) -> None:
+    def _flush_locked(self, *, marker: bool = False, final: bool = False) -> None:
+        """Sync, then checkpoint. ``marker``: checkpoint even with nothing pending and say
+        ``closed``; ``final``: sync the checkpoint itself too (on close)."""
         self._deadline = None
-        if self._pending == 0 and not closing:
+        if self._pending == 0 and not marker:
             return
         self._check_unchanged()
+        self._sync()
+        self._durable_seq = self._next_seq - 1
+        seq = self._next_seq
+        data = msgspec.to_builtins(
+            FlushData(offset=self._size, seq=seq - 1, turn=self._turn, closed=marker)
+        )
+        line = encode_event(seq, "session/flush", now_ms(), data, None, None, None, True)
+        self._write([line])
+        self._pending = 0
+        if final:
+            self._sync()
+
+    def _sync(self) -> None:
         try:
             self._ops.sync(self._fd)
         except OSError as exc:
@@ -630,35 +567,28 @@ class Tape(AgentHelpers):
             # can "succeed" without the data (fsyncgate): never retry, never report durable.
             self._failed = exc
             raise WriterFailedError(
-                f"fsync failed: {exc.strerror or exc}; the data since the "
-                "last checkpoint may be lost",
+                f"fsync failed: {exc.strerror or exc}; the data since the last checkpoint may "
+                "be lost",
                 path=self.path,
             ) from exc
-        self._durable_seq = self._next_seq - 1
-        seq = self._next_seq
-        data = msgspec.to_builtins(
-            FlushData(offset=self._size, seq=seq - 1, turn=self._turn, closed=closing)
-        )
-        line = encode_event(seq, "session/flush", now_ms(), data, None, None, None, True)
-        self._write([line])
-        self._pending = 0
-        if closing:
-            try:
-                self._ops.sync(self._fd)
-            except OSError as exc:
-                self._failed = exc
-                raise WriterFailedError(
-                    f"fsync failed: {exc.strerror or exc}", path=self.path
-                ) from exc
 
     def close(self) -> None:
-        """Flush, mark the close with a final checkpoint, and release the lock. Idempotent."""
+        """Flush, release the lock. Idempotent.
+
+        With a turn still open, the final checkpoint says ``closed: true`` so that the next
+        writer leaves the turn open instead of closing it as interrupted.
+        """
         with self._mutex:
             if self._closed:
                 return
             try:
                 if self._failed is None:
-                    self._flush_locked(closing=not self._ends_closed())
+                    if self._turn is not None and not self._ends_closed():
+                        # The open turn is deliberate: say so, or the next writer would
+                        # take it for a crash and close it as interrupted.
+                        self._flush_locked(marker=True, final=True)
+                    else:
+                        self._flush_locked(final=True)
             finally:
                 self._closed = True
                 self._cond.notify_all()

@@ -57,15 +57,43 @@ def test_flush_writes_checkpoint_after_data_and_reports_durable_seq(tape_path: P
     assert ck["data"]["offset"] == sum(len(x) for x in raw_lines(tape_path)[:3])
 
 
-def test_close_marks_clean_close_and_reopen_continues_seq(tape_path: Path) -> None:
-    with jsonltape.open(tape_path, create=True) as tape:
+def test_close_flushes_and_reopen_continues_seq(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True, durability="manual") as tape:
         tape.user("a")
     last = json.loads(raw_lines(tape_path)[-1])
-    assert last["type"] == "session/flush" and last["data"]["closed"] is True
+    assert last["type"] == "session/flush" and "closed" not in last["data"]
     with jsonltape.open(tape_path) as tape:
         ev = tape.user("b")
         assert ev.seq == last["seq"] + 1
     assert jsonltape.verify(tape_path).state == "clean"
+
+
+def test_close_with_a_turn_open_marks_the_close_as_deliberate(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True) as tape:
+        tape.append("turn/start", {})
+    last = json.loads(raw_lines(tape_path)[-1])
+    assert last["data"]["closed"] is True and last["data"]["turn"]["seq"] == 1
+    size = tape_path.stat().st_size
+    jsonltape.open(tape_path).close()  # nothing new: no second marker
+    assert tape_path.stat().st_size == size
+
+
+def test_new_session_closed_without_events_is_just_the_header(tape_path: Path) -> None:
+    jsonltape.open(tape_path, create=True).close()
+    assert len(raw_lines(tape_path)) == 1
+
+
+def test_unsynced_lines_left_by_a_crash_are_flushed_by_the_next_writer(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True, durability="manual") as tape:
+        tape.user("a")
+        tape.flush()
+        tape.user("never synced")
+        crashed = tape_path.read_bytes()
+    tape_path.write_bytes(crashed)
+    with jsonltape.open(tape_path) as tape:
+        assert tape.durable_seq == 1  # seq 3 is whole on disk, but not known durable
+    last = json.loads(raw_lines(tape_path)[-1])
+    assert last["type"] == "session/flush" and last["data"]["seq"] == 3
 
 
 def test_group_commit_flushes_by_count(tape_path: Path) -> None:
