@@ -22,8 +22,18 @@ __all__ = ["MAX_SAFE_INT", "check_lossless", "encode_error", "encoder", "explain
 MAX_SAFE_INT = 2**53 - 1
 encoder = msgspec.json.Encoder()
 # 16+ digit runs may exceed 2**53-1; "-0.0"/"-0e.." is negative zero. Both may also sit inside
-# strings, so a hit only sends the value to the precise slow path.
-_SUSPECT = re.compile(rb"\d{16,}|-0(?:\.0+)?(?:[eE][-+]?\d+)?(?![\d.eE])")
+# strings, so a hit only sends the value to the precise slow path. A regex for digit runs costs
+# ~5 µs on a 400-byte line; mapping every digit to "0" and looking for sixteen of them in a row
+# costs well under one.
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
+_SIXTEEN_DIGITS = b"0" * 16
+_NEG_ZERO = re.compile(rb"-0(?:\.0+)?(?:[eE][-+]?\d+)?(?![\d.eE])")
+
+
+def _suspect(encoded: bytes) -> bool:
+    if _SIXTEEN_DIGITS in encoded.translate(_DIGITS_AS_ZERO):
+        return True
+    return b"-0" in encoded and _NEG_ZERO.search(encoded) is not None
 
 
 def check_lossless(value: Any, encoded: bytes, decoded: Any, where: str = "$") -> None:
@@ -32,7 +42,7 @@ def check_lossless(value: Any, encoded: bytes, decoded: Any, where: str = "$") -
     ``encoded`` holds the encoding of ``value`` (alone or inside the envelope) and ``decoded``
     what a reader decodes from it; callers have both already, so the gate costs one compare.
     """
-    if decoded == value and _SUSPECT.search(encoded) is None:
+    if decoded == value and not _suspect(encoded):
         return
     problem = explain(value, where)
     if problem is not None:

@@ -16,6 +16,7 @@ import msgspec
 
 from . import _framing, _fs
 from ._gate import check_lossless, encode_error, encoder
+from ._validate import validate_fast
 from .errors import InvalidEventError, JsonltapeError, SurfaceError
 from .events import (
     IGNORABLE_TYPES,
@@ -24,11 +25,11 @@ from .events import (
     Replace,
     Retract,
     _Out,
-    validate_data,
     validate_type_name,
 )
 
 _WRITER_ONLY = frozenset({"session/start", "session/flush"})
+_GOOD_TYPES: set[str] = set()  # type names already validated (a regex per append adds up)
 
 __all__ = [
     "check_sources",
@@ -198,13 +199,22 @@ def read_line(fd: int, off: int) -> bytes:
     raise JsonltapeError("line vanished", offset=off)  # pragma: no cover
 
 
-def prepare_event(spec: dict[str, Any], seq: int, now: int) -> tuple[bytes, Event]:
-    """Validate one event request (see :func:`spec_of`) and encode it as line ``seq``."""
-    type_ = spec["type"]
-    validate_type_name(type_)
+def prepare_event(
+    type_: str,
+    data: Any,
+    surface: Any,
+    sources: Any,
+    key: str | None,
+    ignorable: Any,
+    seq: int,
+    now: int,
+) -> tuple[bytes, Event]:
+    """Validate one event request and encode it as line ``seq``: (line bytes, event)."""
+    if type_ not in _GOOD_TYPES:
+        validate_type_name(type_)
+        _GOOD_TYPES.add(type_)
     if type_ in _WRITER_ONLY:
         raise InvalidEventError(f"{type_} events are written by the writer itself", field="$.type")
-    data = spec["data"]
     if data is None:
         data = {}
     elif not isinstance(data, dict):
@@ -214,9 +224,8 @@ def prepare_event(spec: dict[str, Any], seq: int, now: int) -> tuple[bytes, Even
             raise InvalidEventError(
                 f"data must be a JSON object, not {type(data).__name__}", field="$.data"
             )
-    surface = check_surface(type_, spec["surface"], seq)
-    sources = check_sources(spec["sources"], seq)
-    ignorable = spec["ignorable"]
+    surface = check_surface(type_, surface, seq)
+    sources = check_sources(sources, seq)
     if ignorable is None:
         ignorable = type_ in IGNORABLE_TYPES
     elif type(ignorable) is not bool:
@@ -227,5 +236,6 @@ def prepare_event(spec: dict[str, Any], seq: int, now: int) -> tuple[bytes, Even
         raise InvalidEventError(
             f"{type_} is model-visible and cannot be ignorable", field="$.ignorable"
         )
-    validate_data(type_, data)
-    return encode_event(seq, type_, now, data, surface, sources, spec["key"], ignorable)
+    line = encode_event(seq, type_, now, data, surface, sources, key, ignorable)
+    validate_fast(type_, line[0], data)
+    return line

@@ -24,14 +24,12 @@ import msgspec
 
 from . import _framing
 from .errors import FormatError
-from .events import Event, FlushData, HeaderData, TurnRef, _Head, check_header
+from .events import Event, FlushData, HeaderData, TurnRef, check_header
 
 __all__ = ["State", "TailScan", "read_header", "scan_full", "scan_tail"]
 
 State = Literal["clean", "torn-tail", "open-turn", "corrupt"]
-_head_decoder = msgspec.json.Decoder(_Head)
 _event_decoder = msgspec.json.Decoder(Event)
-_flush_decoder = msgspec.json.Decoder(FlushData)
 MAX_HEADER = 1 << 24
 
 
@@ -70,8 +68,13 @@ class TailScan:
         return self.next_seq
 
 
-def check(raw: bytes, expected_seq: int | None) -> tuple[_Head | None, str | None]:
-    """Check one line: newline, crc suffix, JSON envelope, seq. Return (head, problem)."""
+def check(raw: bytes, expected_seq: int | None) -> tuple[Event | None, str | None]:
+    """The one test of a good line (spec §10.2) that every reader here uses.
+
+    Newline, crc suffix and checksum, then a full decode as an :class:`Event`: valid JSON and
+    UTF-8 throughout, integer ``seq`` and ``time``, string ``type``, object ``data``, and
+    well-typed optional members; then the expected ``seq``. Returns (event, problem).
+    """
     if not raw.endswith(b"\n"):
         return None, "incomplete line (no newline at end of file)"
     if not _framing.frame_ok(raw):
@@ -79,7 +82,7 @@ def check(raw: bytes, expected_seq: int | None) -> tuple[_Head | None, str | Non
             return None, "line does not end with the crc member"
         return None, "crc mismatch"
     try:
-        head = _head_decoder.decode(raw)
+        head = _event_decoder.decode(raw)
     except msgspec.DecodeError as exc:
         return None, f"not a valid event envelope: {exc}"
     if expected_seq is not None and head.seq != expected_seq:
@@ -95,18 +98,18 @@ def is_witness(raw: bytes) -> bool:
     cannot leave one behind a bad line; a deleted, duplicated or merged line (a bad edit, a git
     merge) shifts offsets but leaves its checkpoints' checksums intact.
     """
-    if b'"session/flush"' not in raw:
-        return False
+    # No substring pre-filter: a type may be spelled with JSON escapes. Lines after B are few,
+    # and the checksum fails fast on garbage.
     head, problem = check(raw, None)
     return problem is None and head is not None and head.type == "session/flush"
 
 
-def _checkpoint_at(head: _Head, off: int) -> FlushData | None:
+def _checkpoint_at(head: Event, off: int) -> FlushData | None:
     if head.type != "session/flush":
         return None
     try:
-        data = _flush_decoder.decode(head.data)
-    except msgspec.DecodeError:
+        data = msgspec.convert(head.data, type=FlushData)
+    except msgspec.ValidationError:
         return None
     return data if data.offset == off else None
 
@@ -125,8 +128,7 @@ def read_header(fd: int, path: str) -> tuple[HeaderData, int, int]:
             f"not a jsonltape session: line 1: {problem}", path=path, line=1, offset=0
         )
     assert head is not None
-    event = _event_decoder.decode(first)
-    return check_header(event, path), len(first), head.time
+    return check_header(head, path), len(first), head.time
 
 
 def scan_full(fd: int, path: str) -> TailScan:

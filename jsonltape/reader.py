@@ -131,29 +131,15 @@ def read(
 
 def _iter(fd: int, path: str, start: int, seq: int | None, min_seq: int) -> Iterator[Line]:
     expected = seq
-    decode = _decoder.decode
-    frame_ok = _framing.frame_ok
     for off, raw in _framing.iter_lines(fd, start):
-        event: Event | None = None
-        problem: str | None = None
-        if frame_ok(raw):
-            try:
-                event = decode(raw)
-            except msgspec.DecodeError as exc:
-                problem = f"not a valid event envelope: {exc}"
-            else:
-                if expected is not None and event.seq != expected:
-                    problem = f"seq {event.seq} where {expected} was expected"
-        else:
-            problem = check(raw, None)[1] or "bad line"
-        if problem is not None:
+        event, problem = check(raw, expected)
+        if problem is not None or event is None:
             if _checkpoint_after(fd, off + len(raw)):
                 line = (expected + 1) if expected is not None else None
-                raise CorruptError(problem, path=path, line=line, offset=off)
+                raise CorruptError(problem or "bad line", path=path, line=line, offset=off)
             return  # torn tail: not committed, not served
-        assert event is not None
         expected = event.seq + 1
-        if event.seq >= min_seq:
+        if expected > min_seq:
             yield Line(off, raw, event)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 
-from . import _fs, _repair
+from . import _fs
 from ._scan import State, scan_full, scan_tail
 from ._session import acquire
 from .errors import CorruptError
@@ -53,21 +53,20 @@ def repair(
         fd = _fs.open_for_append(p)
         try:
             scan = scan_full(fd, str(p))
-            if scan.corrupt and not force:
-                raise CorruptError(
-                    f"{scan.bad_reason}; this is damage before the last checkpoint, not a crash "
-                    "tail. Nothing was changed. `jsonltape repair --force` cuts the file at this "
-                    "line and keeps the rest in a sidecar",
-                    path=p,
-                    line=scan.bad_line,
-                    offset=scan.bad_offset,
-                )
             size = os.fstat(fd).st_size
-            sidecar = None
-            if scan.bad_offset is not None:
-                sidecar = _repair.cut_tail(fd, p, scan.committed, _fs.FileOps())
         finally:
             os.close(fd)
+        if scan.corrupt and not force:
+            raise CorruptError(
+                f"{scan.bad_reason}; this is damage before the last checkpoint, not a crash "
+                "tail. Nothing was changed. `jsonltape repair --force` cuts the file at this "
+                "line and keeps the rest in a sidecar",
+                path=p,
+                line=scan.bad_line,
+                offset=scan.bad_offset,
+            )
+        # The full scan, not the writer's tail scan, decides the open turn: it does not depend
+        # on checkpoints recording it.
         tape = Tape._open(
             p,
             durability="manual",
@@ -75,17 +74,19 @@ def repair(
             group_ms=1.0,
             lock_timeout=lock_timeout,
             lock=lock,
+            scan=scan,
+            force=force,
         )
     except BaseException:
         lock.release()
         raise
     closers = [ev.seq for ev in tape.closers]
+    sidecar = tape.sidecar
     tape.close()
-    after = scan_tail_state(p)
     return RepairResult(
         path=str(p),
         state_before=scan.state,
-        state_after=after,
+        state_after=scan_tail_state(p),
         cut_offset=scan.committed if sidecar is not None else None,
         cut_bytes=size - scan.committed if sidecar is not None else 0,
         sidecar=str(sidecar) if sidecar is not None else None,

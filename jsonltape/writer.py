@@ -63,6 +63,8 @@ __all__ = ["Durability", "Tape", "TurnHandle", "lock_path", "open"]
 
 Durability = Literal["always", "group", "manual"]
 _decoder = msgspec.json.Decoder(Event)
+#: Queued bytes beyond which lines are written out before the next sync.
+_MAX_BUFFER = 1 << 20
 
 
 def open(
@@ -76,7 +78,7 @@ def open(
     parent: ParentRef | None = None,
     meta: Mapping[str, Any] | None = None,
     durability: Durability = "group",
-    group_events: int = 64,
+    group_events: int = 1000,
     group_ms: float = 50.0,
     lock_timeout: float = 0.0,
 ) -> Tape:
@@ -146,7 +148,9 @@ class Tape(AgentHelpers):
         self._ops = ops or _fs.FileOps()
         self._mutex = threading.RLock()
         self._cond = threading.Condition(self._mutex)
-        self._size = size
+        self._size = size  # logical end: written plus queued
+        self._written = size  # bytes handed to the OS
+        self._buf: list[bytes] = []
         self._next_seq = next_seq
         self._durable_seq = next_seq - 1
         self._last_time = last_time
@@ -169,6 +173,8 @@ class Tape(AgentHelpers):
         self._opened_from: object = None
         #: Synthetic events this writer appended on open to close a crashed turn.
         self.closers: list[Event] = []
+        #: Where opening saved a torn tail it cut off, if it did.
+        self.sidecar: Path | None = None
 
     # -- opening -------------------------------------------------------------------------
 
@@ -227,7 +233,14 @@ class Tape(AgentHelpers):
         lock_timeout: float,
         ops: _fs.FileOps | None = None,
         lock: filelock.BaseFileLock | None = None,
+        scan: TailScan | None = None,
+        force: bool = False,
     ) -> Tape:
+        """Open an existing session: cut a torn tail, close a crashed turn.
+
+        ``scan`` replaces the O(tail) scan with one the caller made (repair's full scan);
+        ``force`` cuts a corrupt file at its first bad line instead of refusing it.
+        """
         _fs.check_dir(path.parent)
         own_lock = lock is None
         lock = lock or acquire(path, lock_timeout)
@@ -235,8 +248,9 @@ class Tape(AgentHelpers):
         try:
             fd = _fs.open_for_append(path)
             ops = ops or _fs.FileOps()
-            scan = scan_tail(fd, str(path))
-            if scan.corrupt:
+            if scan is None:
+                scan = scan_tail(fd, str(path))
+            if scan.corrupt and not force:
                 raise CorruptError(
                     f"{scan.bad_reason}, and a checkpoint follows it: damage to committed "
                     "history, not a crash tail; nothing is appended (see `jsonltape repair`)",
@@ -244,9 +258,10 @@ class Tape(AgentHelpers):
                     line=scan.bad_line,
                     offset=scan.bad_offset,
                 )
+            sidecar = None
             if scan.bad_offset is not None:
                 # Never append after garbage: the torn tail goes to a sidecar first.
-                _repair.cut_tail(fd, path, scan.committed, ops)
+                sidecar = _repair.cut_tail(fd, path, scan.committed, ops)
             tape = cls(
                 path,
                 fd,
@@ -262,6 +277,7 @@ class Tape(AgentHelpers):
                 ops=ops,
             )
             tape._opened_from = scan
+            tape.sidecar = sidecar
             # Lines a crashed writer left after its last checkpoint are whole but were never
             # synced: count them so the next flush (or close) makes them durable.
             tape._pending = scan.next_seq - 1 - (scan.checkpoint_seq or 0)
@@ -290,7 +306,7 @@ class Tape(AgentHelpers):
                     encode_event(seq, type_, self._last_time, data, surface, sources, None, False)
                 )
                 seq += 1
-            self._write(prepared)
+            self._stage(prepared)
             self._flush_locked()
         return [event for _line, event in prepared]
 
@@ -337,21 +353,38 @@ class Tape(AgentHelpers):
         event is returned (safe retries). Raises :class:`InvalidEventError` and writes nothing
         if the event breaks a rule.
         """
-        return self.append_batch(
-            [
-                {
-                    "type": type,
-                    "data": data,
-                    "surface": surface,
-                    "sources": sources,
-                    "key": key,
-                    "ignorable": ignorable,
-                }
-            ]
-        )[0]
+        if key is not None:
+            item = {
+                "type": type,
+                "data": data,
+                "surface": surface,
+                "sources": sources,
+                "key": key,
+                "ignorable": ignorable,
+            }
+            return self.append_batch([item])[0]
+        with self._mutex:
+            self._check_usable()
+            try:
+                line = prepare_event(
+                    type, data, surface, sources, None, ignorable, self._next_seq, now_ms()
+                )
+                event = line[1]
+                if self._surface is not None or isinstance(event.surface, (Replace, Retract)):
+                    fold = self._surface if self._surface is not None else self._fold_surface([])
+                    fold.apply(event)  # validates first: on error the fold is unchanged
+                    self._surface = fold
+            except JsonltapeError as exc:
+                if exc.path is None:
+                    exc.path = str(self.path)
+                raise
+            self._stage([line])
+            self._after_append()
+            return event
 
     def append_batch(self, items: Iterable[Mapping[str, Any]]) -> list[Event]:
-        """Append several events with one write: all are validated before any is written.
+        """Append several events at once: all are validated before any is written, and they
+        reach the file in one write.
 
         Each item is a mapping with ``type`` and optional ``data``, ``surface``, ``sources``,
         ``key`` and ``ignorable``. Items whose key already exists return the existing event.
@@ -383,7 +416,16 @@ class Tape(AgentHelpers):
                         if existing is not None:
                             results.append(existing)
                             continue
-                    line = prepare_event(spec, seq, now)
+                    line = prepare_event(
+                        spec["type"],
+                        spec["data"],
+                        spec["surface"],
+                        spec["sources"],
+                        key,
+                        spec["ignorable"],
+                        seq,
+                        now,
+                    )
                     if surface is None and isinstance(line[1].surface, (Replace, Retract)):
                         surface = self._fold_surface(prepared)
                     if surface is not None:
@@ -397,9 +439,9 @@ class Tape(AgentHelpers):
                 results.append(None)
                 seq += 1
             if prepared:
-                self._write(prepared)
+                self._stage(prepared)
                 self._surface = surface
-                self._after_write()
+                self._after_append()
             fresh = iter(ev for _line, ev in prepared)
             return [r if r is not None else next(fresh) for r in results]
 
@@ -408,6 +450,7 @@ class Tape(AgentHelpers):
         # Imported here: the fold package builds on the writer (compaction, forks append).
         from .fold._surface import SurfaceFold
 
+        self._drain()
         fold = SurfaceFold()
         for _off, raw in _framing.iter_lines(self._fd, 0, self._size):
             fold.apply(_decoder.decode(raw))
@@ -417,10 +460,12 @@ class Tape(AgentHelpers):
 
     def _existing(self, key: str, spec: dict[str, Any]) -> Event | None:
         if self._keys is None:
+            self._drain()
             self._keys = load_keys(self._fd, self._size)
         off = self._keys.get(key)
         if off is None:
             return None
+        self._drain()
         raw = read_line(self._fd, off)
         event = _decoder.decode(raw)
         data = spec["data"] if spec["data"] is not None else {}
@@ -442,23 +487,16 @@ class Tape(AgentHelpers):
                 path=self.path,
             ) from self._failed
 
-    def _write(self, prepared: list[tuple[bytes, Event]]) -> None:
-        """One write of whole lines at the end, after checking nobody else touched the file."""
-        self._check_unchanged()
-        blob = b"".join(line for line, _ in prepared)
-        try:
-            write_all(self._ops, self._fd, blob)
-        except OSError as exc:
-            self._rollback(exc)
-            raise WriterFailedError(f"write failed: {exc.strerror or exc}", path=self.path) from exc
+    def _stage(self, prepared: list[tuple[bytes, Event]]) -> None:
+        """Queue whole lines for the next write and advance the writer's state."""
         start = self._size
         for line, event in prepared:
+            self._buf.append(line)
             if self._keys is not None and event.key is not None:
                 self._keys[event.key] = start
-            start += len(line)
             t = event.type
             if t == "turn/start":
-                self._turn = TurnRef(event.seq, start - len(line))
+                self._turn = TurnRef(event.seq, start)
                 self._step = None
             elif t == "turn/end":
                 self._turn = None
@@ -467,32 +505,55 @@ class Tape(AgentHelpers):
                 self._step = event.seq
             elif t == "step/end":
                 self._step = None
+            start += len(line)
         self._size = start
         self._next_seq = prepared[-1][1].seq + 1
         self._last_time = prepared[-1][1].time
         self._pending += len(prepared)
+        if self._size - self._written > _MAX_BUFFER:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Hand the queued lines to the OS in one write (no sync), after checking that nobody
+        else changed the file since our last write."""
+        if not self._buf:
+            return
+        self._check_unchanged(identity=False)
+        blob = b"".join(self._buf)
+        self._buf.clear()
+        try:
+            write_all(self._ops, self._fd, blob)
+        except OSError as exc:
+            self._rollback(exc)
+            raise WriterFailedError(f"write failed: {exc.strerror or exc}", path=self.path) from exc
+        self._written += len(blob)
 
     def _rollback(self, exc: OSError) -> None:
-        """Cut a partial write so the file still ends on a line boundary; else poison."""
+        """Cut a partial write so the file still ends on a line boundary, and stop: the lost
+        events were never reported durable, and a failing write may be a failing device."""
+        self._failed = exc
         try:
-            self._ops.truncate(self._fd, self._size)
+            self._ops.truncate(self._fd, self._written)
         except OSError as again:
             self._failed = again
-            return
-        self._failed = exc  # a failed write may have been a failing device: stop here
 
-    def _check_unchanged(self) -> None:
+    def _check_unchanged(self, *, identity: bool) -> None:
+        """Fail if someone else changed the file: its size before every write (so we never
+        append after a foreign truncation or append), and with ``identity`` (before every
+        sync) that the path still names our file (a git checkout replaces it by rename)."""
         st = os.fstat(self._fd)
-        try:
-            at_path = os.stat(self.path, follow_symlinks=False)
-            same = (at_path.st_dev, at_path.st_ino) == self._ident
-        except FileNotFoundError:
-            same = False
-        if st.st_size != self._size or not same:
+        same = True
+        if identity:
+            try:
+                at_path = os.stat(self.path, follow_symlinks=False)
+                same = (at_path.st_dev, at_path.st_ino) == self._ident
+            except FileNotFoundError:
+                same = False
+        if st.st_size != self._written or not same:
             what = (
                 "was replaced or removed"
                 if not same
-                else f"changed size from {self._size} to {st.st_size} bytes"
+                else f"changed size from {self._written} to {st.st_size} bytes"
             )
             exc = ConcurrentModificationError(
                 f"the session file {what} behind this writer's back (another program, a git "
@@ -502,7 +563,7 @@ class Tape(AgentHelpers):
             self._failed = exc
             raise exc
 
-    def _after_write(self) -> None:
+    def _after_append(self) -> None:
         if self._durability == "always" or (
             self._durability == "group" and self._pending >= self._group_events
         ):
@@ -546,7 +607,8 @@ class Tape(AgentHelpers):
         self._deadline = None
         if self._pending == 0 and not marker:
             return
-        self._check_unchanged()
+        self._drain()
+        self._check_unchanged(identity=True)
         self._sync()
         self._durable_seq = self._next_seq - 1
         seq = self._next_seq
@@ -554,7 +616,8 @@ class Tape(AgentHelpers):
             FlushData(offset=self._size, seq=seq - 1, turn=self._turn, closed=marker)
         )
         line = encode_event(seq, "session/flush", now_ms(), data, None, None, None, True)
-        self._write([line])
+        self._stage([line])
+        self._drain()
         self._pending = 0
         if final:
             self._sync()

@@ -65,9 +65,20 @@ def record(path: Path, script: list[str]) -> Workload:
     ``big`` (a 9 KB message spanning several blocks), ``chunk`` (an ignorable delta).
     """
     ops = RecordingOps()
-    tape = Tape._create(path, session_id="crash", title=None, cwd=None, agent=None,
-                        parent=None, meta=None, durability="manual", group_events=1,
-                        group_ms=1.0, lock_timeout=0, ops=ops)
+    tape = Tape._create(
+        path,
+        session_id="crash",
+        title=None,
+        cwd=None,
+        agent=None,
+        parent=None,
+        meta=None,
+        durability="manual",
+        group_events=1,
+        group_ms=1.0,
+        lock_timeout=0,
+        ops=ops,
+    )
     header_size = path.stat().st_size
     durable_seq = 0
     durable = header_size

@@ -16,7 +16,7 @@ from jsonltape.cli import cli
 from .helpers import golden, raw_lines
 
 
-def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:  # noqa: A002
+def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
     """The real command in a subprocess: what a user's shell sees."""
     return subprocess.run(
         [sys.executable, "-m", "jsonltape", *args],
@@ -58,8 +58,15 @@ def test_append_from_stdin_is_all_or_nothing_and_prints_seqs(tape_path: Path) ->
     ("args", "fragment"),
     [
         (["--type", "user/message", "--data", "{not json"], "--data is not valid JSON"),
-        (["--type", "user/message", "--data", '{"message":{"id":"m","role":"robot","parts":[]}}'],
-         "$.data.message.role"),
+        (
+            [
+                "--type",
+                "user/message",
+                "--data",
+                '{"message":{"id":"m","role":"robot","parts":[]}}',
+            ],
+            "$.data.message.role",
+        ),
         (["--type", "Not A Type"], "namespaced"),
         (["--data", "{}"], "--type is required"),
     ],

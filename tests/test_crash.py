@@ -21,11 +21,13 @@ from .conftest import LONG
 from .crashsim import image, record
 from .helpers import golden
 
-SCRIPT = (
+# A sentence reads better than 40 quoted words.
+_SCRIPT_TEXT = (
     "turn user assistant flush call result assistant end flush "
     "turn user chunk chunk big assistant flush call flush result end "
     "turn user call result call flush result assistant end flush turn user big call"
-).split()
+)
+SCRIPT = _SCRIPT_TEXT.split()
 
 
 def _scan_bytes(tmp: Path, data: bytes, *, tail: bool = False) -> jsonltape.Report:
@@ -217,7 +219,7 @@ def test_random_nonsense_tail_is_cut_exactly(tape_path: Path) -> None:
             tape.user(f"n{i}")
     data = tape_path.read_bytes()
     starts = _line_starts(data)
-    ck = [s for s in starts[:-1] if b'"session/flush"' in data[s : data.index(b"\n", s)]][0]
+    ck = next(s for s in starts[:-1] if b'"session/flush"' in data[s : data.index(b"\n", s)])
     rng = random.Random(3)
     for _ in range(10):
         victim = rng.choice([s for s in starts[:-1] if s > ck])

@@ -97,9 +97,20 @@ def test_sigkilled_writer_never_loses_flushed_events(tmp_path: Path) -> None:
 
 def test_fsync_failure_poisons_the_writer(tape_path: Path) -> None:
     ops = RecordingOps()
-    tape = Tape._create(tape_path, session_id="f", title=None, cwd=None, agent=None,
-                        parent=None, meta=None, durability="manual", group_events=1,
-                        group_ms=1.0, lock_timeout=0, ops=ops)
+    tape = Tape._create(
+        tape_path,
+        session_id="f",
+        title=None,
+        cwd=None,
+        agent=None,
+        parent=None,
+        meta=None,
+        durability="manual",
+        group_events=1,
+        group_ms=1.0,
+        lock_timeout=0,
+        ops=ops,
+    )
     tape.user("a")
     assert tape.flush() == 1
     tape.user("b")
@@ -122,9 +133,20 @@ def test_fsync_failure_poisons_the_writer(tape_path: Path) -> None:
 
 def test_fsync_failure_in_the_background_is_reported_on_next_call(tape_path: Path) -> None:
     ops = RecordingOps()
-    tape = Tape._create(tape_path, session_id="f", title=None, cwd=None, agent=None,
-                        parent=None, meta=None, durability="group", group_events=1000,
-                        group_ms=5.0, lock_timeout=0, ops=ops)
+    tape = Tape._create(
+        tape_path,
+        session_id="f",
+        title=None,
+        cwd=None,
+        agent=None,
+        parent=None,
+        meta=None,
+        durability="group",
+        group_events=1000,
+        group_ms=5.0,
+        lock_timeout=0,
+        ops=ops,
+    )
     ops.fail_sync_at = 1
     tape.user("a")
     for _ in range(200):
@@ -140,9 +162,20 @@ def test_checkpoint_is_written_only_right_after_a_sync(tape_path: Path) -> None:
     """ALICE-style trace check: no checkpoint write unless the previous op was a sync that
     covered every byte before it."""
     ops = RecordingOps()
-    tape = Tape._create(tape_path, session_id="o", title=None, cwd=None, agent=None,
-                        parent=None, meta=None, durability="group", group_events=3,
-                        group_ms=10_000, lock_timeout=0, ops=ops)
+    tape = Tape._create(
+        tape_path,
+        session_id="o",
+        title=None,
+        cwd=None,
+        agent=None,
+        parent=None,
+        meta=None,
+        durability="group",
+        group_events=3,
+        group_ms=10_000,
+        lock_timeout=0,
+        ops=ops,
+    )
     for i in range(20):
         tape.user(str(i))
         if i % 7 == 0:

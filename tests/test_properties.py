@@ -83,7 +83,9 @@ def poisoned(draw: st.DrawFn) -> tuple[dict[str, Any], str, str]:
 
 
 @given(data=json_objects)
-def test_json_safe_data_round_trips_byte_exactly(tmp_path_factory: Any, data: dict[str, Any]) -> None:
+def test_json_safe_data_round_trips_byte_exactly(
+    tmp_path_factory: Any, data: dict[str, Any]
+) -> None:
     path = Path(tmp_path_factory.mktemp("rt")) / "s.jsonl"
     with jsonltape.open(path, create=True) as tape:
         written = tape.append("x.test/data", data)
@@ -100,9 +102,11 @@ def test_gate_refuses_every_non_json_value_and_names_it(
     data, where, why = case
     path = Path(tmp_path_factory.mktemp("gate")) / "s.jsonl"
     with jsonltape.open(path, create=True) as tape:
+        tape.flush()  # queued lines reach the file; a refused append adds none
         size = path.stat().st_size
         with pytest.raises(jsonltape.NotLosslessError) as err:
             tape.append("x.test/data", data)
+        tape.flush()
         assert path.stat().st_size == size
     assert err.value.field == where
     assert why in err.value.message

@@ -123,8 +123,12 @@ def test_closers_distinguish_recorded_from_unstarted_tool_calls(tape_path: Path)
         turn = tape.append("turn/start", {}).seq
         with tape.step() as step:
             tape.user("go")
-            tape.assistant(tool_calls=[{"id": "a", "name": "Write", "arguments": {}},
-                                       {"id": "b", "name": "Read", "arguments": {}}])
+            tape.assistant(
+                tool_calls=[
+                    {"id": "a", "name": "Write", "arguments": {}},
+                    {"id": "b", "name": "Read", "arguments": {}},
+                ]
+            )
             call = tape.tool_call("Write", {}, call_id="a")
             tape.flush()
             data = tape_path.read_bytes()  # the crash happens here, inside the step

@@ -88,6 +88,7 @@ def test_unsynced_lines_left_by_a_crash_are_flushed_by_the_next_writer(tape_path
         tape.user("a")
         tape.flush()
         tape.user("never synced")
+        tape._drain()  # the line reaches the OS (as a write() would) but is never synced
         crashed = tape_path.read_bytes()
     tape_path.write_bytes(crashed)
     with jsonltape.open(tape_path) as tape:
@@ -125,9 +126,11 @@ def test_always_mode_makes_every_append_durable(tape_path: Path) -> None:
 def test_idempotent_key_returns_existing_event_and_writes_nothing(tape_path: Path) -> None:
     with jsonltape.open(tape_path, create=True) as tape:
         first = tape.append("x.ext/op", {"v": 1}, key="k1")
+        tape.flush()  # queued lines reach the file; a refused append adds none
         size = tape_path.stat().st_size
         again = tape.append("x.ext/op", {"v": 1}, key="k1")
         assert again == first
+        tape.flush()
         assert tape_path.stat().st_size == size
         with pytest.raises(jsonltape.InvalidEventError, match="already used by seq"):
             tape.append("x.ext/op", {"v": 2}, key="k1")
@@ -138,12 +141,14 @@ def test_idempotent_key_returns_existing_event_and_writes_nothing(tape_path: Pat
 
 def test_batch_is_all_or_nothing(tape_path: Path) -> None:
     with jsonltape.open(tape_path, create=True) as tape:
+        tape.flush()  # queued lines reach the file; a refused append adds none
         size = tape_path.stat().st_size
         with pytest.raises(jsonltape.InvalidEventError) as err:
             tape.append_batch(
                 [{"type": "x.a/b", "data": {}}, {"type": "x.a/b", "data": {"f": {1}}}]
             )
         assert err.value.batch_item == 1
+        tape.flush()
         assert tape_path.stat().st_size == size
         evs = tape.append_batch([{"type": "x.a/b"}, {"type": "x.a/c", "data": {"z": None}}])
         assert [e.seq for e in evs] == [1, 2]
@@ -170,11 +175,13 @@ def test_lossless_gate_names_the_field(
     tape_path: Path, data: dict, field: str, fragment: str
 ) -> None:
     with jsonltape.open(tape_path, create=True) as tape:
+        tape.flush()  # queued lines reach the file; a refused append adds none
         size = tape_path.stat().st_size
         with pytest.raises(jsonltape.NotLosslessError) as err:
             tape.append("x.ext/thing", data)
         assert err.value.field == field
         assert fragment in str(err.value)
+        tape.flush()
         assert tape_path.stat().st_size == size
 
 
@@ -237,11 +244,13 @@ def test_invalid_events_are_refused_with_a_reason(
     tape_path: Path, kwargs: dict, fragment: str
 ) -> None:
     with jsonltape.open(tape_path, create=True) as tape:
+        tape.flush()  # queued lines reach the file; a refused append adds none
         size = tape_path.stat().st_size
         type_ = kwargs.pop("type")
         with pytest.raises(jsonltape.InvalidEventError) as err:
             tape.append(type_, **kwargs)
         assert fragment in str(err.value)
+        tape.flush()
         assert tape_path.stat().st_size == size
 
 
@@ -299,20 +308,32 @@ def test_file_truncated_under_writer_is_detected(tape_path: Path) -> None:
         tape.flush()
         with open(tape_path, "r+b") as f:
             f.truncate(100)
+        tape.user("b")  # queued; the size is checked before the queue is written
         with pytest.raises(jsonltape.ConcurrentModificationError, match="changed size"):
-            tape.user("b")
+            tape.flush()
         with pytest.raises(jsonltape.WriterFailedError):
             tape.user("c")
+    assert tape_path.stat().st_size == 100  # nothing was appended after the truncation
 
 
-def test_file_replaced_under_writer_is_detected(tape_path: Path, tmp_path: Path) -> None:
-    with jsonltape.open(tape_path, create=True) as tape:
+def test_file_replaced_under_writer_is_detected_before_anything_is_reported_durable(
+    tape_path: Path, tmp_path: Path
+) -> None:
+    with jsonltape.open(tape_path, create=True, durability="manual") as tape:
         tape.user("a")
+        tape.flush()
         replacement = tmp_path / "other.jsonl"
         replacement.write_bytes(tape_path.read_bytes())
         os.replace(replacement, tape_path)  # what a git checkout does
+        replaced = tape_path.read_bytes()
+        # Identity is checked before every sync (a stat per append would double its cost):
+        # the next flush refuses, so nothing written after the swap is reported durable.
+        tape.user("b")
         with pytest.raises(jsonltape.ConcurrentModificationError, match="replaced"):
-            tape.user("b")
+            tape.flush()
+        with pytest.raises(jsonltape.WriterFailedError):
+            tape.user("c")
+    assert tape_path.read_bytes() == replaced  # the new file was never appended to
 
 
 def test_modes_are_owner_only_under_permissive_umask(

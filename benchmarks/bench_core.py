@@ -1,0 +1,230 @@
+"""Core benchmarks (issue 2), each side by side with its baseline in the same run.
+
+    python benchmarks/bench_core.py [--events N] [--read-events N] [--big-mb MB] [--out FILE]
+
+(a) append, default group commit, vs a naive stdlib writer (json.dumps + write, no fsync)
+(b) append, durability="always", vs a bare os.write + os.fdatasync loop
+(c) full read of a 1M-event file vs bare msgspec decoding of each line
+(d) open + repair of a torn 1 MB session vs a torn 1 GB session
+
+Prints a markdown table with absolute numbers and ratios (higher ratio = jsonltape better).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+import jsonltape
+from jsonltape import _framing
+
+TEXT = ("The migration adds a NOT NULL column without a default; existing rows fail. " * 5)[:330]
+
+
+def message(i: int) -> dict[str, object]:
+    """A ~400-byte user message as the data of a user/message event."""
+    return {
+        "message": {"id": f"m{i}", "role": "user", "parts": [{"type": "text", "content": TEXT}]}
+    }
+
+
+def timed(fn: Callable[[], object], repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def bench_append_group(root: Path, n: int) -> tuple[float, float]:
+    def ours() -> None:
+        p = root / f"g{time.perf_counter_ns()}.jsonl"
+        with jsonltape.open(p, create=True) as tape:
+            for i in range(n):
+                tape.append("user/message", message(i))
+
+    def naive() -> None:
+        p = root / f"n{time.perf_counter_ns()}.jsonl"
+        with open(p, "w") as f:
+            for i in range(n):
+                f.write(
+                    json.dumps({"seq": i, "type": "user/message", "time": 0, "data": message(i)})
+                    + "\n"
+                )
+                f.flush()  # a plain append-only logger hands every line to the OS
+
+    return timed(ours), timed(naive)
+
+
+def bench_append_durable(root: Path, n: int) -> tuple[float, float]:
+    def ours() -> None:
+        p = root / f"a{time.perf_counter_ns()}.jsonl"
+        with jsonltape.open(p, create=True, durability="always") as tape:
+            for i in range(n):
+                tape.append("user/message", message(i))
+
+    line = json.dumps({"seq": 1, "type": "user/message", "time": 0, "data": message(1)}).encode()
+
+    def bare() -> None:
+        p = root / f"b{time.perf_counter_ns()}.jsonl"
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            for _ in range(n):
+                os.write(fd, line + b"\n")
+                os.fdatasync(fd)
+        finally:
+            os.close(fd)
+
+    return timed(ours, 1), timed(bare, 1)
+
+
+def write_fast(path: Path, n: int, pad: int = 0) -> None:
+    """Build a valid session quickly (framing directly), with a checkpoint every 1000 lines."""
+    enc = msgspec.json.Encoder()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    buf: list[bytes] = []
+    size = 0
+    header = {"format": "jsonltape", "version": 1, "id": "bench", "created": 0}
+    line = _framing.frame(
+        enc.encode({"seq": 0, "type": "session/start", "time": 0, "data": header})
+    )
+    buf.append(line)
+    size += len(line)
+    data = message(0)
+    if pad:
+        data = {**data, "pad": "p" * pad}
+    for seq in range(1, n):
+        if seq % 1000 == 0:
+            ev = {
+                "seq": seq,
+                "type": "session/flush",
+                "time": seq,
+                "data": {"offset": size, "seq": seq - 1},
+                "ignorable": True,
+            }
+        else:
+            ev = {
+                "seq": seq,
+                "type": "user/message",
+                "time": seq,
+                "data": data,
+                "surface": "append",
+            }
+        line = _framing.frame(enc.encode(ev))
+        buf.append(line)
+        size += len(line)
+        if len(buf) >= 4096:
+            os.write(fd, b"".join(buf))
+            buf.clear()
+    os.write(fd, b"".join(buf))
+    os.close(fd)
+
+
+def bench_read(root: Path, n: int) -> tuple[float, float]:
+    p = root / "read.jsonl"
+    write_fast(p, n)
+
+    def ours() -> None:
+        count = 0
+        for _ in jsonltape.read(p):
+            count += 1
+        assert count == n
+
+    dec = msgspec.json.Decoder()
+
+    def bare() -> None:
+        count = 0
+        with open(p, "rb") as f:
+            for raw in f:
+                dec.decode(raw)
+                count += 1
+        assert count == n
+
+    return timed(ours, 2), timed(bare, 2)
+
+
+def bench_open_repair(root: Path, small_mb: int, big_mb: int) -> tuple[float, float]:
+    results = []
+    for mb in (small_mb, big_mb):
+        p = root / f"open{mb}.jsonl"
+        n = mb * 1024 * 1024 // 430
+        write_fast(p, max(n, 10))
+        samples = []
+        for _ in range(5):
+            with open(p, "ab") as f:
+                f.write(b'{"seq":1,"type":"user/message","ti')  # a torn tail to cut
+            t0 = time.perf_counter()
+            with jsonltape.open(p) as tape:
+                tape.user("after the crash")
+            samples.append(time.perf_counter() - t0)
+        results.append(statistics.median(samples))
+        for side in root.glob(f"open{mb}.jsonl.*.torn"):
+            side.unlink()
+        p.unlink()
+    return results[0], results[1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--durable-events", type=int, default=2_000)
+    ap.add_argument("--read-events", type=int, default=1_000_000)
+    ap.add_argument("--small-mb", type=int, default=1)
+    ap.add_argument("--big-mb", type=int, default=1024)
+    ap.add_argument("--dir", help="where to write (default: a temp dir on the same disk)")
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="jsonltape-bench-", dir=args.dir))
+    os.chmod(root, 0o700)
+    try:
+        a = bench_append_group(root, args.events)
+        b = bench_append_durable(root, args.durable_events)
+        c = bench_read(root, args.read_events)
+        d = bench_open_repair(root, args.small_mb, args.big_mb)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, {platform.system()} {platform.release()}; "
+        f"{time.strftime('%Y-%m-%d')}"
+    )
+    print()
+    print("| benchmark | jsonltape | baseline | ratio (baseline/jsonltape time) | target |")
+    print("| --- | --- | --- | --- | --- |")
+    n = args.events
+    print(
+        f"| (a) append {n:,} msgs, group commit vs json.dumps+write | "
+        f"{a[0] / n * 1e6:.2f} µs/event | {a[1] / n * 1e6:.2f} µs/event | "
+        f"{a[1] / a[0]:.2f}x | >= 1.0x |"
+    )
+    n = args.durable_events
+    print(
+        f"| (b) append {n:,} msgs, fsync each vs write+fdatasync | "
+        f"{b[0] / n * 1e6:.0f} µs/event | {b[1] / n * 1e6:.0f} µs/event | "
+        f"{b[1] / b[0]:.2f}x | >= 0.8x |"
+    )
+    n = args.read_events
+    print(
+        f"| (c) read {n:,} events vs msgspec.decode per line | {c[0]:.2f} s | {c[1]:.2f} s | "
+        f"{c[1] / c[0]:.2f}x | >= 0.7x |"
+    )
+    print(
+        f"| (d) open+repair torn {args.small_mb} MB vs {args.big_mb} MB session | "
+        f"{d[0] * 1e3:.2f} ms | {d[1] * 1e3:.2f} ms | {d[0] / d[1]:.2f}x | no growth (~1x) |"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Fast validation of a core event's data, done by decoding its encoded line once more.
+
+:func:`jsonltape.events.validate_data` converts a dict into the data Struct and then checks each
+content part in Python; that is the precise path that names what is wrong. Here the same shapes
+are compiled into one typed decoder per core type (content parts as a tagged union), so a valid
+event is checked in a single C-level decode of the line the writer has to produce anyway. Only
+when that decode fails (a bad event, or an extension part type the union does not know) does the
+writer fall back to the precise path, which raises the error or accepts the extension.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+
+from .events import CORE_TYPES, PART_TYPES, Message, validate_data
+
+__all__ = ["validate_fast"]
+
+
+def _tagged(kind: str, shape: type[msgspec.Struct]) -> Any:
+    fields = [
+        (f.name, f.type, f.default) if f.default is not msgspec.NODEFAULT else (f.name, f.type)
+        for f in msgspec.structs.fields(shape)
+    ]
+    return msgspec.defstruct(f"_{shape.__name__}", fields, tag_field="type", tag=kind)
+
+
+_PARTS = tuple(_tagged(kind, shape) for kind, shape in PART_TYPES.items())
+_RESPONSE = _PARTS[list(PART_TYPES).index("tool_call_response")]
+_FastMessage = msgspec.defstruct(
+    "_FastMessage",
+    [
+        ("id", str),
+        ("role", str),
+        ("parts", list[Union[_PARTS]]),  # type: ignore[valid-type]
+        ("name", Union[str, None], None),
+    ],
+)
+_ROLES = {
+    "user/message": ("user", "system"),
+    "assistant/message": ("assistant",),
+    "tool/result": ("tool",),
+}
+
+
+def _fast_data(shape: type[msgspec.Struct]) -> Any:
+    fields: list[Any] = []
+    for f in msgspec.structs.fields(shape):
+        type_ = _FastMessage if f.type is Message else f.type
+        if f.default is msgspec.NODEFAULT:
+            fields.append((f.name, type_))
+        else:
+            fields.append((f.name, type_, f.default))
+    return msgspec.defstruct(f"_Fast{shape.__name__}", fields)
+
+
+def _decoder_for(shape: type[msgspec.Struct]) -> msgspec.json.Decoder[Any]:
+    env = msgspec.defstruct(f"_Env{shape.__name__}", [("data", _fast_data(shape))])
+    return msgspec.json.Decoder(env)
+
+
+_DECODERS = {t: _decoder_for(shape) for t, shape in CORE_TYPES.items()}
+
+
+def validate_fast(type_: str, line: bytes, data: dict[str, Any]) -> None:
+    """Check a core type's data (already encoded in ``line``); raise InvalidEventError."""
+    decoder = _DECODERS.get(type_)
+    if decoder is None:
+        return  # an extension type: its data is the extender's business
+    try:
+        decoded = decoder.decode(line).data
+    except msgspec.ValidationError:
+        validate_data(type_, data)  # names the problem, or accepts an extension part type
+        return
+    roles = _ROLES.get(type_)
+    if roles is None:
+        return
+    message = decoded.message
+    ok = message.role in roles
+    if ok and type_ == "tool/result":
+        responses = [p for p in message.parts if type(p) is _RESPONSE]
+        ok = len(responses) == 1 and responses[0].id == decoded.call_id
+    if not ok:
+        validate_data(type_, data)  # raises with the precise reason
