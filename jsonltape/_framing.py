@@ -53,7 +53,7 @@ def frame(obj_json: bytes) -> bytes:
 def frame_ok(line: bytes) -> bool:
     """True when ``line`` (ending in ``\\n``) carries the fixed suffix and a matching CRC."""
     n = len(line)
-    if n < SUFFIX_LEN + 3 or line[n - 1] != 0x0A:
+    if n < SUFFIX_LEN + 3 or line[n - 1] != 0x0A or line[0] != 0x7B:  # "\n" at the end, "{" first
         return False
     end = n - 1
     if line[end - SUFFIX_LEN : end - 10] != _SUFFIX_HEAD or line[end - 2 : end] != _SUFFIX_TAIL:

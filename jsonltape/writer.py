@@ -15,9 +15,11 @@ Protocol (the spec's "writer" section, kept in this order on purpose):
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -65,6 +67,18 @@ Durability = Literal["always", "group", "manual"]
 _decoder = msgspec.json.Decoder(Event)
 #: Queued bytes beyond which lines are written out before the next sync.
 _MAX_BUFFER = 1 << 20
+#: Tapes still open, closed (flushed) at interpreter exit like Python's own files are: a script
+#: that forgets close() must not lose its last group-commit window.
+_OPEN: weakref.WeakSet[Tape] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_tapes() -> None:
+    for tape in list(_OPEN):
+        try:
+            tape.close()
+        except Exception:
+            pass
 
 
 def open(
@@ -170,6 +184,7 @@ class Tape(AgentHelpers):
         st = os.fstat(fd)
         self._ident = (st.st_dev, st.st_ino)
         self._flusher: threading.Thread | None = None
+        _OPEN.add(self)
         self._opened_from: object = None
         #: Synthetic events this writer appended on open to close a crashed turn.
         self.closers: list[Event] = []
@@ -654,6 +669,7 @@ class Tape(AgentHelpers):
                         self._flush_locked(final=True)
             finally:
                 self._closed = True
+                _OPEN.discard(self)
                 self._cond.notify_all()
                 os.close(self._fd)
                 self._lock_file.release()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 import threading
 import zlib
 from pathlib import Path
@@ -426,3 +428,20 @@ def test_not_a_session_is_a_format_error(tape_path: Path) -> None:
     tape_path.write_text("")
     with pytest.raises(jsonltape.FormatError, match="empty"):
         jsonltape.verify(tape_path)
+
+
+def test_events_queued_at_exit_are_flushed_when_close_was_forgotten(tape_path: Path) -> None:
+    code = (
+        "import jsonltape, sys\n"
+        "tape = jsonltape.open(sys.argv[1], create=True, group_ms=60000)\n"
+        "for i in range(10):\n"
+        "    tape.user(f'm{i}')\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tape_path)], check=True, timeout=60)
+    texts = [
+        e.data["message"]["parts"][0]["content"]
+        for e in jsonltape.read(tape_path)
+        if e.type == "user/message"
+    ]
+    assert texts == [f"m{i}" for i in range(10)]
+    assert jsonltape.verify(tape_path).state == "clean"
