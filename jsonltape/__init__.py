@@ -12,6 +12,8 @@ One import gives an agent everything it needs::
 
     for event in jsonltape.read("s.jsonl"):
         print(event.seq, event.type)
+
+    jsonltape.messages("s.jsonl", format="openai")   # the request body a model would get
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from .errors import (
     ConcurrentModificationError,
     CorruptError,
+    FoldError,
     FormatError,
     InvalidEventError,
     InvalidSessionIdError,
@@ -43,6 +46,27 @@ from .events import (
     Replace,
     Retract,
 )
+from .fold import (
+    Compaction,
+    FileLedger,
+    ForkInfo,
+    LedgerConfig,
+    MergeResult,
+    SurfaceFold,
+    compact,
+    discard,
+    fork,
+    handoff,
+    merge,
+    message_text,
+    messages,
+    prune,
+    request_header,
+    restore,
+    retract,
+    revise,
+    todo,
+)
 from .ids import new_session_id, validate_session_id
 from .reader import Report, header, lines, read, verify
 from .repair import RepairResult, repair
@@ -53,17 +77,23 @@ __version__ = "0.1.0"
 __all__ = [
     "FORMAT",
     "VERSION",
+    "Compaction",
     "ConcurrentModificationError",
     "CorruptError",
     "Durability",
     "Event",
+    "FileLedger",
+    "FoldError",
+    "ForkInfo",
     "FormatError",
     "HeaderData",
     "InvalidEventError",
     "InvalidSessionIdError",
     "JsonltapeError",
+    "LedgerConfig",
     "Line",
     "LockedError",
+    "MergeResult",
     "Message",
     "NotLosslessError",
     "ParentRef",
@@ -73,6 +103,7 @@ __all__ = [
     "Retract",
     "SessionNotFoundError",
     "SurfaceError",
+    "SurfaceFold",
     "Tape",
     "TurnHandle",
     "UnknownEventTypeError",
@@ -80,12 +111,25 @@ __all__ = [
     "UnsupportedVersionError",
     "WriterFailedError",
     "__version__",
+    "compact",
+    "discard",
+    "fork",
+    "handoff",
     "header",
     "lines",
+    "merge",
+    "message_text",
+    "messages",
     "new_session_id",
     "open",
+    "prune",
     "read",
     "repair",
+    "request_header",
+    "restore",
+    "retract",
+    "revise",
+    "todo",
     "validate_session_id",
     "verify",
 ]

@@ -13,6 +13,7 @@ from pathlib import Path
 __all__ = [
     "ConcurrentModificationError",
     "CorruptError",
+    "FoldError",
     "FormatError",
     "InvalidEventError",
     "InvalidSessionIdError",
@@ -82,6 +83,11 @@ class SurfaceError(InvalidEventError):
 
 class InvalidSessionIdError(InvalidEventError):
     """A session id outside the safe character set ``[A-Za-z0-9._-]`` (1-128 chars)."""
+
+
+class FoldError(JsonltapeError, ValueError):
+    """A fold request names something that is not there (a seq past the end, a wrong parent,
+    a discarded fork, ...). Nothing was written."""
 
 
 class FormatError(JsonltapeError):

@@ -10,7 +10,7 @@ re-encode a decoded event they did not write.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, NamedTuple, Union
+from typing import Annotated, Any, Literal, NamedTuple, Union
 
 import msgspec
 
@@ -292,6 +292,92 @@ class AnyData(msgspec.Struct):
     """Known types whose data is free-form (e.g. streaming chunks)."""
 
 
+# -- fold vocabulary: compaction, handoff, fork receipts (spec "Surface and fold semantics") --
+
+#: A text with a character other than space, tab, LF or CR (summaries are never empty).
+NonBlank = Annotated[str, msgspec.Meta(pattern=r"[^ \t\n\r]")]
+#: A seq or a count: never negative.
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class CompactionStartData(msgspec.Struct):
+    """``compaction/start``: the surface range ``start``..``end`` is about to be summarised."""
+
+    start: NonNegative
+    end: NonNegative
+    reason: str | None = None
+
+
+class FileLedgerData(msgspec.Struct, omit_defaults=True):
+    """The file ledger of a compaction: paths newest first, and how many were evicted."""
+
+    modified: list[str] = msgspec.field(default_factory=list)
+    read: list[str] = msgspec.field(default_factory=list)
+    evicted: NonNegative = 0
+
+
+class CompactionSummaryData(msgspec.Struct):
+    """``compaction/summary``: the summary text and what it shadows (before the replace)."""
+
+    compaction: NonNegative
+    summary: NonBlank
+    start: NonNegative
+    end: NonNegative
+    count: NonNegative
+    chars: NonNegative
+    shadowed_chars: NonNegative
+    tokens: NonNegative | None = None
+    summary_tokens: NonNegative | None = None
+    model: str | None = None
+    ledger: FileLedgerData | None = None
+
+
+class CompactionEndData(msgspec.Struct):
+    """``compaction/end``: ``message`` is the summary message's seq, or ``error`` says why not."""
+
+    compaction: NonNegative
+    message: NonNegative | None = None
+    error: ErrorInfo | None = None
+
+
+class CompactionPruneData(msgspec.Struct):
+    """``compaction/prune``: the tool result ``target`` is about to be replaced by a stub."""
+
+    target: NonNegative
+    chars: NonNegative
+    tokens: NonNegative | None = None
+
+
+class HandoffData(msgspec.Struct):
+    """``handoff/anchor``: a fresh start: the context is rebuilt from this summary and state."""
+
+    summary: NonBlank
+    state: Any = None
+    reason: str | None = None
+
+
+class ForkMergeData(msgspec.Struct):
+    """``fork/merge``: the receipt of merging fork ``fork`` (forked at ``at``) up to ``head``."""
+
+    fork: str
+    at: NonNegative
+    head: NonNegative
+    crc: str
+    count: NonNegative
+    path: str | None = None
+
+
+class ForkDiscardData(msgspec.Struct):
+    """``fork/discard``: the receipt of discarding fork ``fork``; its file is left alone."""
+
+    fork: str
+    at: NonNegative
+    head: NonNegative
+    crc: str
+    path: str | None = None
+    reason: str | None = None
+
+
 CORE_TYPES: dict[str, type[msgspec.Struct]] = {
     "session/start": HeaderData,
     "session/flush": FlushData,
@@ -307,6 +393,13 @@ CORE_TYPES: dict[str, type[msgspec.Struct]] = {
     "todo/write": TodoWriteData,
     "request/header": RequestHeaderData,
     "surface/retract": RetractData,
+    "compaction/start": CompactionStartData,
+    "compaction/summary": CompactionSummaryData,
+    "compaction/end": CompactionEndData,
+    "compaction/prune": CompactionPruneData,
+    "handoff/anchor": HandoffData,
+    "fork/merge": ForkMergeData,
+    "fork/discard": ForkDiscardData,
 }
 
 #: Types whose events form the model-visible surface.

@@ -27,7 +27,7 @@ from ._scan import (
 from .errors import CorruptError
 from .events import Event, HeaderData, Line
 
-__all__ = ["Report", "header", "lines", "read", "verify"]
+__all__ = ["Report", "header", "lines", "read", "verify", "witness_after"]
 
 _decoder = msgspec.json.Decoder(Event)
 
@@ -168,7 +168,7 @@ def _iter(
                 if event is None or (expected is not None and event.seq != expected):
                     raw = body + b"\n"
                     problem = check(raw, expected)[1] or "bad line"
-                    if _checkpoint_after(fd, base + len(raw)):
+                    if witness_after(fd, base + len(raw)):
                         line = (expected + 1) if expected is not None else None
                         raise CorruptError(problem, path=path, line=line, offset=base)
                     return  # torn tail: not committed, not served
@@ -180,7 +180,8 @@ def _iter(
         os.close(fd)
 
 
-def _checkpoint_after(fd: int, start: int) -> bool:
+def witness_after(fd: int, start: int) -> bool:
+    """True when a witness (spec §10.2) follows ``start``: the damage before it is corruption."""
     return any(is_witness(raw) for _off, raw in _framing.iter_lines(fd, start))
 
 

@@ -20,7 +20,8 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -606,6 +607,25 @@ class Tape(AgentHelpers):
                     self._flush_locked()
                 except JsonltapeError:
                     return  # the failure is recorded; the next call reports it
+
+    def drain(self) -> None:
+        """Write queued events to the file now, without waiting for them to be durable.
+
+        Readers in other processes see them at once; only :meth:`flush` makes them durable.
+        """
+        with self._mutex:
+            self._check_usable()
+            self._drain()
+
+    @contextmanager
+    def locked(self) -> Iterator[Tape]:
+        """Hold the writer's in-process lock: no other thread appends until the block ends.
+
+        For read-then-append sequences (fold, compact) whose appends name seqs they computed.
+        Other processes are already kept out by the session's file lock.
+        """
+        with self._mutex:
+            yield self
 
     # -- durability ----------------------------------------------------------------------
 

@@ -7,10 +7,18 @@ current nodes and sorted in positional order, so the list stays sorted by anchor
 O(1), a range is found by bisection, and an index (SQLite) can keep the same order with one
 integer column.
 
+Tool calls and their results stay paired. A tool call is *declared* by a current
+``assistant/message`` (a ``tool_call`` part) and *answered* by a current ``tool/result`` with
+that ``call_id``. An operation that removes the last declaration of an answered call also
+removes the call's results (they "go with it"; a replace must list them in ``sources``), and an
+operation that would remove every result of a call that stays declared is refused: a provider
+rejects a request with an unanswered call in its history.
+
 Every message event gets a status: ``current`` while it is on the surface, then
-``superseded`` (replaced by a revision), ``compacted`` (replaced by a compaction summary or a
-prune stub, i.e. a replacement whose ``sources`` name a ``compaction/summary`` or
-``compaction/prune`` event) or ``retracted``. The events themselves are never removed.
+``superseded`` (replaced by a revision), ``compacted`` (replaced by a compaction summary, a
+prune stub or a handoff, i.e. a replacement whose ``sources`` name a ``compaction/summary``,
+``compaction/prune`` or ``handoff/anchor`` event) or ``retracted``. The events themselves are
+never removed.
 """
 
 from __future__ import annotations
@@ -22,11 +30,39 @@ from typing import Any, Literal
 from ..errors import SurfaceError
 from ..events import SURFACE_TYPES, Event, Replace, Retract
 
-__all__ = ["COMPACTION_SOURCES", "Status", "SurfaceFold"]
+__all__ = ["COMPACTION_SOURCES", "Status", "SurfaceFold", "tool_call_ids"]
 
 Status = Literal["current", "superseded", "compacted", "retracted"]
 #: Event types whose presence in a replacement's ``sources`` marks the shadowed nodes compacted.
-COMPACTION_SOURCES = frozenset({"compaction/summary", "compaction/prune"})
+COMPACTION_SOURCES = frozenset({"compaction/summary", "compaction/prune", "handoff/anchor"})
+
+
+def tool_call_ids(data: dict[str, Any]) -> tuple[str, ...]:
+    """The distinct ids of the ``tool_call`` parts of ``data["message"]``, in part order."""
+    message = data.get("message")
+    parts = message.get("parts") if isinstance(message, dict) else None
+    if not isinstance(parts, list):
+        return ()
+    ids = [
+        p["id"]
+        for p in parts
+        if isinstance(p, dict) and p.get("type") == "tool_call" and isinstance(p.get("id"), str)
+    ]
+    return tuple(dict.fromkeys(ids))
+
+
+class _Plan:
+    """What an operation would do, computed before anything changes."""
+
+    __slots__ = ("cascade", "hi", "lo", "shadowed", "status")
+
+    def __init__(
+        self, lo: int, hi: int, shadowed: list[int], cascade: list[int], status: Status
+    ) -> None:
+        self.lo, self.hi = lo, hi
+        self.shadowed = shadowed
+        self.cascade = cascade
+        self.status = status
 
 
 class SurfaceFold:
@@ -37,6 +73,9 @@ class SurfaceFold:
         self._seqs: list[int] = []  # seq of the node at the same position
         self._anchor_of: dict[int, int] = {}  # current seq -> anchor
         self._tool_call: dict[int, str] = {}  # current tool/result seq -> its call id
+        self._calls: dict[int, tuple[str, ...]] = {}  # current assistant seq -> its call ids
+        self._declared: dict[str, int] = {}  # call id -> current assistant nodes declaring it
+        self._answers: dict[str, list[int]] = {}  # call id -> current tool/result seqs
         self._compaction_seqs: set[int] = set()
 
     # -- queries --------------------------------------------------------------------------
@@ -53,6 +92,19 @@ class SurfaceFold:
     def is_current(self, seq: int) -> bool:
         return seq in self._anchor_of
 
+    def position(self, seq: int) -> int | None:
+        """The index of a current node on the surface (0 = first), or None."""
+        a = self._anchor_of.get(seq)
+        return None if a is None else bisect.bisect_left(self._anchors, a)
+
+    def call_id(self, seq: int) -> str | None:
+        """The call id of a current ``tool/result`` node."""
+        return self._tool_call.get(seq)
+
+    def declares(self, call_id: str) -> bool:
+        """True when a current assistant message declares tool call ``call_id``."""
+        return self._declared.get(call_id, 0) > 0
+
     def __len__(self) -> int:
         return len(self._seqs)
 
@@ -62,8 +114,24 @@ class SurfaceFold:
         other._seqs = list(self._seqs)
         other._anchor_of = dict(self._anchor_of)
         other._tool_call = dict(self._tool_call)
+        other._calls = dict(self._calls)
+        other._declared = dict(self._declared)
+        other._answers = {k: list(v) for k, v in self._answers.items()}
         other._compaction_seqs = set(self._compaction_seqs)
         return other
+
+    def removed_by(
+        self,
+        type_: str,
+        op: Replace | Retract,
+        sources: Iterable[int] | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> list[int]:
+        """Every seq an operation would take off the surface (range first, then results that
+        go with their calls), without applying it. Raises like :meth:`apply` would, except that
+        ``sources`` are only checked when given."""
+        plan = self._plan(type_, op, sources, data or {}, check_sources=sources is not None)
+        return plan.shadowed + plan.cascade
 
     # -- folding ----------------------------------------------------------------------------
 
@@ -91,54 +159,138 @@ class SurfaceFold:
         if surface is None or surface == "append":
             if type_ == "surface/retract":
                 raise SurfaceError("surface/retract needs a range", field="$.surface")
-            self._push(seq, seq, type_, data)
+            if self._anchors and seq <= self._anchors[-1]:
+                raise SurfaceError(f"seq {seq} is not after the surface end", field="$.seq")
+            self._insert(len(self._seqs), seq, seq, type_, data)
             return [(seq, "current")]
         if not isinstance(surface, (Replace, Retract)):
             raise SurfaceError(f"unknown surface operation {surface!r}", field="$.surface")
-        lo, hi = self._range(surface)
+        plan = self._plan(type_, surface, sources, data, check_sources=True)
+        anchor = self._anchors[plan.lo]
+        del self._anchors[plan.lo : plan.hi + 1]
+        del self._seqs[plan.lo : plan.hi + 1]
+        for s in plan.shadowed:
+            self._forget(s)
+        changes: list[tuple[int, Status]] = []
+        if isinstance(surface, Replace):
+            self._insert(plan.lo, seq, anchor, type_, data)
+            changes.append((seq, "current"))
+        for s in plan.cascade:
+            i = bisect.bisect_left(self._anchors, self._anchor_of[s])
+            del self._anchors[i]
+            del self._seqs[i]
+            self._forget(s)
+        changes.extend((s, plan.status) for s in plan.shadowed)
+        changes.extend((s, plan.status) for s in plan.cascade)
+        return changes
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _plan(
+        self,
+        type_: str,
+        op: Replace | Retract,
+        sources: Iterable[int] | None,
+        data: dict[str, Any],
+        *,
+        check_sources: bool,
+    ) -> _Plan:
+        lo, hi = self._range(op)
         shadowed = self._seqs[lo : hi + 1]
         srcs = set(sources or ())
-        if isinstance(surface, Retract):
+        if isinstance(op, Retract):
             if type_ != "surface/retract":
                 raise SurfaceError("only surface/retract events retract", field="$.surface.op")
             status: Status = "retracted"
+            new_calls: tuple[str, ...] = ()
+            answer: str | None = None
         else:
             if type_ == "surface/retract":
                 raise SurfaceError("surface/retract takes op 'retract'", field="$.surface.op")
-            missing = [s for s in shadowed if s not in srcs]
-            if missing:
-                raise SurfaceError(
-                    f"sources must include every replaced seq; missing {missing}",
-                    field="$.sources",
-                )
             if type_ == "tool/result" or any(s in self._tool_call for s in shadowed):
                 self._check_tool_result_replace(type_, shadowed, data)
             status = "compacted" if srcs & self._compaction_seqs else "superseded"
-        anchor = self._anchors[lo]
-        for s in shadowed:
-            del self._anchor_of[s]
-            self._tool_call.pop(s, None)
-        del self._anchors[lo : hi + 1]
-        del self._seqs[lo : hi + 1]
-        changes: list[tuple[int, Status]] = []
-        if isinstance(surface, Replace):
-            self._anchors.insert(lo, anchor)
-            self._seqs.insert(lo, seq)
-            self._anchor_of[seq] = anchor
-            if type_ == "tool/result":
-                self._tool_call[seq] = str(data.get("call_id"))
-            changes.append((seq, "current"))
-        changes.extend((s, status) for s in shadowed)
-        return changes
+            new_calls = tool_call_ids(data) if type_ == "assistant/message" else ()
+            answer = str(data.get("call_id")) if type_ == "tool/result" else None
+        cascade = self._pairing(shadowed, new_calls, answer)
+        if check_sources and isinstance(op, Replace):
+            missing = [s for s in shadowed + cascade if s not in srcs]
+            if missing:
+                extra = [s for s in missing if s in cascade]
+                hint = (
+                    f" (seqs {extra} are results of tool calls this replace removes; they go "
+                    "with their calls)"
+                    if extra
+                    else ""
+                )
+                raise SurfaceError(
+                    f"sources must include every replaced seq; missing {missing}{hint}",
+                    field="$.sources",
+                )
+        return _Plan(lo, hi, shadowed, cascade, status)
 
-    def _push(self, seq: int, anchor: int, type_: str, data: dict[str, Any]) -> None:
-        if self._anchors and anchor <= self._anchors[-1]:  # pragma: no cover - seqs are dense
-            raise SurfaceError(f"seq {seq} is not after the surface end")
-        self._anchors.append(anchor)
-        self._seqs.append(seq)
+    def _pairing(
+        self, shadowed: list[int], new_calls: tuple[str, ...], answer: str | None
+    ) -> list[int]:
+        """Results that go with their removed calls; refuse leaving an answered call alone."""
+        gone = set(shadowed)
+        lost: dict[str, int] = {}
+        for s in shadowed:
+            for c in self._calls.get(s, ()):
+                lost[c] = lost.get(c, 0) + 1
+
+        def declared_after(c: str) -> bool:
+            return self._declared.get(c, 0) - lost.get(c, 0) + (c in new_calls) > 0
+
+        for s in shadowed:
+            call = self._tool_call.get(s)
+            if call is None or not declared_after(call) or call == answer:
+                continue
+            if all(r in gone for r in self._answers.get(call, ())):
+                raise SurfaceError(
+                    f"seq {s} is the result of tool call {call!r}, whose assistant message "
+                    "stays on the surface; removing it would leave the call unanswered "
+                    "(include the assistant message in the range, or replace the result in "
+                    "place)",
+                    field="$.surface",
+                )
+        cascade: list[int] = []
+        for c in lost:
+            if not declared_after(c):
+                cascade.extend(r for r in self._answers.get(c, ()) if r not in gone)
+        if len(cascade) > 1:
+            cascade = sorted(set(cascade), key=lambda r: self._anchor_of[r])
+        return cascade
+
+    def _insert(self, pos: int, seq: int, anchor: int, type_: str, data: dict[str, Any]) -> None:
+        self._anchors.insert(pos, anchor)
+        self._seqs.insert(pos, seq)
         self._anchor_of[seq] = anchor
         if type_ == "tool/result":
-            self._tool_call[seq] = str(data.get("call_id"))
+            c = str(data.get("call_id"))
+            self._tool_call[seq] = c
+            self._answers.setdefault(c, []).append(seq)
+        elif type_ == "assistant/message":
+            calls = tool_call_ids(data)
+            if calls:
+                self._calls[seq] = calls
+                for c in calls:
+                    self._declared[c] = self._declared.get(c, 0) + 1
+
+    def _forget(self, seq: int) -> None:
+        del self._anchor_of[seq]
+        c = self._tool_call.pop(seq, None)
+        if c is not None:
+            answers = self._answers[c]
+            answers.remove(seq)
+            if not answers:
+                del self._answers[c]
+        for c in self._calls.pop(seq, ()):
+            n = self._declared[c] - 1
+            if n:
+                self._declared[c] = n
+            else:
+                del self._declared[c]
 
     def _range(self, op: Replace | Retract) -> tuple[int, int]:
         idx = []

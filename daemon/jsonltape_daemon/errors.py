@@ -1,0 +1,25 @@
+"""Errors of the index and the daemon. They derive from the library's root error so the CLI
+maps them to exit codes in one place (2 bad input / unusable index, 4 index held by a daemon).
+"""
+
+from __future__ import annotations
+
+from jsonltape.errors import JsonltapeError, LockedError
+
+__all__ = ["DaemonError", "FeatureMissingError", "IndexBusyError", "IndexStateError"]
+
+
+class IndexStateError(JsonltapeError):
+    """The index cannot be used as it is: missing, written by a newer version, unreadable."""
+
+
+class FeatureMissingError(IndexStateError):
+    """This Python's SQLite lacks FTS5 or its trigram tokenizer."""
+
+
+class IndexBusyError(LockedError):
+    """Another daemon or sync holds the index's writer lock."""
+
+
+class DaemonError(JsonltapeError):
+    """The daemon could not be started, stopped or reached."""

@@ -1,0 +1,90 @@
+"""Where things live by default, and the owner-only files beside the index.
+
+Defaults (each overridable by an option or an environment variable):
+
+* data directory: ``$JSONLTAPE_HOME``, else the platform's user data dir
+  (``$XDG_DATA_HOME/jsonltape`` or ``~/.local/share/jsonltape`` on Linux,
+  ``~/Library/Application Support/jsonltape`` on macOS, ``%LOCALAPPDATA%\\jsonltape`` on Windows);
+* sessions root: ``$JSONLTAPE_ROOT``, else ``<data dir>/sessions``;
+* index: ``$JSONLTAPE_INDEX``, else ``<data dir>/index.db``.
+
+Beside an index ``X.db`` live ``X.db.lock`` (one writer: daemon or sync), ``X.db.pid`` and
+``X.db.status`` (the running daemon) and ``X.db.log`` (the log of ``daemon start``). The
+directory is created 0700 and every file 0600, whatever the umask.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+__all__ = [
+    "data_dir",
+    "default_index",
+    "default_root",
+    "ensure_private_dir",
+    "lock_file",
+    "log_file",
+    "pid_file",
+    "status_file",
+]
+
+
+def data_dir() -> Path:
+    env = os.environ.get("JSONLTAPE_HOME")
+    if env:
+        return Path(env).expanduser().absolute()
+    home = Path.home()
+    if sys.platform == "darwin":  # pragma: no cover - platform specific
+        return home / "Library" / "Application Support" / "jsonltape"
+    if sys.platform == "win32":  # pragma: no cover - platform specific
+        base = os.environ.get("LOCALAPPDATA") or str(home / "AppData" / "Local")
+        return Path(base) / "jsonltape"
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return (Path(xdg) if xdg else home / ".local" / "share") / "jsonltape"
+
+
+def default_root() -> Path:
+    env = os.environ.get("JSONLTAPE_ROOT")
+    return Path(env).expanduser().absolute() if env else data_dir() / "sessions"
+
+
+def default_index() -> Path:
+    env = os.environ.get("JSONLTAPE_INDEX")
+    return Path(env).expanduser().absolute() if env else data_dir() / "index.db"
+
+
+def ensure_private_dir(path: Path) -> None:
+    """Create ``path`` (and missing parents) 0700; tighten a directory we created earlier."""
+    missing: list[Path] = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(d, 0o700)
+
+
+def _beside(index: Path, suffix: str) -> Path:
+    return index.with_name(index.name + suffix)
+
+
+def lock_file(index: Path) -> Path:
+    return _beside(index, ".lock")
+
+
+def pid_file(index: Path) -> Path:
+    return _beside(index, ".pid")
+
+
+def status_file(index: Path) -> Path:
+    return _beside(index, ".status")
+
+
+def log_file(index: Path) -> Path:
+    return _beside(index, ".log")

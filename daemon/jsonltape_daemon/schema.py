@@ -1,0 +1,243 @@
+"""The SQLite schema of the index, its numbered migrations, and connection set-up.
+
+The schema is documented in ``daemon/SCHEMA.md``; a test checks that document against
+``MIGRATIONS``. ``PRAGMA user_version`` holds the schema version and the ``migrations`` table
+records when each step ran. An index whose version is newer than :data:`SCHEMA_VERSION` was
+written by a newer jsonltape and is refused, never "upgraded" downwards.
+
+Connections: WAL, ``synchronous=NORMAL`` (the index is derived: a power cut may lose the last
+transactions, which the next sync redoes from the files), a busy timeout, and every write
+transaction ``BEGIN IMMEDIATE`` so a reader never has to upgrade to a writer.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import FeatureMissingError, IndexStateError
+from .paths import ensure_private_dir
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "connect",
+    "features",
+    "migrate",
+    "probe",
+]
+
+BUSY_TIMEOUT_MS = 10_000
+
+_M001 = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE migrations (
+    version INTEGER PRIMARY KEY,
+    name    TEXT NOT NULL,
+    applied INTEGER NOT NULL
+);
+CREATE TABLE sessions (
+    sid        INTEGER PRIMARY KEY,
+    id         TEXT NOT NULL,
+    path       TEXT NOT NULL UNIQUE,
+    header_crc TEXT NOT NULL,
+    title      TEXT,
+    cwd        TEXT,
+    agent      TEXT,
+    created    INTEGER NOT NULL,
+    updated    INTEGER NOT NULL,
+    parent     TEXT,
+    parent_seq INTEGER,
+    events     INTEGER NOT NULL,
+    messages   INTEGER NOT NULL,
+    state      TEXT NOT NULL,
+    error      TEXT,
+    open_turn  INTEGER,
+    closed     INTEGER NOT NULL
+);
+CREATE INDEX sessions_updated ON sessions (updated DESC);
+CREATE INDEX sessions_id ON sessions (id);
+CREATE TABLE files (
+    path     TEXT PRIMARY KEY,
+    sid      INTEGER,
+    status   TEXT NOT NULL,
+    error    TEXT,
+    dev      INTEGER,
+    ino      INTEGER,
+    size     INTEGER,
+    mtime_ns INTEGER,
+    offset   INTEGER NOT NULL,
+    last_seq INTEGER,
+    last_crc TEXT
+);
+CREATE INDEX files_sid ON files (sid);
+CREATE TABLE events (
+    sid    INTEGER NOT NULL,
+    seq    INTEGER NOT NULL,
+    type   TEXT NOT NULL,
+    time   INTEGER NOT NULL,
+    offset INTEGER NOT NULL,
+    raw    TEXT NOT NULL,
+    PRIMARY KEY (sid, seq)
+);
+CREATE TABLE messages (
+    id        INTEGER PRIMARY KEY,
+    sid       INTEGER NOT NULL,
+    seq       INTEGER NOT NULL,
+    type      TEXT NOT NULL,
+    role      TEXT NOT NULL,
+    time      INTEGER NOT NULL,
+    status    TEXT NOT NULL,
+    anchor    INTEGER,
+    call_id   TEXT,
+    text      TEXT NOT NULL,
+    truncated INTEGER NOT NULL,
+    UNIQUE (sid, seq)
+);
+CREATE INDEX messages_surface ON messages (sid, anchor) WHERE status = 'current';
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    text, content='messages', content_rowid='id',
+    tokenize='unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE messages_trigram USING fts5(
+    text, content='messages', content_rowid='id', tokenize='trigram'
+);
+INSERT INTO meta (key, value) VALUES ('fts', 'live');
+"""
+
+#: (version, name, SQL). Append only; never edit a released step.
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (1, "initial", _M001),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def probe(connect_: Callable[[], sqlite3.Connection] | None = None) -> None:
+    """Check that SQLite has FTS5 and the trigram tokenizer; raise a clear error if not."""
+    con = (connect_ or (lambda: sqlite3.connect(":memory:")))()
+    try:
+        missing = [name for name, ok in features(con).items() if not ok]
+    finally:
+        con.close()
+    if missing:
+        raise FeatureMissingError(
+            f"this Python's SQLite {sqlite3.sqlite_version} lacks {' and '.join(missing)}; "
+            "the index needs SQLite >= 3.34 built with FTS5 (use a Python from python.org, "
+            "Homebrew or your distribution, or install the 'pysqlite3-binary' wheel)"
+        )
+
+
+def features(con: sqlite3.Connection) -> dict[str, bool]:
+    found: dict[str, bool] = {}
+    for name, sql in (
+        ("FTS5", "CREATE VIRTUAL TABLE temp._probe_fts USING fts5(a)"),
+        (
+            "the FTS5 trigram tokenizer",
+            "CREATE VIRTUAL TABLE temp._probe_tri USING fts5(a, tokenize='trigram')",
+        ),
+    ):
+        try:
+            con.execute(sql)
+        except sqlite3.OperationalError:
+            found[name] = False
+        else:
+            found[name] = True
+    return found
+
+
+def _create_private(path: Path) -> None:
+    ensure_private_dir(path.parent)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        return
+    os.fchmod(fd, 0o600)
+    os.close(fd)
+
+
+def connect(
+    path: Path | str, *, readonly: bool = False, create: bool = False
+) -> sqlite3.Connection:
+    """Open the index. Readers use ``mode=ro``; the writer creates it (0600 in a 0700 dir)."""
+    p = Path(path)
+    if str(path) != ":memory:":
+        if create:
+            _create_private(p)
+        elif not p.exists():
+            raise IndexStateError(
+                f"{p}: no index here yet; run `jsonltape sync ROOT` or start the daemon"
+            )
+    if readonly:
+        con = sqlite3.connect(
+            f"file:{p}?mode=ro", uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+        )
+    else:
+        con = sqlite3.connect(
+            str(p), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+        )
+    try:
+        con.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if not readonly:
+            con.execute("PRAGMA journal_mode = WAL")
+            con.execute("PRAGMA synchronous = NORMAL")
+        con.execute("PRAGMA temp_store = MEMORY")
+        con.execute("PRAGMA cache_size = -32768")
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        raise IndexStateError(
+            f"{p}: not a usable index ({exc}); `jsonltape index rebuild` recreates it"
+        ) from None
+    if version > SCHEMA_VERSION:
+        con.close()
+        raise IndexStateError(
+            f"{p}: index schema version {version} was written by a newer jsonltape (this one "
+            f"reads up to {SCHEMA_VERSION}); upgrade jsonltape or run `jsonltape index rebuild`"
+        )
+    if readonly and version < SCHEMA_VERSION:
+        con.close()
+        raise IndexStateError(
+            f"{p}: index schema version {version} is older than {SCHEMA_VERSION}; "
+            "run `jsonltape sync` (or the daemon) once to migrate it"
+        )
+    return con
+
+
+def migrate(con: sqlite3.Connection) -> int:
+    """Apply the missing migrations, each in its own immediate transaction; return the version."""
+    version = int(con.execute("PRAGMA user_version").fetchone()[0])
+    for number, name, sql in MIGRATIONS:
+        if number <= version:
+            continue
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _statements(sql):
+                con.execute(statement)
+            con.execute(
+                "INSERT INTO migrations (version, name, applied) VALUES (?, ?, ?)",
+                (number, name, int(time.time() * 1000)),
+            )
+            con.execute(f"PRAGMA user_version = {number}")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        version = number
+    return version
+
+
+def _statements(sql: str) -> list[str]:
+    out: list[str] = []
+    buf = ""
+    for line in sql.strip().splitlines():
+        buf += line + "\n"
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    return out

@@ -1,0 +1,357 @@
+"""Queries over the index: full-text search, the session list and transcript windows.
+
+Search syntax: words are ANDed, ``"quoted phrases"`` match in order, ``prefix*`` matches word
+beginnings; everything else is literal text (there is no FTS syntax to get wrong). Each term is
+served by the cheapest index that can answer it:
+
+1. words: the ``unicode61`` table (diacritics folded), ranked by bm25, recency breaking ties;
+2. substrings: the ``trigram`` table, for identifiers inside identifiers and CJK text of three
+   or more characters; it adds the hits the word pass did not find;
+3. scan: ``LIKE``, newest first, for terms of one or two characters that no tokenizer serves.
+
+Terms of the other kinds join a pass as filters, so every hit contains every term.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Literal
+
+import msgspec
+
+__all__ = [
+    "MARK_CLOSE",
+    "MARK_OPEN",
+    "Filters",
+    "Hit",
+    "SessionInfo",
+    "Term",
+    "Turn",
+    "parse_query",
+    "resolve_session",
+    "search",
+    "sessions",
+    "window",
+]
+
+#: Highlight markers inside snippets; the CLI turns them into brackets or terminal styles.
+MARK_OPEN = "\x02"
+MARK_CLOSE = "\x03"
+_SNIPPET_TOKENS = 16
+_SCAN_CONTEXT = 48
+_QUERY = re.compile(r'"([^"]*)"?(\*?)|(\S+)')
+
+
+@dataclass(frozen=True)
+class Term:
+    text: str
+    prefix: bool = False
+    phrase: bool = False
+
+    @property
+    def wordy(self) -> bool:
+        """The unicode61 tokenizer gives this term as words (no CJK, some letter or digit)."""
+        return any(c.isalnum() for c in self.text) and not any(_is_cjk(c) for c in self.text)
+
+    @property
+    def trigram_ok(self) -> bool:
+        return len(self.text) >= 3
+
+
+def _is_cjk(c: str) -> bool:
+    if ord(c) < 0x2E80:
+        return False
+    name = unicodedata.name(c, "")
+    return name.startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "FULLWIDTH", "HALFWIDTH"))
+
+
+def parse_query(query: str) -> list[Term]:
+    """Split a query into terms: phrases in double quotes (a missing closing quote is fine)."""
+    terms: list[Term] = []
+    for m in _QUERY.finditer(query):
+        phrase, star, word = m.group(1), m.group(2), m.group(3)
+        if word is not None:
+            text = word.rstrip("*")
+            prefix = text != word
+            text = text.strip('"')
+            if text:
+                terms.append(Term(text, prefix=prefix))
+        elif phrase is not None and phrase.strip():
+            terms.append(Term(phrase.strip(), prefix=bool(star), phrase=True))
+    return terms
+
+
+@dataclass
+class Filters:
+    session: str | None = None
+    roles: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+    since: int | None = None  #: ms since the epoch, inclusive
+    until: int | None = None  #: ms since the epoch, exclusive
+    path: str | None = None  #: glob over the absolute path; relative globs match anywhere
+    all: bool = False  #: include superseded, compacted, retracted and rejected messages
+
+    def sql(self) -> tuple[str, list[object]]:
+        where: list[str] = []
+        params: list[object] = []
+        if not self.all:
+            where.append("m.status = 'current'")
+        if self.session:
+            where.append("(s.id = ? OR substr(s.id, 1, length(?)) = ? OR s.path = ?)")
+            params += [self.session, self.session, self.session, self.session]
+        if self.roles:
+            where.append(f"m.role IN ({', '.join('?' * len(self.roles))})")
+            params += list(self.roles)
+        if self.types:
+            where.append("(" + " OR ".join("m.type GLOB ?" for _ in self.types) + ")")
+            params += list(self.types)
+        if self.since is not None:
+            where.append("m.time >= ?")
+            params.append(self.since)
+        if self.until is not None:
+            where.append("m.time < ?")
+            params.append(self.until)
+        if self.path:
+            glob = self.path if self.path.startswith(("/", "*")) else "*" + self.path
+            where.append("s.path GLOB ?")
+            params.append(glob)
+        return " AND ".join(where) or "1", params
+
+
+class Hit(msgspec.Struct):
+    session: str
+    path: str
+    seq: int
+    time: int
+    role: str
+    type: str
+    status: str
+    title: str | None
+    snippet: str
+    score: float
+    match: Literal["word", "substring", "scan"]
+
+
+def _fts_string(term: Term) -> str:
+    quoted = '"' + term.text.replace('"', '""') + '"'
+    return quoted + "*" if term.prefix else quoted
+
+
+def _like(term: Term) -> str:
+    text = term.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{text}%"
+
+
+_COLUMNS = "m.id, s.id, s.path, m.seq, m.time, m.role, m.type, m.status, s.title, m.text"
+
+
+def search(
+    con: sqlite3.Connection, query: str, filters: Filters | None = None, limit: int = 20
+) -> list[Hit]:
+    """Run a query (see the module docs); at most ``limit`` hits, best first."""
+    terms = parse_query(query)
+    if not terms:
+        return []
+    filters = filters or Filters()
+    base_where, base_params = filters.sql()
+    words = [t for t in terms if t.wordy]
+    substr = [t for t in terms if not t.wordy and t.trigram_ok]
+    short = [t for t in terms if not t.wordy and not t.trigram_ok]
+    hits: list[Hit] = []
+    seen: set[int] = set()
+
+    def extra(trigram_terms: list[Term], like_terms: list[Term]) -> tuple[str, list[object]]:
+        sql = ""
+        params: list[object] = []
+        if trigram_terms:
+            sql += (
+                " AND m.id IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)"
+            )
+            params.append(" ".join(_fts_string(Term(t.text)) for t in trigram_terms))
+        for t in like_terms:
+            sql += " AND m.text LIKE ? ESCAPE '\\'"
+            params.append(_like(t))
+        return sql, params
+
+    def run(
+        table: str | None, match: str | None, kind: str, more: str, more_params: list[object]
+    ) -> None:
+        want = limit - len(hits)
+        if want <= 0:
+            return
+        not_seen = ""
+        params: list[object] = []
+        if seen:
+            not_seen = f" AND m.id NOT IN ({', '.join('?' * len(seen))})"
+            params += sorted(seen)
+        if table is not None:
+            # The trigram tokenizer's own snippets cut words apart; scan for those instead.
+            snip = (
+                f"snippet({table}, 0, '{MARK_OPEN}', '{MARK_CLOSE}', '…', {_SNIPPET_TOKENS})"
+                if table == "messages_fts"
+                else "NULL"
+            )
+            sql = (
+                f"SELECT {_COLUMNS}, {snip}, bm25({table}) FROM {table} "
+                f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.sid = m.sid "
+                f"WHERE {table} MATCH ? AND {base_where}{more}{not_seen} "
+                f"ORDER BY bm25({table}), m.time DESC LIMIT ?"
+            )
+            args = [match, *base_params, *more_params, *params, want]
+        else:
+            sql = (
+                f"SELECT {_COLUMNS}, NULL, 0.0 FROM messages m JOIN sessions s ON s.sid = m.sid "
+                f"WHERE {base_where}{more}{not_seen} ORDER BY m.id DESC LIMIT ?"
+            )
+            args = [*base_params, *more_params, *params, want]
+        for r in con.execute(sql, args):
+            seen.add(int(r[0]))
+            snippet = r[10] if r[10] is not None else _scan_snippet(str(r[9]), terms)
+            hits.append(
+                Hit(
+                    session=r[1],
+                    path=r[2],
+                    seq=r[3],
+                    time=r[4],
+                    role=r[5],
+                    type=r[6],
+                    status=r[7],
+                    title=r[8],
+                    snippet=_one_line(snippet),
+                    score=round(-float(r[11]), 6) + 0.0,
+                    match=kind,  # type: ignore[arg-type]
+                )
+            )
+
+    if words:
+        more, params = extra(substr, short)
+        run("messages_fts", " ".join(_fts_string(t) for t in words), "word", more, params)
+    trigram_terms = [t for t in terms if t.trigram_ok]
+    if trigram_terms:
+        more, params = extra([], [t for t in terms if not t.trigram_ok])
+        match = " ".join(_fts_string(Term(t.text)) for t in trigram_terms)
+        run("messages_trigram", match, "substring", more, params)
+    else:
+        more, params = extra([], terms)
+        run(None, None, "scan", more, params)
+    return hits
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _scan_snippet(text: str, terms: list[Term]) -> str:
+    folded = text.casefold()
+    spots = [(folded.find(t.text.casefold()), len(t.text)) for t in terms]
+    spots = [(i, n) for i, n in spots if i >= 0]
+    if not spots:
+        return text[: 2 * _SCAN_CONTEXT]
+    first = min(i for i, _ in spots)
+    lo = max(0, first - _SCAN_CONTEXT)
+    hi = min(len(text), first + _SCAN_CONTEXT)
+    out = []
+    pos = lo
+    for i, n in sorted(spots):
+        if i < pos or i >= hi:
+            continue
+        out += [text[pos:i], MARK_OPEN, text[i : i + n], MARK_CLOSE]
+        pos = i + n
+    out.append(text[pos:hi])
+    return ("…" if lo > 0 else "") + "".join(out) + ("…" if hi < len(text) else "")
+
+
+# -- sessions and transcripts -------------------------------------------------------------
+
+
+class SessionInfo(msgspec.Struct):
+    session: str
+    path: str
+    title: str | None
+    cwd: str | None
+    agent: str | None
+    created: int
+    updated: int
+    events: int
+    messages: int
+    state: str
+    error: str | None
+    parent: str | None
+
+
+_SESSION_SQL = (
+    "SELECT id, path, title, cwd, agent, created, updated, events, messages, state, error, parent "
+    "FROM sessions"
+)
+
+
+def _info(r: tuple[object, ...]) -> SessionInfo:
+    return SessionInfo(*r)  # type: ignore[arg-type]
+
+
+def sessions(
+    con: sqlite3.Connection, *, limit: int | None = None, path: str | None = None
+) -> list[SessionInfo]:
+    """Every session, most recent activity (the last event's time) first."""
+    sql = _SESSION_SQL
+    params: list[object] = []
+    if path:
+        sql += " WHERE path GLOB ?"
+        params.append(path if path.startswith(("/", "*")) else "*" + path)
+    sql += " ORDER BY updated DESC, path"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return [_info(r) for r in con.execute(sql, params)]
+
+
+def resolve_session(con: sqlite3.Connection, ref: str) -> list[tuple[int, SessionInfo]]:
+    """Sessions matching a path, an id or an id prefix (best match kind only)."""
+    sql = f"SELECT sid, {_SESSION_SQL[7:]}"
+    for where, params in (
+        ("path = ?", [ref]),
+        ("id = ?", [ref]),
+        ("substr(id, 1, length(?)) = ?", [ref, ref]),
+    ):
+        rows = con.execute(f"{sql} WHERE {where} ORDER BY updated DESC", params).fetchall()
+        if rows:
+            return [(int(r[0]), _info(r[1:])) for r in rows]
+    return []
+
+
+class Turn(msgspec.Struct):
+    """One message of a transcript window."""
+
+    seq: int
+    time: int
+    role: str
+    type: str
+    status: str
+    text: str
+    truncated: bool
+
+
+@dataclass
+class Window:
+    messages: list[Turn] = field(default_factory=list)
+    more_before: int | None = None  #: the seq to pass as ``--before`` for the previous page
+
+
+def window(con: sqlite3.Connection, sid: int, *, last: int, before: int | None) -> Window:
+    """The ``last`` messages before seq ``before`` (all statuses), oldest first."""
+    params: list[object] = [sid]
+    sql = "SELECT seq, time, role, type, status, text, truncated FROM messages WHERE sid = ?"
+    if before is not None:
+        sql += " AND seq < ?"
+        params.append(before)
+    sql += " ORDER BY seq DESC LIMIT ?"
+    params.append(last + 1)
+    rows = con.execute(sql, params).fetchall()
+    more = len(rows) > last
+    rows = rows[:last]
+    rows.reverse()
+    turns = [Turn(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6])) for r in rows]
+    return Window(turns, turns[0].seq if more and turns else None)

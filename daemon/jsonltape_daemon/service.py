@@ -1,0 +1,300 @@
+"""The daemon's life: one per index (a lock), a pid and a status file, signals, the loop.
+
+``run`` is the foreground daemon that systemd or launchd supervise: it never forks. ``start``
+launches ``run`` in the background with its output in a log file and waits until it is up.
+SIGTERM and SIGINT let the current transaction finish, then the daemon exits 0; SIGUSR1 asks
+for a rescan. The daemon only reads session files; it writes the index and its own files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from .errors import DaemonError, IndexBusyError
+from .ingest import Budget, Ingestor, SyncStats
+from .paths import ensure_private_dir, lock_file, log_file, pid_file, status_file
+from .store import SqliteStore
+from .watcher import Hints, ObserverFactory, Watcher
+
+__all__ = ["Config", "Daemon", "daemon_status", "index_lock", "running_pid", "start", "stop"]
+
+
+@dataclass
+class Config:
+    root: Path
+    index: Path
+    poll: bool = False
+    poll_interval: float = 2.0
+    rescan_interval: float = 60.0
+    debounce: float = 0.1
+    max_wait: float = 0.5
+    budget: Budget = field(default_factory=Budget)
+    observer_factory: ObserverFactory | None = None
+
+
+def index_lock(index: Path, timeout: float = 0.0) -> filelock.BaseFileLock:
+    """Take the index's writer lock (daemon or sync); IndexBusyError names the holder."""
+    ensure_private_dir(index.parent)
+    lock = filelock.FileLock(
+        lock_file(index), timeout=timeout, mode=0o600, thread_local=False, fallback_to_soft=False
+    )
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        pid = _read_pid(index)
+        who = f"the daemon (pid {pid})" if pid is not None else "another sync"
+        raise IndexBusyError(
+            f"{who} is writing this index; it keeps it up to date (`jsonltape daemon stop` "
+            "first, or use another --index)",
+            path=index,
+        ) from None
+    return lock
+
+
+def _write_private(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _read_pid(index: Path) -> int | None:
+    try:
+        return int(pid_file(index).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - another user's process
+        return True
+    return True
+
+
+def running_pid(index: Path) -> int | None:
+    """The pid of the daemon serving ``index``, or None (a stale pid file does not count)."""
+    pid = _read_pid(index)
+    if pid is None or not _alive(pid):
+        return None
+    lock = filelock.FileLock(lock_file(index), timeout=0, thread_local=False)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        return pid
+    lock.release()
+    return None
+
+
+def daemon_status(index: Path) -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = json.loads(status_file(index).read_text())
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+class Daemon:
+    """The foreground loop. ``stop`` (an Event) ends it at the next transaction boundary."""
+
+    def __init__(self, config: Config, *, log: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.stop_event = threading.Event()
+        self.log = log or (
+            lambda msg: print(f"jsonltape daemon: {msg}", file=sys.stderr, flush=True)
+        )
+        self.hints = Hints()
+        self.status: dict[str, Any] = {}
+        self._errors: list[str] = []
+        self._status_at = 0.0
+        self.store: SqliteStore | None = None
+
+    def request_stop(self) -> None:
+        self.stop_event.set()
+        self.hints.wake()
+
+    def run(self) -> int:
+        cfg = self.config
+        root = os.path.abspath(cfg.root)
+        if not os.path.isdir(root):
+            ensure_private_dir(Path(root))
+        lock = index_lock(cfg.index)
+        try:
+            _write_private(pid_file(cfg.index), f"{os.getpid()}\n")
+            self._install_signals()
+            store = SqliteStore(cfg.index)
+            self.store = store
+            store.add_root(root)
+            engine = Ingestor(store, root, budget=cfg.budget, should_stop=self.stop_event.is_set)
+            watcher = Watcher(
+                root,
+                self.hints,
+                poll=cfg.poll,
+                poll_interval=cfg.poll_interval,
+                observer_factory=cfg.observer_factory,
+                log=self.log,
+            )
+            self.status = {
+                "pid": os.getpid(),
+                "root": root,
+                "index": str(cfg.index),
+                "started": _now_ms(),
+                "state": "starting",
+                "syncs": 0,
+                "rescans": 0,
+                "transactions": 0,
+                "events": 0,
+            }
+            try:
+                watcher.start()
+                self.status["watcher"] = watcher.mode
+                self.log(f"watching {root} ({watcher.mode}); index {cfg.index}")
+                self._loop(engine, watcher)
+            finally:
+                watcher.stop()
+                store.close()
+                self.status["state"] = "stopped"
+                self._write_status(force=True)
+        finally:
+            try:
+                pid_file(cfg.index).unlink()
+            except FileNotFoundError:
+                pass
+            lock.release()
+        self.log("stopped")
+        return 0
+
+    def _loop(self, engine: Ingestor, watcher: Watcher) -> None:
+        cfg = self.config
+        self._account(engine.rescan(), rescan=True)
+        self.status["state"] = "running"
+        self._write_status(force=True)
+        next_rescan = time.monotonic() + cfg.rescan_interval
+        while not self.stop_event.is_set():
+            wait = max(0.0, next_rescan - time.monotonic())
+            paths, rescan = self.hints.take(
+                min(wait, 1.0), quiet=cfg.debounce, max_wait=cfg.max_wait, stop=self.stop_event
+            )
+            if self.stop_event.is_set():
+                break
+            try:
+                if rescan or time.monotonic() >= next_rescan:
+                    self._account(engine.rescan(), rescan=True)
+                    next_rescan = time.monotonic() + cfg.rescan_interval
+                elif paths:
+                    self._account(engine.sync_paths(paths), rescan=False)
+            except Exception as exc:  # a bad moment (disk full, ...) must not end the mirror
+                self._errors = ([*self._errors, f"{time.strftime('%H:%M:%S')} {exc}"])[-10:]
+                self.log(f"sync failed, retrying at the next rescan: {exc}")
+                next_rescan = min(next_rescan, time.monotonic() + 5.0)
+            watcher.check()
+            self.status["watcher"] = watcher.mode
+            self._write_status()
+
+    def _account(self, stats: SyncStats, *, rescan: bool) -> None:
+        s = self.status
+        s["rescans" if rescan else "syncs"] += 1
+        s["transactions"] += stats.transactions
+        s["events"] += stats.events
+        s["last_sync"] = _now_ms()
+        if rescan:
+            s["last_rescan"] = s["last_sync"]
+        s["errors"] = self._errors
+        if stats.events or stats.sessions_removed or stats.errors:
+            self.log(
+                f"{'rescan' if rescan else 'sync'}: {stats.files} files, +{stats.events} events, "
+                f"{stats.sessions_added} new, {stats.sessions_removed} removed, "
+                f"{stats.errors} errors, {stats.transactions} transactions, {stats.seconds:.3f} s"
+            )
+
+    def _write_status(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._status_at < 1.0:
+            return
+        self._status_at = now
+        self.status["pending"] = len(self.hints)
+        self.status["lag"] = round(self.hints.oldest_age(), 3)
+        self.status["updated"] = _now_ms()
+        try:
+            _write_private(status_file(self.config.index), json.dumps(self.status) + "\n")
+        except OSError as exc:  # pragma: no cover - status is best effort
+            self.log(f"cannot write the status file: {exc}")
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        signal.signal(signal.SIGTERM, lambda *_: self.request_stop())
+        signal.signal(signal.SIGINT, lambda *_: self.request_stop())
+        if hasattr(signal, "SIGUSR1"):
+            signal.signal(signal.SIGUSR1, lambda *_: self.hints.request_rescan())
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def start(args: list[str], index: Path, *, timeout: float = 20.0) -> int:
+    """Run ``jsonltape daemon run ARGS`` in the background; return its pid once it is up."""
+    pid = running_pid(index)
+    if pid is not None:
+        raise DaemonError(f"the daemon is already running (pid {pid})", path=index)
+    ensure_private_dir(index.parent)
+    log = log_file(index)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jsonltape", "daemon", "run", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            raise DaemonError(
+                "the daemon exited at once: " + (" | ".join(tail) or f"exit {proc.returncode}"),
+                path=log,
+            )
+        status = daemon_status(index)
+        if status and status.get("pid") == proc.pid and status.get("state") == "running":
+            return proc.pid
+        time.sleep(0.05)
+    return proc.pid  # still starting (a big first sync); `daemon status` will tell
+
+
+def stop(index: Path, *, timeout: float = 30.0) -> int | None:
+    """SIGTERM the daemon of ``index`` and wait for it to exit; return its pid (None if idle)."""
+    pid = running_pid(index)
+    if pid is None:
+        return None
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if running_pid(index) is None:
+            return pid
+        time.sleep(0.05)
+    raise DaemonError(f"the daemon (pid {pid}) did not stop within {timeout:g} s", path=index)

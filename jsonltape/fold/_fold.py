@@ -1,0 +1,368 @@
+"""Fold a session file into its surface and state, in one pass, as of any seq.
+
+Memory stays proportional to the surface: only the current message events are held (as raw
+JSON bytes), plus small maps for compactions, retractions and fork receipts. Replaced content,
+tool calls, streaming chunks and checkpoints are read and dropped. With ``versions=True`` every
+message event is kept as well (the caller asked for all of them).
+
+A fork (its header names a ``parent``) folds its parent's prefix through the fork seq first;
+those inherited nodes come before the fork's own nodes and cannot be changed by the fork.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+
+from .. import _framing, _fs
+from ..errors import (
+    FoldError,
+    FormatError,
+    InvalidEventError,
+    JsonltapeError,
+    SessionNotFoundError,
+    UnknownEventTypeError,
+)
+from ..events import CORE_TYPES, SURFACE_TYPES, HeaderData, Replace, validate_data
+from ._stream import Row, header_of, rows
+from ._surface import Status, SurfaceFold
+
+__all__ = ["FoldError", "Node", "SessionFold", "Version", "fold_file"]
+
+#: How many ancestors a fork may have (a loop in hand-edited headers must not recurse forever).
+MAX_FORK_DEPTH = 64
+_json = msgspec.json.Decoder()
+# Types whose data the fold reads; every other known type is passed over without decoding.
+_INTERPRETED = SURFACE_TYPES | {
+    "surface/retract",
+    "compaction/start",
+    "compaction/summary",
+    "compaction/end",
+    "compaction/prune",
+    "handoff/anchor",
+    "fork/merge",
+    "fork/discard",
+    "todo/write",
+    "request/header",
+}
+
+#: Known types whose data the fold never reads.
+_PASSED = frozenset(CORE_TYPES) - _INTERPRETED - {"session/start"}
+
+
+class Node(NamedTuple):
+    """A message event: its seq, time, type, raw ``data`` JSON, and the session holding it
+    (None for the folded session's own events, else the ancestor's id)."""
+
+    seq: int
+    time: int
+    type: str
+    data: bytes
+    session: str | None = None
+
+
+class Version(NamedTuple):
+    """A message event with its status and the seq of the event that changed it."""
+
+    node: Node
+    status: Status
+    by: int | None
+
+
+class _Base(NamedTuple):
+    nodes: list[Node]
+    versions: list[Version]
+    request: bytes | None
+    todos: bytes | None
+    chain: tuple[str, ...]
+
+
+class SessionFold:
+    """The folded state of one session: feed it rows in order with :meth:`apply`."""
+
+    def __init__(
+        self, path: str, header: HeaderData, base: _Base | None = None, *, versions: bool = False
+    ) -> None:
+        self.path = path
+        self.header = header
+        self.base = base
+        self.surface = SurfaceFold()
+        self.nodes: dict[int, Node] = {}  # own current nodes
+        self.last_seq = 0
+        self.last_raw = b""
+        self.request: bytes | None = None
+        self.todos: bytes | None = None
+        self.summaries: dict[int, bytes] = {}  # compaction/summary seq -> raw data
+        self.summary_of: dict[int, int] = {}  # current summary message seq -> its summary seq
+        self.prunes: set[int] = set()  # compaction/prune seqs
+        self.pruned: set[int] = set()  # current prune stubs
+        self.retracted_by: dict[int, int] = {}  # message seq -> surface/retract seq
+        self.removed: dict[int, list[int]] = {}  # surface/retract seq -> what it removed
+        self.copies: dict[int, int] = {}  # seq named in an appended message's sources -> it
+        self.merged: dict[str, set[int]] = {}  # fork session id -> its seqs merged here
+        self.receipts: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
+        self.history: list[Node] | None = [] if versions else None
+        self.status: dict[int, tuple[Status, int]] = {}  # only kept with versions
+
+    # -- results ----------------------------------------------------------------------------
+
+    @property
+    def session(self) -> str:
+        return self.header.id
+
+    @property
+    def last_crc(self) -> str | None:
+        return _framing.crc_of(self.last_raw)
+
+    def own_nodes(self) -> list[Node]:
+        """This session's own current message events, in surface order."""
+        return [self.nodes[s] for s in self.surface.nodes]
+
+    def current(self) -> list[Node]:
+        """The model-visible history: inherited nodes first, then this session's own."""
+        inherited = self.base.nodes if self.base is not None else []
+        return inherited + self.own_nodes()
+
+    def versions(self) -> list[Version]:
+        """Every message event (inherited first), each with its status."""
+        out = list(self.base.versions) if self.base is not None else []
+        for node in self.history or ():
+            status, by = self.status.get(node.seq, ("current", 0))
+            out.append(Version(node, status, by if status != "current" else None))
+        return out
+
+    def latest_request(self) -> bytes | None:
+        """Raw data of the latest ``request/header`` (own, else inherited)."""
+        if self.request is not None or self.base is None:
+            return self.request
+        return self.base.request
+
+    def latest_todos(self) -> bytes | None:
+        """Raw data of the latest ``todo/write`` (own, else inherited)."""
+        if self.todos is not None or self.base is None:
+            return self.todos
+        return self.base.todos
+
+    def request_header(self) -> dict[str, Any] | None:
+        raw = self.latest_request()
+        return None if raw is None else dict(_json.decode(raw))
+
+    def todo_list(self) -> list[dict[str, Any]] | None:
+        raw = self.latest_todos()
+        return None if raw is None else list(_json.decode(raw)["todos"])
+
+    # -- folding ----------------------------------------------------------------------------
+
+    def apply(self, row: Row) -> None:
+        """Fold one committed row (seq 0, the header, is skipped)."""
+        h = row.head
+        self.last_seq, self.last_raw = h.seq, row.raw
+        if h.type in _PASSED and h.surface is None and h.seq:
+            return  # most lines: chunks, checkpoints, tool calls, turn boundaries
+        if h.seq == 0:
+            return
+        t = h.type
+        try:
+            if t not in CORE_TYPES:
+                if h.ignorable:
+                    return
+                raise UnknownEventTypeError(
+                    f"unknown event type {t!r} is not marked ignorable; folding past it could "
+                    "show a wrong history (a newer jsonltape may know it)",
+                    field="$.type",
+                )
+            if h.surface is not None and t not in SURFACE_TYPES and t != "surface/retract":
+                raise InvalidEventError(
+                    f"{t} is not model-visible and takes no surface", field="$.surface"
+                )
+            if t == "session/start":
+                raise FormatError("session/start appears only as line 1", field="$.type")
+            if t in _INTERPRETED:
+                self._interpret(row, t)
+        except JsonltapeError as exc:
+            if exc.path is None:
+                exc.path = self.path
+            exc.line, exc.offset = h.seq + 1, row.offset
+            raise
+
+    def _interpret(self, row: Row, t: str) -> None:
+        h = row.head
+        data = _json.decode(h.data)
+        if not isinstance(data, dict):
+            raise InvalidEventError("data must be a JSON object", field="$.data")
+        validate_data(t, data)
+        seq = h.seq
+        if t in SURFACE_TYPES or t == "surface/retract":
+            self._surface_event(row, t, data)
+            return
+        self.surface.apply_parts(seq, t, None, h.sources, data)
+        if t == "compaction/summary":
+            self.summaries[seq] = bytes(h.data)
+        elif t == "compaction/prune":
+            self.prunes.add(seq)
+        elif t == "todo/write":
+            self.todos = bytes(h.data)
+        elif t == "request/header":
+            self.request = bytes(h.data)
+        elif t in ("fork/merge", "fork/discard"):
+            self.receipts.setdefault(data["fork"], []).append((seq, t, data))
+
+    def _surface_event(self, row: Row, t: str, data: dict[str, Any]) -> None:
+        h = row.head
+        seq = h.seq
+        changes = self.surface.apply_parts(seq, t, h.surface, h.sources, data)
+        node: Node | None = None
+        if t != "surface/retract":
+            node = Node(seq, h.time, t, bytes(h.data))
+            if self.history is not None:
+                self.history.append(node)
+        removed: list[int] = []
+        for s, status in changes:
+            if status == "current":
+                assert node is not None
+                self.nodes[s] = node
+                continue
+            del self.nodes[s]
+            summary = self.summary_of.pop(s, None)
+            if summary is not None:  # only current summary messages need their ledger
+                self.summaries.pop(summary, None)
+            self.pruned.discard(s)
+            if status == "retracted":
+                self.retracted_by[s] = seq
+                removed.append(s)
+            if self.history is not None:
+                self.status[s] = (status, seq)
+        if removed:
+            self.removed[seq] = removed
+        if node is None:
+            return
+        origin = data.get("origin")
+        if (
+            isinstance(origin, dict)
+            and isinstance(origin.get("session"), str)
+            and isinstance(origin.get("seq"), int)
+        ):
+            self.merged.setdefault(origin["session"], set()).add(origin["seq"])
+        if h.sources:
+            if isinstance(h.surface, Replace):
+                for s in h.sources:
+                    if s in self.summaries:
+                        self.summary_of[seq] = s
+                    if s in self.prunes:
+                        self.pruned.add(seq)
+            else:
+                for s in h.sources:
+                    self.copies[s] = seq
+
+
+def fold_file(
+    path: str | os.PathLike[str],
+    at: int | None = None,
+    *,
+    versions: bool = False,
+    parents: Mapping[str, str | os.PathLike[str]] | None = None,
+    _chain: tuple[str, ...] = (),
+) -> SessionFold:
+    """Fold the committed events of ``path`` through seq ``at`` (all of them if None).
+
+    :param parents: session id -> path, for the ancestors of a fork (else the path hints in
+        the fork headers are used, relative to the fork's directory).
+    """
+    p = Path(path)
+    if at is not None and (type(at) is not int or at < 0):
+        raise FoldError(f"--at must be a seq (a non-negative integer), got {at!r}", path=p)
+    fd = _fs.open_for_read(p)
+    try:
+        it = rows(fd, str(p), at)
+        first = next(it, None)
+        if first is None:
+            raise FormatError("not a jsonltape session: the file is empty", path=p)
+        header = header_of(first, str(p))
+        base = _base(p, header, parents, _chain, versions) if header.parent else None
+        fold = SessionFold(str(p), header, base, versions=versions)
+        fold.apply(first)
+        for row in it:
+            fold.apply(row)
+    finally:
+        os.close(fd)
+    if at is not None and fold.last_seq < at:
+        raise FoldError(
+            f"the session ends at seq {fold.last_seq}; there is no seq {at} to fold to", path=p
+        )
+    return fold
+
+
+def _base(
+    path: Path,
+    header: HeaderData,
+    parents: Mapping[str, str | os.PathLike[str]] | None,
+    chain: tuple[str, ...],
+    versions: bool,
+) -> _Base:
+    ref = header.parent
+    assert ref is not None
+    if header.id in chain or len(chain) >= MAX_FORK_DEPTH:
+        raise FormatError(
+            f"fork chain {' -> '.join((*chain, header.id))} loops or is deeper than "
+            f"{MAX_FORK_DEPTH}",
+            path=path,
+            line=1,
+            field="$.data.parent",
+        )
+    if parents is not None and ref.session in parents:
+        ppath = Path(parents[ref.session])
+    elif ref.path is not None:
+        hint = Path(ref.path)
+        ppath = hint if hint.is_absolute() else path.parent / hint
+    else:
+        raise SessionNotFoundError(
+            f"this fork's parent session {ref.session} has no path hint; say where it is",
+            path=path,
+            line=1,
+            field="$.data.parent.path",
+        )
+    try:
+        parent = fold_file(
+            ppath, ref.seq, versions=versions, parents=parents, _chain=(*chain, header.id)
+        )
+    except SessionNotFoundError as exc:
+        if exc.path != str(ppath):
+            raise
+        raise SessionNotFoundError(
+            f"parent session {ref.session} of this fork is missing: no session file at "
+            f"{ppath} (the path hint in the header); say where it is",
+            path=path,
+            line=1,
+            field="$.data.parent.path",
+        ) from None
+    except FoldError:
+        why = f"it ends before seq {ref.seq}, where the fork was made"
+        raise _changed(path, ref.session, why) from None
+    if parent.session != ref.session:
+        raise _changed(path, ref.session, f"{ppath} holds session {parent.session} instead")
+    if ref.crc is not None and parent.last_crc != ref.crc:
+        raise _changed(
+            path,
+            ref.session,
+            f"its line at seq {ref.seq} has crc {parent.last_crc}; the fork recorded {ref.crc}",
+        )
+    sid = parent.session
+    nodes = [n if n.session else n._replace(session=sid) for n in parent.current()]
+    vers = [
+        v if v.node.session else v._replace(node=v.node._replace(session=sid))
+        for v in (parent.versions() if versions else ())
+    ]
+    return _Base(nodes, vers, parent.latest_request(), parent.latest_todos(), (*chain, sid))
+
+
+def _changed(path: Path, session: str, why: str) -> FormatError:
+    return FormatError(
+        f"the parent session {session} of this fork has changed since the fork: {why}",
+        path=path,
+        line=1,
+        field="$.data.parent",
+    )

@@ -1,0 +1,907 @@
+#!/usr/bin/env node
+// jsonltape.mjs — an independent reader for the jsonltape v1 session-log format, written from
+// spec/jsonltape-v1.md alone (Node.js 20+, no dependencies). Library (ES module) and CLI:
+//   node jsonltape.mjs checksum|read|verify|repair|fold < input     (conformance protocol)
+import { createReadStream } from 'node:fs';
+import { Buffer } from 'node:buffer';
+import { fileURLToPath } from 'node:url';
+import { realpathSync } from 'node:fs';
+
+// ---------------------------------------------------------------------------------------------
+// §5 CRC-32 (ISO-HDLC / zlib): reflected polynomial 0xEDB88320, init and final XOR 0xFFFFFFFF.
+const CRC_TABLE = new Uint32Array(256);
+for (let n = 0; n < 256; n++) {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  CRC_TABLE[n] = c >>> 0;
+}
+
+/** CRC-32 of bytes[start:end], continuing from `crc` (the CRC of the bytes before; 0 at first). */
+export function crc32(bytes, crc = 0, start = 0, end = bytes.length) {
+  let c = (crc ^ 0xffffffff) >>> 0;
+  for (let i = start; i < end; i++) c = CRC_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+export const hex8 = (n) => n.toString(16).padStart(8, '0');
+
+// ---------------------------------------------------------------------------------------------
+// Strict RFC 8259 JSON, iterative (no recursion limit). Integers outside ±(2^53-1) become BigInt
+// so nothing is lost; members whose number had a fraction or exponent ("1.0", "1e3") are
+// remembered so that "integer" checks (§6, §10.2) can tell 1.0 from 1.
+const FLOAT_MEMBERS = new WeakMap();
+
+/** True when container[key] is a JSON integer (written without fraction or exponent). */
+export function isInteger(container, key) {
+  const v = container?.[key];
+  if (typeof v === 'bigint') return true;
+  if (typeof v !== 'number' || !Number.isInteger(v)) return false;
+  return !FLOAT_MEMBERS.get(container)?.has(key);
+}
+
+const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+function setMember(obj, key, value) {
+  if (key === '__proto__') {
+    Object.defineProperty(obj, key, { value, writable: true, enumerable: true, configurable: true });
+  } else obj[key] = value;
+}
+
+export class JsonError extends Error {}
+
+export function parseJson(text) {
+  let i = 0;
+  const n = text.length;
+  const fail = (msg) => { throw new JsonError(`${msg} at character ${i}`); };
+  const ws = () => {
+    for (; i < n; i++) {
+      const c = text.charCodeAt(i);
+      if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) break;
+    }
+  };
+  const str = () => { // text[i] is the opening quote
+    i++;
+    let out = '';
+    let run = i;
+    for (;;) {
+      if (i >= n) fail('unterminated string');
+      const c = text.charCodeAt(i);
+      if (c === 0x22) { out += text.slice(run, i); i++; return out; }
+      if (c < 0x20) fail('control character in string');
+      if (c !== 0x5c) { i++; continue; }
+      out += text.slice(run, i);
+      const e = text[i + 1];
+      i += 2;
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          const h = text.slice(i, i + 4);
+          if (!/^[0-9a-fA-F]{4}$/.test(h)) fail('bad \\u escape');
+          const u = parseInt(h, 16);
+          i += 4;
+          // Lone surrogates are refused (I-JSON, RFC 7493 §2.1): text must be valid Unicode.
+          if (u >= 0xdc00 && u <= 0xdfff) fail('lone low surrogate');
+          if (u >= 0xd800 && u <= 0xdbff) {
+            const lo = text.slice(i, i + 6);
+            if (!/^\\u[dD][c-fC-F][0-9a-fA-F]{2}$/.test(lo)) fail('lone high surrogate');
+            out += String.fromCharCode(u, parseInt(lo.slice(2), 16));
+            i += 6;
+          } else out += String.fromCharCode(u);
+          break;
+        }
+        default: i -= 2; fail('bad escape');
+      }
+      run = i;
+    }
+  };
+  const NUM = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
+  // Returns [value, isFloatLexeme] for a scalar at i.
+  const scalar = () => {
+    const c = text[i];
+    if (c === '"') return [str(), false];
+    if (text.startsWith('true', i)) { i += 4; return [true, false]; }
+    if (text.startsWith('false', i)) { i += 5; return [false, false]; }
+    if (text.startsWith('null', i)) { i += 4; return [null, false]; }
+    NUM.lastIndex = i;
+    const m = NUM.exec(text);
+    if (!m) fail('unexpected character');
+    i = NUM.lastIndex;
+    if (m[1] === undefined && m[2] === undefined) {
+      const v = Number(m[0]);
+      return [Number.isSafeInteger(v) ? v : BigInt(m[0]), false];
+    }
+    const v = Number(m[0]);
+    if (!Number.isFinite(v)) fail('number out of range'); // 1e400: JSON cannot carry infinity (§6)
+    return [v, true];
+  };
+  // Iterative descent: a stack of open containers.
+  const stack = []; // {c: container, key?: pending member name}
+  let root;
+  let haveRoot = false;
+  const put = (v, isFloat) => {
+    if (stack.length === 0) { root = v; haveRoot = true; return; }
+    const top = stack[stack.length - 1];
+    let k;
+    if (Array.isArray(top.c)) { k = top.c.length; top.c.push(v); } else { k = top.key; setMember(top.c, k, v); }
+    if (isFloat) {
+      let s = FLOAT_MEMBERS.get(top.c);
+      if (!s) FLOAT_MEMBERS.set(top.c, (s = new Set()));
+      s.add(k);
+    } else if (!Array.isArray(top.c)) FLOAT_MEMBERS.get(top.c)?.delete(k); // duplicate key: last wins
+  };
+  // State machine: expect a value, then after a value either ',' or a closer.
+  ws();
+  for (;;) {
+    // --- expect a value
+    if (i >= n) fail('unexpected end');
+    const c = text[i];
+    if (c === '{' || c === '[') {
+      i++;
+      const container = c === '{' ? {} : [];
+      put(container, false);
+      stack.push({ c: container, key: undefined });
+      ws();
+      if (text[i] === (c === '{' ? '}' : ']')) { i++; stack.pop(); }
+      else {
+        if (c === '{') {
+          if (text[i] !== '"') fail('expected member name');
+          stack[stack.length - 1].key = str();
+          ws();
+          if (text[i] !== ':') fail("expected ':'");
+          i++;
+          ws();
+        }
+        continue;
+      }
+    } else {
+      const [v, isFloat] = scalar();
+      put(v, isFloat);
+    }
+    // --- after a value: close containers or move to the next element
+    for (;;) {
+      ws();
+      if (stack.length === 0) {
+        if (i !== n) fail('trailing characters');
+        if (!haveRoot) fail('no value');
+        return root;
+      }
+      const top = stack[stack.length - 1];
+      const isArr = Array.isArray(top.c);
+      if (text[i] === ',') {
+        i++;
+        ws();
+        if (!isArr) {
+          if (text[i] !== '"') fail('expected member name');
+          top.key = str();
+          ws();
+          if (text[i] !== ':') fail("expected ':'");
+          i++;
+          ws();
+        }
+        break; // expect the next value
+      }
+      if (text[i] === (isArr ? ']' : '}')) { i++; stack.pop(); continue; }
+      fail(isArr ? "expected ',' or ']'" : "expected ',' or '}'");
+    }
+  }
+}
+
+/** Serialize a parsed value (BigInt included) as compact JSON. Iterative. */
+export function stringifyJson(value) {
+  const out = [];
+  const stack = [{ v: value, keys: null, i: -1 }];
+  while (stack.length) {
+    const f = stack[stack.length - 1];
+    const v = f.v;
+    if (v === null || typeof v !== 'object') {
+      stack.pop();
+      if (typeof v === 'bigint') out.push(v.toString());
+      else if (typeof v === 'number') out.push(Number.isFinite(v) ? JSON.stringify(v) : 'null');
+      else if (v === undefined) out.push('null');
+      else out.push(JSON.stringify(v));
+      continue;
+    }
+    const arr = Array.isArray(v);
+    if (f.i === -1) { out.push(arr ? '[' : '{'); f.keys = arr ? null : Object.keys(v); }
+    f.i++;
+    const len = arr ? v.length : f.keys.length;
+    if (f.i >= len) { out.push(arr ? ']' : '}'); stack.pop(); continue; }
+    if (f.i > 0) out.push(',');
+    if (arr) stack.push({ v: v[f.i], keys: null, i: -1 });
+    else {
+      const k = f.keys[f.i];
+      out.push(JSON.stringify(k), ':');
+      stack.push({ v: v[k], keys: null, i: -1 });
+    }
+  }
+  return out.join('');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Byte sources and lines (§4). Lines are split on 0x0A in raw bytes; offsets count bytes.
+
+async function* chunksOf(source) {
+  if (typeof source === 'string' || source instanceof URL) {
+    yield* createReadStream(source, { highWaterMark: 1 << 20 });
+  } else if (source instanceof Uint8Array) {
+    yield source;
+  } else if (source && (source[Symbol.asyncIterator] || source[Symbol.iterator])) {
+    for await (const c of source) yield typeof c === 'string' ? Buffer.from(c, 'utf8') : c;
+  } else throw new TypeError('source must be a path, a Uint8Array or an iterable of chunks');
+}
+
+/** Yields {index, offset, bytes, complete} for every line; `bytes` includes the final \n. */
+export async function* lines(source) {
+  let pending = [];
+  let pendingLen = 0;
+  let offset = 0;
+  let index = 0;
+  for await (const chunk0 of chunksOf(source)) {
+    const chunk = Buffer.isBuffer(chunk0) ? chunk0 : Buffer.from(chunk0.buffer, chunk0.byteOffset, chunk0.byteLength);
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf(0x0a, start);
+      if (nl < 0) break;
+      let bytes = chunk.subarray(start, nl + 1);
+      if (pendingLen) { pending.push(bytes); bytes = Buffer.concat(pending, pendingLen + bytes.length); pending = []; pendingLen = 0; }
+      yield { index, offset, bytes, complete: true };
+      offset += bytes.length;
+      index++;
+      start = nl + 1;
+    }
+    if (start < chunk.length) { const rest = chunk.subarray(start); pending.push(Buffer.from(rest)); pendingLen += rest.length; }
+  }
+  if (pendingLen) yield { index, offset, bytes: Buffer.concat(pending, pendingLen), complete: false };
+}
+
+const SUFFIX_HEAD = Buffer.from(',"crc":"');
+const HEX = new Uint8Array(256);
+for (const c of '0123456789abcdef') HEX[c.charCodeAt(0)] = 1;
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * §5 + §10.2: is this line good? Returns {good: true, event} or {good: false, reason}.
+ * A good line ends in \n, has the 18-byte checksum suffix with a matching CRC-32 of the bytes
+ * before it, is valid UTF-8 and a JSON object with integer seq (= index, unless `anySeq`),
+ * string type, integer time and object data.
+ */
+export function checkLine(rec, { anySeq = false } = {}) {
+  const b = rec.bytes;
+  if (!rec.complete) return { good: false, reason: 'no newline at end of line (not committed)' };
+  const n = b.length;
+  if (n < 19) return { good: false, reason: 'line too short for the crc suffix' };
+  if (b[0] !== 0x7b) return { good: false, reason: 'line does not start with {' };
+  if (b.compare(SUFFIX_HEAD, 0, 8, n - 19, n - 11) !== 0 || b[n - 3] !== 0x22 || b[n - 2] !== 0x7d) {
+    return { good: false, reason: 'no crc suffix' };
+  }
+  for (let k = n - 11; k < n - 3; k++) if (!HEX[b[k]]) return { good: false, reason: 'crc is not 8 lowercase hex digits' };
+  const want = parseInt(b.toString('latin1', n - 11, n - 3), 16);
+  const got = crc32(b, 0, 0, n - 19);
+  if (got !== want) return { good: false, reason: `crc mismatch (computed ${hex8(got)})` };
+  let ev;
+  try {
+    ev = parseJson(utf8.decode(b.subarray(0, n - 1)));
+  } catch (e) {
+    return { good: false, reason: e instanceof JsonError ? `invalid JSON: ${e.message}` : 'invalid UTF-8' };
+  }
+  if (!isPlainObject(ev)) return { good: false, reason: 'not a JSON object' };
+  if (!isInteger(ev, 'seq')) return { good: false, reason: 'seq is not an integer' };
+  if (typeof ev.type !== 'string') return { good: false, reason: 'type is not a string' };
+  if (!isInteger(ev, 'time')) return { good: false, reason: 'time is not an integer' };
+  if (!isPlainObject(ev.data)) return { good: false, reason: 'data is not an object' };
+  const bad = envelopeProblem(ev);
+  if (bad) return { good: false, reason: bad };
+  if (!anySeq && ev.seq !== rec.index) return { good: false, reason: `seq ${ev.seq} where ${rec.index} was expected` };
+  return { good: true, event: ev };
+}
+
+/**
+ * §6: optional envelope members, when present, have the types of the table; surface, sources
+ * and key may be null (= absent). surface is one of the three forms of §8.6.
+ */
+function envelopeProblem(ev) {
+  const { surface: s, sources, key } = ev;
+  if (s != null && s !== 'append' && !(isPlainObject(s) && (s.op === 'replace' || s.op === 'retract') && isInteger(s, 'start') && isInteger(s, 'end'))) {
+    return 'surface is not "append", {"op":"replace",start,end} or {"op":"retract",start,end}';
+  }
+  if (sources != null && !(Array.isArray(sources) && sources.every((_, i) => isInteger(sources, i)))) return 'sources is not an array of integers';
+  if (key != null && typeof key !== 'string') return 'key is not a string';
+  if (ev.ignorable !== undefined && ev.ignorable !== true) return 'ignorable is not true';
+  return null;
+}
+
+/** §10.2: a valid checkpoint is a good session/flush line whose data.offset is its own offset. */
+export const isValidCheckpoint = (ev, offset) =>
+  ev.type === 'session/flush' && isInteger(ev.data, 'offset') && ev.data.offset === offset;
+
+export class TapeError extends Error {
+  constructor(code, message, extra = {}) { super(message); this.code = code; Object.assign(this, extra); }
+}
+
+/** §7: the header checks. Returns null when fine, else a TapeError. */
+function checkHeader(first) {
+  if (!first) return new TapeError('not-jsonltape', 'empty file');
+  const r = checkLine(first);
+  if (!r.good) return new TapeError('not-jsonltape', `line 1 is not a good line: ${r.reason}`);
+  const ev = r.event;
+  if (ev.type !== 'session/start' || ev.data.format !== 'jsonltape') {
+    return new TapeError('not-jsonltape', 'line 1 is not a jsonltape session/start header');
+  }
+  if (!isInteger(ev.data, 'version') || ev.data.version < 1) {
+    return new TapeError('unsupported-version', `unsupported format version ${stringifyJson(ev.data.version ?? null)}`);
+  }
+  if (ev.data.version > 1) {
+    return new TapeError('unsupported-version', `written by a newer version of the format (major ${ev.data.version}); this reader implements 1`);
+  }
+  const bad = headerProblem(ev.data);
+  return bad ? new TapeError('not-jsonltape', `bad header: ${bad}`) : null;
+}
+
+// §7: a header that lacks id or created, or gives them the wrong type, is not a session header.
+// Other header members are not checked here (see README.md, "spec problems").
+function headerProblem(d) {
+  if (typeof d.id !== 'string') return '$.data.id must be a string';
+  if (!isInteger(d, 'created')) return '$.data.created must be an integer';
+  return null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Turn bookkeeping for classification (§10.2) and repair closers (§10.3).
+
+class TurnTracker {
+  constructor() { this.turn = null; this.last = null; }
+  push(ev, offset) {
+    const d = ev.data;
+    this.last = ev;
+    this.lastValidCheckpoint = isValidCheckpoint(ev, offset);
+    if (ev.type === 'turn/start') {
+      this.turn = { seq: ev.seq, calls: new Map(), results: new Set(), step: null };
+      return;
+    }
+    const t = this.turn;
+    if (!t) return;
+    switch (ev.type) {
+      case 'turn/end': this.turn = null; break;
+      case 'step/start': t.step = ev.seq; break;
+      case 'step/end': t.step = null; break; // any step/end closes the open step, as turn/end does
+      case 'assistant/message':
+        for (const p of Array.isArray(d.message?.parts) ? d.message.parts : []) {
+          if (isPlainObject(p) && p.type === 'tool_call' && typeof p.id === 'string' && !t.calls.has(p.id)) {
+            t.calls.set(p.id, null);
+          }
+        }
+        break;
+      case 'tool/call':
+        if (typeof d.call_id === 'string') {
+          t.calls.set(d.call_id, ev.seq); // keeps the order of first appearance; the latest tool/call wins
+        }
+        break;
+      case 'tool/result':
+        if (typeof d.call_id === 'string') t.results.add(d.call_id);
+        break;
+    }
+  }
+  /** Open turn left by a crash: a turn is open and the last line is not a closing checkpoint. */
+  get crashedOpen() {
+    return this.turn !== null && !(this.lastValidCheckpoint && this.last.data.closed === true);
+  }
+}
+
+export const TEXT_OUTCOME_UNKNOWN =
+  'The tool call was interrupted after it was recorded, but no result was durably recorded. ' +
+  'Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the ' +
+  'operation is read-only or idempotent; if it may have side effects, first verify external ' +
+  'state or ask the user. Do not retry blindly.';
+export const TEXT_NOT_STARTED =
+  'The tool call was interrupted before it was recorded as started. Retry it if it is still needed.';
+
+function closersFor(tracker) {
+  const t = tracker.turn;
+  const out = [];
+  for (const [id, callSeq] of t.calls) {
+    if (t.results.has(id)) continue;
+    const recorded = callSeq !== null;
+    const text = recorded ? TEXT_OUTCOME_UNKNOWN : TEXT_NOT_STARTED;
+    const c = {
+      type: 'tool/result',
+      data: {
+        call_id: id,
+        message: { id: `interrupted-${id}`, role: 'tool', parts: [{ type: 'tool_call_response', id, response: text, is_error: true }] },
+        error: { code: recorded ? 'TOOL_OUTCOME_UNKNOWN' : 'TOOL_NOT_STARTED', message: text },
+        synthetic: true,
+      },
+      surface: 'append',
+    };
+    if (recorded) c.sources = [callSeq];
+    out.push(c);
+  }
+  if (t.step !== null) out.push({ type: 'step/end', data: { step: t.step, turn: t.seq, synthetic: true } });
+  out.push({ type: 'turn/end', data: { turn: t.seq, reason: 'interrupted', synthetic: true } });
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scan: one streaming pass that checks every line, finds B, tells torn tail from corruption
+// and hands each committed event (good line before B) to `onEvent(event, rec)`.
+
+/**
+ * The scan as a generator: yields {event, rec} for each committed event and returns
+ * {state, events, bad: {line, offset, reason}|null, checkpointAfterBad, header, tracker, size}.
+ * Throws TapeError('not-jsonltape' | 'unsupported-version').
+ */
+export async function* walk(source) {
+  const tracker = new TurnTracker();
+  let header = null;
+  let bad = null; // first line that is not good: B
+  let checkpointAfterBad = null;
+  let committed = 0;
+  let size = 0;
+  for await (const rec of lines(source)) {
+    size = rec.offset + rec.bytes.length;
+    if (rec.index === 0) {
+      const err = checkHeader(rec);
+      if (err) throw err;
+    }
+    if (bad === null) {
+      const r = checkLine(rec);
+      if (r.good) {
+        if (rec.index === 0) header = r.event;
+        committed++;
+        tracker.push(r.event, rec.offset);
+        yield { event: r.event, rec };
+        continue;
+      }
+      bad = { line: rec.index + 1, offset: rec.offset, reason: r.reason };
+    } else if (checkpointAfterBad === null) {
+      // §10.2 witness: a framed, checksummed envelope of type session/flush after B. Neither its
+      // seq (a gap or a duplicated line shifts every later seq) nor its data.offset (a deleted
+      // or merged line shifts every later offset) is compared.
+      const r = checkLine(rec, { anySeq: true });
+      if (r.good && r.event.type === 'session/flush') checkpointAfterBad = { line: rec.index + 1, offset: rec.offset };
+    }
+  }
+  if (header === null) throw checkHeader(null);
+  let state;
+  if (bad === null) state = tracker.crashedOpen ? 'open-turn' : 'clean';
+  else state = checkpointAfterBad ? 'corrupt' : 'torn-tail';
+  return { state, events: committed, bad, checkpointAfterBad, header, tracker, size };
+}
+
+/** Scan a whole session, calling `onEvent(event, rec)` (may be async) for each committed event. */
+export async function scan(source, { onEvent } = {}) {
+  const it = walk(source);
+  for (;;) {
+    const { value, done } = await it.next();
+    if (done) return value;
+    if (onEvent) await onEvent(value.event, value.rec);
+  }
+}
+
+/** §10.2 verify: {state, events, line, offset, reason}. */
+export async function verify(source) {
+  const r = await scan(source);
+  return { state: r.state, events: r.events, line: r.bad?.line ?? null, offset: r.bad?.offset ?? null, reason: r.bad?.reason ?? null };
+}
+
+const corruptError = (bad) =>
+  new TapeError('corrupt', `line ${bad.line}, byte ${bad.offset}: ${bad.reason} (a valid checkpoint follows it)`, { line: bad.line, offset: bad.offset });
+
+/**
+ * Read the committed events (streaming, constant memory). Yields each good line before B as
+ * soon as it is checked; after the last one, throws TapeError('corrupt') if a valid checkpoint
+ * follows B (the events already yielded are good lines, but the file as a whole is damaged).
+ * The generator's return value is the scan result (state torn-tail / open-turn / clean).
+ */
+export async function* readEvents(source) {
+  const it = walk(source);
+  for (;;) {
+    const { value, done } = await it.next();
+    if (done) {
+      if (value.state === 'corrupt') throw corruptError(value.bad);
+      return value;
+    }
+    yield value.event;
+  }
+}
+
+/**
+ * §10.3: what repair would do. {state, cut, kept, closers, time}: `cut` is the offset to truncate
+ * to (B) or null, `closers` the synthesized events (without seq/time; their time would be `time`,
+ * the last kept event's time), not counting the trailing checkpoint. Corrupt files are refused
+ * (TapeError 'corrupt') unless `force`.
+ */
+export async function planRepair(source, { force = false } = {}) {
+  const r = await scan(source);
+  if (r.state === 'corrupt' && !force) {
+    throw corruptError(r.bad);
+  }
+  // The tracker saw exactly the committed events, i.e. the file as it is after the cut.
+  const closers = r.tracker.crashedOpen ? closersFor(r.tracker) : [];
+  return { state: r.state, cut: r.bad ? r.bad.offset : null, kept: r.events, closers, time: r.tracker.last.time };
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Folding (§8.6, §8.7): the surface, tool-call pairing, statuses, state folds, forks, and the
+// neutral message form.
+
+export class FoldError extends TapeError {}
+
+const MODEL_VISIBLE = new Set(['user/message', 'assistant/message', 'tool/result']);
+const ALWAYS_IGNORABLE = new Set(['session/flush', 'assistant/chunk']);
+const COMPACTING = new Set(['compaction/summary', 'compaction/prune', 'handoff/anchor']);
+export const KNOWN_TYPES = new Set([
+  'session/start', 'session/flush', 'assistant/chunk', 'turn/start', 'turn/end', 'step/start',
+  'step/end', 'user/message', 'assistant/message', 'tool/result', 'tool/call', 'todo/write',
+  'request/header', 'surface/retract', 'compaction/start', 'compaction/summary', 'compaction/end',
+  'compaction/prune', 'handoff/anchor', 'fork/merge', 'fork/discard',
+]);
+
+// --- data shapes (§8.2-§8.4, §8.7.13). Each checker returns null or "$.path: problem".
+// Optional members may be absent; null is treated as absent (writers must omit them, §6).
+const T = {
+  str: (v) => typeof v === 'string',
+  bool: (v) => typeof v === 'boolean',
+  obj: isPlainObject,
+  arr: Array.isArray,
+  any: () => true,
+};
+const absent = (v) => v === undefined || v === null;
+/** spec: {member: [test, required]}; `int` tests use isInteger on the container. */
+function shape(o, spec, path) {
+  if (!isPlainObject(o)) return `${path}: not an object`;
+  for (const [k, [test, required]] of Object.entries(spec)) {
+    if (absent(o[k])) { if (required) return `${path}.${k}: missing`; continue; }
+    const ok = test === 'int' ? isInteger(o, k) && o[k] >= 0 : typeof test === 'function' ? test(o[k]) : test(o[k]);
+    if (!ok) return `${path}.${k}: wrong type`;
+  }
+  return null;
+}
+const ERROR_SHAPE = { code: [T.str, true], message: [T.str, false], name: [T.str, false] };
+const PART_SHAPES = {
+  text: { content: [T.str, true] },
+  reasoning: { content: [T.str, true], signature: [T.str, false] },
+  tool_call: { id: [T.str, true], name: [T.str, true] },
+  tool_call_response: { id: [T.str, true], is_error: [T.bool, false] },
+  uri: { uri: [T.str, true], mime_type: [T.str, false], modality: [T.str, false] },
+  blob: { content: [T.str, true], mime_type: [T.str, true], modality: [T.str, false] },
+  file: { file_id: [T.str, true], mime_type: [T.str, false], modality: [T.str, false] },
+};
+function messageProblem(m, roles, path = '$.data.message') {
+  const p = shape(m, { id: [T.str, true], role: [T.str, true], parts: [T.arr, true], name: [T.str, false] }, path);
+  if (p) return p;
+  if (!roles.includes(m.role)) return `${path}.role: must be ${roles.join(' or ')}`;
+  for (let i = 0; i < m.parts.length; i++) {
+    const part = m.parts[i];
+    const pp = `${path}.parts[${i}]`;
+    if (!isPlainObject(part) || typeof part.type !== 'string') return `${pp}: a part needs a string type`;
+    const s = PART_SHAPES[part.type]; // other part types are kept as they are (§8.2)
+    const q = s && shape(part, s, pp);
+    if (q) return q;
+  }
+  return null;
+}
+const nonBlank = (v) => typeof v === 'string' && /\S/u.test(v);
+const strList = (v) => Array.isArray(v) && v.every(T.str);
+const DATA_SHAPES = {
+  'user/message': (d) => messageProblem(d.message, ['user', 'system']),
+  'assistant/message': (d) => messageProblem(d.message, ['assistant'])
+    ?? shape(d, { model: [T.str, false], usage: [T.obj, false], turn: ['int', false], step: ['int', false] }, '$.data'),
+  'tool/result': (d) => {
+    const p = shape(d, { call_id: [T.str, true], error: [T.obj, false], synthetic: [T.bool, false] }, '$.data')
+      ?? (absent(d.error) ? null : shape(d.error, ERROR_SHAPE, '$.data.error'))
+      ?? messageProblem(d.message, ['tool']);
+    if (p) return p;
+    const rs = d.message.parts.filter((x) => x.type === 'tool_call_response');
+    if (rs.length !== 1 || rs[0].id !== d.call_id) return '$.data.message.parts: exactly one tool_call_response whose id is call_id';
+    return null;
+  },
+  'surface/retract': (d) => shape(d, { reason: [T.str, false] }, '$.data'),
+  'compaction/start': (d) => shape(d, { start: ['int', true], end: ['int', true], reason: [T.str, false] }, '$.data'),
+  'compaction/summary': (d) => shape(d, {
+    compaction: ['int', true], summary: [nonBlank, true], start: ['int', true], end: ['int', true],
+    count: ['int', true], chars: ['int', true], shadowed_chars: ['int', true], tokens: ['int', false],
+    summary_tokens: ['int', false], model: [T.str, false], ledger: [T.obj, false],
+  }, '$.data') ?? (absent(d.ledger) ? null : shape(d.ledger, { modified: [strList, false], read: [strList, false], evicted: ['int', false] }, '$.data.ledger')),
+  'compaction/end': (d) => shape(d, { compaction: ['int', true], message: ['int', false], error: [T.obj, false] }, '$.data')
+    ?? (absent(d.error) ? null : shape(d.error, ERROR_SHAPE, '$.data.error')), // §8.7.13: both optional
+  'compaction/prune': (d) => shape(d, { target: ['int', true], chars: ['int', true], tokens: ['int', false] }, '$.data'),
+  'handoff/anchor': (d) => shape(d, { summary: [nonBlank, true], state: [T.any, false], reason: [T.str, false] }, '$.data'),
+  'fork/merge': (d) => shape(d, { fork: [T.str, true], at: ['int', true], head: ['int', true], crc: [T.str, true], count: ['int', true], path: [T.str, false] }, '$.data'),
+  'fork/discard': (d) => shape(d, { fork: [T.str, true], at: ['int', true], head: ['int', true], crc: [T.str, true], path: [T.str, false], reason: [T.str, false] }, '$.data'),
+  'todo/write': (d) => {
+    if (!Array.isArray(d.todos)) return '$.data.todos: must be an array';
+    for (let i = 0; i < d.todos.length; i++) {
+      const p = shape(d.todos[i], { content: [T.str, true], status: [(s) => ['pending', 'in_progress', 'completed'].includes(s), true], id: [T.str, false] }, `$.data.todos[${i}]`);
+      if (p) return p;
+    }
+    return null;
+  },
+  'request/header': (d) => shape(d, { model: [T.str, false], provider: [T.str, false], system: [T.str, false], tools: [T.arr, false], params: [T.obj, false] }, '$.data'),
+};
+
+/**
+ * The fold state of one file: feed it committed events in order with push(ev, rec).
+ * Nodes are {ev, session}; `inherited` are the parent's nodes (fixed).
+ */
+class Surface {
+  constructor({ session, inherited = [], header = null, todos = null, allVersions = false }) {
+    this.session = session;
+    this.inherited = inherited;
+    this.nodes = [];
+    this.header = header;
+    this.todos = todos;
+    this.compacting = new Set(); // seqs of compaction/summary, compaction/prune, handoff/anchor
+    this.versions = allVersions ? new Map() : null; // seq -> {ev, status, by}
+  }
+
+  fail(ev, rec, msg) {
+    throw new FoldError('invalid-event', `line ${ev.seq + 1}, byte ${rec.offset}: ${ev.type}: ${msg}`, { line: ev.seq + 1, offset: rec.offset, type: ev.type });
+  }
+
+  push(ev, rec) {
+    const type = ev.type;
+    if (ev.seq === 0) return; // the header (§7), checked by the scan
+    if (type === 'session/start') this.fail(ev, rec, 'session/start at a seq other than 0');
+    if (ALWAYS_IGNORABLE.has(type)) return;
+    if (!KNOWN_TYPES.has(type)) {
+      if (ev.ignorable === true) return;
+      throw new FoldError('unknown-type', `line ${ev.seq + 1}, byte ${rec.offset}: unknown event type ${type} (not ignorable)`, { line: ev.seq + 1, offset: rec.offset, type });
+    }
+    const visible = MODEL_VISIBLE.has(type);
+    if (!visible && type !== 'surface/retract' && ev.surface != null) this.fail(ev, rec, '$.surface: only model-visible events and surface/retract carry surface');
+    const check = DATA_SHAPES[type];
+    const problem = check && check(ev.data);
+    if (problem) this.fail(ev, rec, problem);
+    if (!absent(ev.data.origin) && shape(ev.data.origin, { session: [T.str, true], seq: ['int', true] }, '$.data.origin')) {
+      this.fail(ev, rec, '$.data.origin: must be {session, seq}');
+    }
+    if (COMPACTING.has(type)) this.compacting.add(ev.seq);
+    if (type === 'request/header') this.header = ev.data;
+    else if (type === 'todo/write') this.todos = ev.data.todos;
+    if (!visible && type !== 'surface/retract') return;
+
+    // --- the surface operation
+    const op = ev.surface ?? 'append'; // a missing (or null, §6) surface reads as "append"
+    if (visible && this.versions) this.versions.set(ev.seq, { ev, status: 'current', by: null });
+    if (op === 'append') {
+      if (!visible) this.fail(ev, rec, '$.surface: a surface/retract must carry a retract operation');
+      this.nodes.push({ ev, session: this.session });
+      return;
+    }
+    if (!isPlainObject(op) || !isInteger(op, 'start') || !isInteger(op, 'end')) this.fail(ev, rec, '$.surface: "append" or {op, start, end}');
+    if (visible ? op.op !== 'replace' : op.op !== 'retract') {
+      this.fail(ev, rec, visible ? '$.surface.op: must be "replace" (a retract is carried by surface/retract only)' : '$.surface.op: must be "retract"');
+    }
+    const i = this.nodes.findIndex((n) => n.ev.seq === op.start);
+    const j = this.nodes.findIndex((n) => n.ev.seq === op.end);
+    if (i < 0) this.fail(ev, rec, `$.surface.start: ${op.start} is not a current node of this file's surface`);
+    if (j < 0) this.fail(ev, rec, `$.surface.end: ${op.end} is not a current node of this file's surface`);
+    if (i > j) this.fail(ev, rec, '$.surface: start comes after end on the surface');
+    const N = visible ? ev : null;
+    const range = this.nodes.slice(i, j + 1);
+    const inRange = new Set(range);
+    const callsOf = (e) => (e.type === 'assistant/message' ? e.data.message.parts.filter((p) => p.type === 'tool_call').map((p) => p.id) : []);
+    // pairing, §8.7.2: calls declared after the operation, and results that go with their calls
+    const declaredAfter = new Set(N ? callsOf(N) : []);
+    for (const n of this.nodes) if (!inRange.has(n)) for (const id of callsOf(n.ev)) declaredAfter.add(id);
+    const answeredOutside = new Set();
+    for (const n of this.nodes) if (!inRange.has(n) && n.ev.type === 'tool/result') answeredOutside.add(n.ev.data.call_id);
+    if (N && N.type === 'tool/result') answeredOutside.add(N.data.call_id);
+    for (const n of range) {
+      if (n.ev.type === 'tool/result' && declaredAfter.has(n.ev.data.call_id) && !answeredOutside.has(n.ev.data.call_id)) {
+        this.fail(ev, rec, `$.surface: would leave tool call ${n.ev.data.call_id} without its result`);
+      }
+    }
+    if ((N && N.type === 'tool/result') || (range.length === 1 && range[0].ev.type === 'tool/result')) {
+      if (!(range.length === 1 && range[0].ev.type === 'tool/result' && N && N.type === 'tool/result' && N.data.call_id === range[0].ev.data.call_id)) {
+        this.fail(ev, rec, '$.surface: a tool result is replaced only in place, by a tool/result with the same call_id');
+      }
+    }
+    const declaredInRange = new Set(range.flatMap((n) => callsOf(n.ev)));
+    const dependent = this.nodes.filter((n) => !inRange.has(n) && n.ev.type === 'tool/result'
+      && declaredInRange.has(n.ev.data.call_id) && !declaredAfter.has(n.ev.data.call_id));
+    const removed = [...range, ...dependent];
+    if (N) {
+      const src = new Set(ev.sources ?? []);
+      const missing = removed.find((n) => !src.has(n.ev.seq));
+      if (missing) this.fail(ev, rec, `$.sources: must list every removed seq (${missing.ev.seq} is missing)`);
+    }
+    const status = !N ? 'retracted' : (ev.sources ?? []).some((s) => this.compacting.has(s)) ? 'compacted' : 'superseded';
+    if (this.versions) for (const n of removed) Object.assign(this.versions.get(n.ev.seq), { status, by: ev.seq });
+    const gone = new Set(removed);
+    const next = [];
+    for (const n of this.nodes) {
+      if (n === range[0] && N) next.push({ ev: N, session: this.session });
+      if (!gone.has(n)) next.push(n);
+    }
+    this.nodes = next;
+  }
+
+  /** The neutral items (§8.7.10) of the current nodes, inherited ones first. */
+  messages() { return [...this.inherited, ...this.nodes].map((n) => neutralItem(n, this.session)); }
+}
+
+function neutralItem({ ev, session }, own) {
+  const item = { seq: ev.seq };
+  if (session !== own) item.session = session;
+  Object.assign(item, { time: ev.time, type: ev.type, message: ev.data.message });
+  if (ev.type === 'tool/result') {
+    item.call_id = ev.data.call_id;
+    if (!absent(ev.data.error) && ev.data.error !== false) item.error = ev.data.error;
+    if (!absent(ev.data.synthetic) && ev.data.synthetic !== false) item.synthetic = ev.data.synthetic;
+  }
+  if (!absent(ev.data.origin)) item.origin = ev.data.origin;
+  return item;
+}
+
+/**
+ * Fold a session (§8.7). Options:
+ *  - at: fold as of this committed seq (time travel);
+ *  - resolveParent({session, path, seq, crc}): returns a source (path, bytes or chunks) for a
+ *    fork's parent, or null. Without it, a path given as `source` lets the hint
+ *    `parent.path` be resolved relative to the fork file's directory.
+ *  - allVersions: also return every model-visible event with its status and `by`.
+ * Returns {session, seq, header?, todos?, messages, versions?}. Throws TapeError / FoldError.
+ */
+export async function fold(source, opts = {}, _chain = []) {
+  const { at = null, allVersions = false } = opts;
+  let sf = null;
+  let last = null;
+  // Errors are reported in file order: a fold error (always before B) stops the fold at once;
+  // a corrupt file is refused after its last committed event (README.md, spec problems).
+  for await (const { event: ev, rec } of walkChecked(source)) {
+    if (at !== null && ev.seq > at) continue;
+    if (ev.seq === 0) {
+      // a parent must be the session the fork names before its own ancestors are looked at
+      if (opts._expect !== undefined && ev.data.id !== opts._expect) {
+        throw new FoldError('parent-changed', `the parent file holds session ${ev.data.id}, not ${opts._expect}`);
+      }
+      sf = await startFold(ev, source, opts, _chain, allVersions);
+    }
+    else sf.push(ev, rec);
+    last = ev;
+  }
+  if (at !== null && last.seq !== at) throw new FoldError('no-such-seq', `the file has no committed seq ${at}`);
+  const out = { session: sf.session, seq: last.seq };
+  if (sf.header) out.header = sf.header;
+  if (sf.todos) out.todos = sf.todos;
+  out.messages = sf.messages();
+  if (allVersions) {
+    const inherited = sf.inheritedVersions ?? [];
+    out.versions = [...inherited, ...[...sf.versions.values()].map((v) => ({ ...neutralItem({ ev: v.ev, session: sf.session }, sf.session), status: v.status, ...(v.by === null ? {} : { by: v.by }) }))];
+  }
+  return out;
+}
+
+/** walk() that turns a corrupt classification into an error after the last committed event. */
+async function* walkChecked(source) {
+  const it = walk(source);
+  for (;;) {
+    const { value, done } = await it.next();
+    if (done) { if (value.state === 'corrupt') throw corruptError(value.bad); return; }
+    yield value;
+  }
+}
+
+async function startFold(header, source, opts, chain, allVersions) {
+  const id = header.data.id;
+  const parent = header.data.parent;
+  if (absent(parent)) return new Surface({ session: id, allVersions });
+  if (shape(parent, { session: [T.str, true], seq: ['int', true], path: [T.str, false], crc: [T.str, false] }, '$.data.parent')) {
+    throw new FoldError('invalid-event', 'line 1: $.data.parent must be {session, seq, path?, crc?}', { line: 1 });
+  }
+  const ids = [id, ...chain];
+  if (ids.includes(parent.session)) throw new FoldError('fork-cycle', `fork chain comes back to session ${parent.session}`);
+  if (ids.length > 64) throw new FoldError('fork-cycle', 'more than 64 ancestors');
+  let where = null;
+  if (opts.resolveParent) where = await opts.resolveParent({ ...parent });
+  else if (typeof parent.path === 'string' && typeof source === 'string') {
+    const { resolve, dirname } = await import('node:path');
+    where = resolve(dirname(source), parent.path);
+  }
+  const looked = where === null ? 'nowhere (no location given and no usable path hint)' : typeof where === 'string' ? where : 'the given source';
+  let pf;
+  try {
+    if (where === null) throw new Error('not found');
+    if (typeof where === 'string') { const { stat } = await import('node:fs/promises'); await stat(where); }
+    pf = await fold(where, { ...opts, at: parent.seq, allVersions, _expect: parent.session }, ids);
+  } catch (e) {
+    if (e instanceof FoldError && e.code === 'no-such-seq') throw new FoldError('parent-changed', `parent ${parent.session} has no committed seq ${parent.seq}`);
+    if (e instanceof TapeError) throw e;
+    throw new FoldError('parent-not-found', `parent session ${parent.session} not found; looked in ${looked}`, { session: parent.session });
+  }
+  if (pf.session !== parent.session) throw new FoldError('parent-changed', `the parent file holds session ${pf.session}, not ${parent.session}`);
+  if (typeof parent.crc === 'string') {
+    let crc = null;
+    for await (const ev of readEvents(where)) if (ev.seq === parent.seq) { crc = ev.crc; break; }
+    if (crc !== parent.crc) throw new FoldError('parent-changed', `parent line seq ${parent.seq} has crc ${crc}, the fork expects ${parent.crc}`);
+  }
+  const s = new Surface({
+    session: id,
+    inherited: pf.messages.map((m) => ({ ev: { seq: m.seq, time: m.time, type: m.type, data: { message: m.message, call_id: m.call_id, error: m.error, synthetic: m.synthetic, origin: m.origin } }, session: m.session ?? pf.session })),
+    header: pf.header ?? null,
+    todos: pf.todos ?? null,
+    allVersions,
+  });
+  if (allVersions) s.inheritedVersions = pf.versions.map((v) => ({ ...v, session: v.session ?? pf.session }));
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CLI: the conformance protocol.
+
+const errorOf = (e) => { if (e instanceof TapeError) return e; throw e; };
+
+export async function runCommand(cmd, source) {
+  switch (cmd) {
+    case 'checksum': {
+      let c = 0;
+      for await (const chunk of chunksOf(source)) c = crc32(chunk, c);
+      return { crc: hex8(c) };
+    }
+    case 'read': {
+      const events = [];
+      try {
+        for await (const ev of readEvents(source)) events.push(stringifyJson(ev));
+      } catch (e0) {
+        const e = errorOf(e0);
+        return { ok: false, error: e.code, line: e.line ?? null, offset: e.offset ?? null };
+      }
+      return { raw: `{"ok":true,"events":[${events.join(',')}]}` };
+    }
+    case 'verify': {
+      try {
+        const v = await verify(source);
+        return { state: v.state, events: v.events, line: v.line, offset: v.offset };
+      } catch (e0) { return { error: errorOf(e0).code }; }
+    }
+    case 'repair': {
+      try {
+        const p = await planRepair(source);
+        return { state: p.state, cut: p.cut, kept: p.kept, closers: p.closers };
+      } catch (e0) {
+        const e = errorOf(e0);
+        return e.code === 'corrupt' ? { error: 'corrupt', line: e.line, offset: e.offset } : { error: e.code };
+      }
+    }
+    case 'fold': {
+      try {
+        return { messages: (await fold(source)).messages };
+      } catch (e0) {
+        const e = errorOf(e0);
+        if (e.code === 'unknown-type') return { error: 'unknown-type', type: e.type, line: e.line };
+        if (e.code === 'invalid-event') return { error: 'invalid-event', line: e.line };
+        return { error: e.code };
+      }
+    }
+    default:
+      throw new Error(`unknown command ${cmd}`);
+  }
+}
+
+async function main() {
+  const cmd = process.argv[2];
+  const src = process.argv[3] ?? process.stdin;
+  if (!['checksum', 'read', 'verify', 'repair', 'fold'].includes(cmd)) {
+    process.stderr.write('usage: node jsonltape.mjs checksum|read|verify|repair|fold [FILE] < input\n');
+    process.exit(2);
+  }
+  const out = await runCommand(cmd, src);
+  const text = out.raw ?? stringifyJson(out);
+  process.stdout.write(text + '\n', () => process.exit(0));
+}
+
+const isMain = (() => {
+  try { return process.argv[1] && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url)); } catch { return false; }
+})();
+if (isMain) {
+  main().catch((e) => { process.stderr.write(`jsonltape.mjs: internal error: ${e?.stack ?? e}\n`); process.exit(70); });
+}

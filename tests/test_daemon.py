@@ -1,0 +1,266 @@
+"""The daemon: real watchdog observers, real threads and processes, real SQLite.
+
+Watcher events are hints; these tests check that the index converges with the watcher off
+(rescans alone), with inotify refused (polling takes over), under bursts (a handful of
+transactions for 2,000 appends), and across SIGTERM and SIGKILL in the middle of an ingest.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from jsonltape_daemon import units
+from jsonltape_daemon.errors import IndexBusyError, IndexStateError
+from jsonltape_daemon.ingest import Ingestor
+from jsonltape_daemon.schema import connect
+from jsonltape_daemon.service import Config, Daemon, daemon_status, running_pid
+from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.watcher import Hints
+from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
+from watchdog.observers.polling import PollingObserver
+
+import jsonltape
+
+from .test_index_helpers import dump, rebuild, session
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+def indexed_events(index: Path) -> int:
+    try:
+        con = connect(index, readonly=True)
+    except IndexStateError:  # not there yet, or still being created
+        return 0
+    try:
+        return int(con.execute("SELECT count(*) FROM events").fetchone()[0])
+    finally:
+        con.close()
+
+
+def file_events(root: Path) -> int:
+    return sum(sum(1 for _ in jsonltape.read(p)) for p in root.rglob("*.jsonl"))
+
+
+class _Running:
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.thread = threading.Thread(target=daemon.run, daemon=True)
+
+    def __enter__(self) -> Daemon:
+        self.thread.start()
+        wait_for(lambda: self.daemon.status.get("state") == "running")
+        return self.daemon
+
+    def __exit__(self, *exc: object) -> None:
+        self.daemon.request_stop()
+        self.thread.join(timeout=20)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "sessions"
+    r.mkdir(mode=0o700)
+    return r
+
+
+class _Deaf(PollingObserver):
+    """A real observer that never reports anything: the watcher is effectively off."""
+
+    def schedule(self, *args: object, **kw: object) -> None:  # type: ignore[override]
+        return None
+
+
+class _NoWatches(Observer):  # type: ignore[misc, valid-type]
+    """inotify refusing a watch: what a machine at fs.inotify.max_user_watches sees."""
+
+    def schedule(self, *args: object, **kw: object) -> None:  # type: ignore[override]
+        raise OSError(errno.ENOSPC, "inotify watch limit reached")
+
+
+def test_rescans_alone_converge_when_the_watcher_is_deaf(root: Path, tmp_path: Path) -> None:
+    session(root / "a.jsonl", ["one"])
+    cfg = Config(root, tmp_path / "i.db", rescan_interval=0.3, observer_factory=_Deaf)
+    with _Running(Daemon(cfg, log=lambda _m: None)):
+        session(root / "d" / "b.jsonl", ["two", "three"])
+        with jsonltape.open(root / "a.jsonl") as tape:
+            tape.user("more")
+        (root / "a.jsonl").rename(root / "c.jsonl")
+        wait_for(lambda: indexed_events(cfg.index) == file_events(root))
+    store = SqliteStore(cfg.index)
+    assert dump(store.con) == rebuild(root)
+    store.close()
+
+
+def test_inotify_limit_falls_back_to_polling(root: Path, tmp_path: Path) -> None:
+    cfg = Config(
+        root,
+        tmp_path / "i.db",
+        rescan_interval=3600,
+        poll_interval=0.1,
+        observer_factory=_NoWatches,
+    )
+    logs: list[str] = []
+    with _Running(Daemon(cfg, log=logs.append)) as d:
+        assert d.status["watcher"] == "polling"
+        session(root / "a.jsonl", ["after the fallback"])
+        wait_for(lambda: indexed_events(cfg.index) == file_events(root))
+    assert any("max_user_watches" in m for m in logs)
+
+
+def test_quick_appends_coalesce_into_a_handful_of_transactions(root: Path, tmp_path: Path) -> None:
+    path = root / "busy.jsonl"
+    session(path, [])
+    cfg = Config(root, tmp_path / "i.db", rescan_interval=3600)
+    with _Running(Daemon(cfg, log=lambda _m: None)) as d:
+        assert d.status["watcher"] == "inotify"
+        before = d.status["transactions"]
+        with jsonltape.open(path, durability="manual") as tape:
+            for i in range(2000):
+                tape.append("x.test/tick", {"i": i})
+        wait_for(lambda: indexed_events(cfg.index) == file_events(root))
+        spent = d.status["transactions"] - before
+    assert 1 <= spent <= 30, spent
+
+
+def test_hints_overflow_asks_for_a_rescan_instead_of_blocking() -> None:
+    hints = Hints(capacity=3)
+    for i in range(10):
+        hints.add(f"/r/{i}.jsonl")
+    assert len(hints) == 3 and hints.overflows == 7
+    paths, rescan = hints.take(1.0, quiet=0.0, max_wait=0.0, stop=threading.Event())
+    assert rescan and len(paths) == 3
+
+
+def test_one_daemon_per_index(root: Path, tmp_path: Path) -> None:
+    cfg = Config(root, tmp_path / "i.db")
+    with _Running(Daemon(cfg, log=lambda _m: None)):
+        with pytest.raises(IndexBusyError, match="daemon"):
+            Daemon(Config(root, cfg.index), log=lambda _m: None).run()
+        assert running_pid(cfg.index) == os.getpid()
+    assert running_pid(cfg.index) is None
+    assert oct(cfg.index.stat().st_mode & 0o777) == "0o600"
+    assert oct(cfg.index.parent.stat().st_mode & 0o777) == "0o700"
+
+
+def _archive(root: Path, files: int, turns: int) -> None:
+    for f in range(files):
+        with jsonltape.open(root / f"s{f}.jsonl", create=True, durability="manual") as tape:
+            for t in range(turns):
+                with tape.turn():
+                    tape.user(f"question {f} {t} about the migration")
+                    tape.assistant(f"answer {f} {t}")
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "jsonltape", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_signal_during_ingest_then_restart_equals_rebuild(
+    root: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
+    _archive(root, files=16, turns=200)
+    index = tmp_path / "i.db"
+    proc = _cli("daemon", "run", str(root), "--index", str(index))
+    wait_for(lambda: indexed_events(index) > 0, timeout=30)
+    proc.send_signal(sig)
+    proc.communicate(timeout=30)
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 0
+        assert running_pid(index) is None
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    # Whatever was committed is consistent; a restart finishes the job.
+    store = SqliteStore(index)
+    Ingestor(store, root).rescan()
+    assert dump(store.con) == rebuild(root)
+    store.close()
+
+
+def test_start_status_stop_from_the_command_line(root: Path, tmp_path: Path) -> None:
+    session(root / "a.jsonl", ["hello daemon"])
+    index = tmp_path / "home" / "x.db"
+    run = lambda *a: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "jsonltape", *a], capture_output=True, text=True, timeout=60
+    )
+    started = run("daemon", "start", str(root), "--index", str(index))
+    assert started.returncode == 0, started.stderr
+    try:
+        wait_for(lambda: indexed_events(index) == file_events(root))
+        status = run("daemon", "status", "--index", str(index), "--json")
+        assert status.returncode == 0 and '"running":true' in status.stdout
+        assert daemon_status(index)["root"] == str(root)  # type: ignore[index]
+        again = run("daemon", "start", str(root), "--index", str(index))
+        assert again.returncode != 0 and "already running" in again.stderr
+        busy = run("sync", str(root), "--index", str(index))
+        assert busy.returncode == 0 and "asked it to rescan" in busy.stdout
+    finally:
+        stopped = run("daemon", "stop", "--index", str(index))
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    assert run("daemon", "status", "--index", str(index)).returncode == 1
+
+
+def test_service_files_match_the_checked_in_templates() -> None:
+    systemd = units.systemd("{python}", "{root}", "{index}")
+    launchd = units.launchd("{python}", "{root}", "{index}", "{log}")
+    assert (REPO / "daemon/systemd/jsonltape-daemon.service").read_text() == systemd
+    assert (REPO / "daemon/launchd/dev.jsonltape.daemon.plist").read_text() == launchd
+    assert "Restart=on-failure" in systemd and "WantedBy=default.target" in systemd
+    quoted = units.systemd("/opt/py 3/python", "/home/u/100%", "/i.db")
+    assert '"/opt/py 3/python"' in quoted and '"/home/u/100%%"' in quoted
+
+
+def test_print_and_install_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    out = subprocess.run(
+        [sys.executable, "-m", "jsonltape", "daemon", "print-service", "--kind", "launchd"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert "<key>RunAtLoad</key>" in out.stdout
+    inst = subprocess.run(
+        [sys.executable, "-m", "jsonltape", "daemon", "install-service", "--kind", "systemd"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert inst.returncode == 0, inst.stderr
+    unit = tmp_path / ".config/systemd/user/jsonltape-daemon.service"
+    assert '"daemon" "run"' in unit.read_text()
+    assert "systemctl --user" in inst.stdout
+
+
+@pytest.fixture(autouse=True)
+def _no_thread_leaks() -> Iterator[None]:
+    before = threading.active_count()
+    yield
+    wait_for(lambda: threading.active_count() <= before, timeout=10)
+
+
+_ = BaseObserver

@@ -1,0 +1,119 @@
+"""Helpers for the index tests (no tests here): build sessions, dump an index, rebuild one."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from jsonltape_daemon.ingest import Ingestor
+from jsonltape_daemon.store import SqliteStore
+
+import jsonltape
+from jsonltape import _framing
+from jsonltape.errors import CorruptError, SurfaceError
+from jsonltape.events import SURFACE_TYPES
+from jsonltape.fold import SurfaceFold
+
+
+def session(path: Path, texts: list[str], **kw: Any) -> str:
+    """A closed session with one user/assistant turn per text; returns the session id."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with jsonltape.open(path, create=True, **kw) as tape:
+        for text in texts:
+            with tape.turn():
+                tape.user(text)
+                tape.assistant(f"answer to {text}")
+        return tape.session_id
+
+
+def raw_append(path: Path, items: list[tuple[str, dict[str, Any]]], **extra: Any) -> None:
+    """Append framed events behind the writer's back (what a crashed writer leaves).
+
+    ``extra`` envelope members (surface, sources) go on the last item."""
+    seq = sum(1 for _ in jsonltape.read(path))
+    out = b""
+    for i, (type_, data) in enumerate(items):
+        obj: dict[str, Any] = {"seq": seq, "type": type_, "time": 1_800_000_000_000 + seq}
+        obj["data"] = data
+        if type_ in SURFACE_TYPES:
+            obj["surface"] = "append"
+        if i == len(items) - 1:
+            obj.update(extra)
+        out += _framing.frame(msgspec.json.encode(obj))
+        seq += 1
+    with open(path, "ab") as f:
+        f.write(out)
+
+
+def user_data(text: str) -> dict[str, Any]:
+    return {
+        "message": {"id": text[:8], "role": "user", "parts": [{"type": "text", "content": text}]}
+    }
+
+
+def dump(con: sqlite3.Connection) -> dict[str, Any]:
+    """Everything in an index that a rebuild must reproduce, keyed by path instead of sid."""
+    path_of = dict(con.execute("SELECT sid, path FROM sessions"))
+    files = {
+        r[0]: r[1:]
+        for r in con.execute(
+            "SELECT path, status, error, dev, ino, size, mtime_ns, offset, last_seq, last_crc, "
+            "sid IS NULL FROM files"
+        )
+    }
+    sessions = {
+        r[0]: r[1:]
+        for r in con.execute(
+            "SELECT path, id, header_crc, title, cwd, agent, created, updated, parent, "
+            "parent_seq, events, messages, state, error, open_turn, closed FROM sessions"
+        )
+    }
+    events = sorted(
+        (path_of[r[0]], *r[1:])
+        for r in con.execute("SELECT sid, seq, type, time, offset, raw FROM events")
+    )
+    messages = sorted(
+        (path_of[r[0]], *r[1:])
+        for r in con.execute(
+            "SELECT sid, seq, type, role, time, status, anchor, call_id, text, truncated "
+            "FROM messages"
+        )
+    )
+    return {"files": files, "sessions": sessions, "events": events, "messages": messages}
+
+
+def rebuild(root: Path) -> dict[str, Any]:
+    store = SqliteStore(":memory:")
+    try:
+        Ingestor(store, root).rescan()
+        return dump(store.con)
+    finally:
+        store.close()
+
+
+def fts_ok(con: sqlite3.Connection) -> None:
+    """Both full-text tables agree with the messages table (raises otherwise)."""
+    for table in ("messages_fts", "messages_trigram"):
+        con.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
+
+
+def fold_statuses(path: Path) -> dict[int, str]:
+    """What jsonltape.fold.SurfaceFold says about each message event of a file (the oracle)."""
+    fold = SurfaceFold()
+    status: dict[int, str] = {}
+    try:
+        for event in jsonltape.read(path):
+            try:
+                changes = fold.apply(event)
+            except SurfaceError:
+                if event.type in SURFACE_TYPES:
+                    status[event.seq] = "rejected"
+                continue
+            if event.type in SURFACE_TYPES and not changes:
+                status[event.seq] = "current"  # pragma: no cover - apply always reports it
+            status.update(changes)
+    except CorruptError:
+        pass
+    return status

@@ -1,0 +1,173 @@
+"""The ingest engine case by case: incremental reads, torn tails, bad files, renames, copies,
+bounded transactions, schema versions and the SQLite feature probe."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from jsonltape_daemon import schema
+from jsonltape_daemon.errors import FeatureMissingError
+from jsonltape_daemon.ingest import Budget, Ingestor
+from jsonltape_daemon.store import SqliteStore
+
+import jsonltape
+
+from .test_index_helpers import dump, fts_ok, raw_append, rebuild, session, user_data
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SqliteStore:
+    s = SqliteStore(tmp_path / "index.db")
+    yield s  # type: ignore[misc]
+    s.close()
+
+
+def test_incremental_sync_reads_only_new_bytes(tmp_path: Path, store: SqliteStore) -> None:
+    root = tmp_path / "r"
+    path = root / "s.jsonl"
+    session(path, ["first"] * 50)
+    engine = Ingestor(store, root)
+    first = engine.rescan()
+    assert first.events == sum(1 for _ in jsonltape.read(path))
+    assert engine.rescan().transactions == 0  # nothing changed: nothing opened, no transaction
+    size = path.stat().st_size
+    with jsonltape.open(path) as tape:
+        tape.user("second")
+    again = engine.rescan()
+    assert again.bytes == path.stat().st_size - size and again.transactions == 1
+    assert again.reingested == 0 and again.sessions_added == 0
+    assert dump(store.con) == rebuild(root)
+    fts_ok(store.con)
+
+
+def test_torn_tail_waits_and_repair_converges(tmp_path: Path, store: SqliteStore) -> None:
+    root = tmp_path / "r"
+    path = root / "s.jsonl"
+    session(path, ["a"])
+    with open(path, "ab") as f:
+        f.write(b'{"seq":7,"type":"user/message","ti')
+    engine = Ingestor(store, root)
+    engine.rescan()
+    state, error = store.con.execute("SELECT state, error FROM sessions").fetchone()
+    assert state == "torn-tail" and "incomplete line" in error
+    jsonltape.repair(path)
+    engine.rescan()
+    assert store.con.execute("SELECT state FROM sessions").fetchone()[0] == "clean"
+    assert dump(store.con) == rebuild(root)
+
+
+def test_bad_files_are_recorded_and_skipped(tmp_path: Path, store: SqliteStore) -> None:
+    root = tmp_path / "r"
+    session(root / "good.jsonl", ["fine"])
+    (root / "foreign.jsonl").write_text('{"type":"user","message":"claude"}\n')
+    (root / "pending.jsonl").write_bytes(b'{"seq":0,"type":"session/st')
+    corrupt = root / "corrupt.jsonl"
+    session(corrupt, ["x" * 50, "y"])
+    data = bytearray(corrupt.read_bytes())
+    data[len(data) // 3] ^= 0x01
+    corrupt.write_bytes(bytes(data))
+    (root / "link.jsonl").symlink_to(root / "good.jsonl")
+    Ingestor(store, root).rescan()
+    files = {
+        Path(p).name: (s, e)
+        for p, s, e in store.con.execute("SELECT path, status, error FROM files")
+    }
+    assert files["good.jsonl"] == ("indexed", None)
+    assert (
+        files["foreign.jsonl"][0] == "foreign"
+        and "not a jsonltape session" in files["foreign.jsonl"][1]
+    )
+    assert files["pending.jsonl"] == ("pending", None)
+    assert files["corrupt.jsonl"][0] == "indexed" and "damage before" in files["corrupt.jsonl"][1]
+    assert "link.jsonl" not in files  # symlinks are never followed
+    states = sorted(r[0] for r in store.con.execute("SELECT state FROM sessions"))
+    assert states == ["clean", "corrupt"]
+
+
+def test_rename_keeps_rows_and_copy_gets_its_own(tmp_path: Path, store: SqliteStore) -> None:
+    root = tmp_path / "r"
+    session(root / "a.jsonl", ["hello"])
+    engine = Ingestor(store, root)
+    engine.rescan()
+    os.rename(root / "a.jsonl", root / "sub.jsonl")
+    moved = engine.sync_paths([str(root / "a.jsonl"), str(root / "sub.jsonl")])
+    assert moved.sessions_added == 0 and moved.events == 0 and moved.reingested == 0
+    shutil.copyfile(root / "sub.jsonl", root / "copy.jsonl")
+    copied = engine.rescan()
+    assert copied.sessions_added == 1
+    assert dump(store.con) == rebuild(root)
+
+
+def test_replace_and_truncate_reingest(tmp_path: Path, store: SqliteStore) -> None:
+    root = tmp_path / "r"
+    session(root / "a.jsonl", ["one", "two", "three"])
+    session(root / "b.jsonl", ["other"])
+    engine = Ingestor(store, root)
+    engine.rescan()
+    data = (root / "a.jsonl").read_bytes()
+    (root / "a.jsonl").write_bytes(data[: data.index(b"\n", len(data) // 2) + 1])
+    assert engine.rescan().reingested == 1
+    shutil.copyfile(root / "b.jsonl", root / "a.jsonl")
+    out = engine.rescan()
+    assert out.sessions_removed == 1 and out.sessions_added == 1
+    assert dump(store.con) == rebuild(root)
+
+
+def test_transactions_are_bounded(tmp_path: Path, store: SqliteStore) -> None:
+    root = tmp_path / "r"
+    session(root / "big.jsonl", [f"m{i}" for i in range(200)])
+    engine = Ingestor(store, root, budget=Budget(100, 10.0), bulk_budget=Budget(100, 10.0))
+    stats = engine.rescan()
+    assert stats.transactions >= stats.events // 100
+    assert dump(store.con) == rebuild(root)
+
+
+def test_open_turn_compaction_and_retract_statuses(tmp_path: Path, store: SqliteStore) -> None:
+    root = tmp_path / "r"
+    path = root / "s.jsonl"
+    session(path, ["a", "b"])
+    Ingestor(store, root).rescan()  # bulk first, then live full-text upkeep below
+    n = sum(1 for _ in jsonltape.read(path))
+    raw_append(path, [("compaction/summary", {"summary": "s"})])
+    raw_append(
+        path,
+        [("user/message", user_data("summary"))],
+        surface={"op": "replace", "start": 2, "end": 7},
+        sources=[2, 3, 6, 7, n],
+    )
+    raw_append(path, [("turn/start", {}), ("user/message", user_data("lost in a crash"))])
+    Ingestor(store, root).rescan()
+    statuses = dict(store.con.execute("SELECT seq, status FROM messages"))
+    assert statuses[2] == statuses[7] == "compacted"
+    assert store.con.execute("SELECT state FROM sessions").fetchone()[0] == "open-turn"
+    assert dump(store.con) == rebuild(root)
+    fts_ok(store.con)
+
+
+def test_missing_fts5_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        schema, "features", lambda con: {"FTS5": True, "the FTS5 trigram tokenizer": False}
+    )
+    with pytest.raises(FeatureMissingError, match="lacks the FTS5 trigram tokenizer"):
+        schema.probe()
+
+
+def test_schema_is_documented_and_versioned(tmp_path: Path) -> None:
+    con = sqlite3.connect(":memory:")
+    assert schema.migrate(con) == schema.SCHEMA_VERSION
+    doc = (Path(__file__).resolve().parent.parent / "daemon" / "SCHEMA.md").read_text()
+    tables = [
+        r[0]
+        for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'messages_%'"
+        )
+    ]
+    for name in tables:
+        assert f"`{name}`" in doc, name
+        for col in con.execute(f"PRAGMA table_info({name})"):
+            assert f"`{col[1]}`" in doc, (name, col[1])
+    assert f"version {schema.SCHEMA_VERSION}" in doc

@@ -1,0 +1,203 @@
+"""Search golden queries and the read-side commands (search, sessions, show, index status).
+
+A fixed corpus: diacritics, Japanese, identifiers inside identifiers, tiny queries, phrases,
+filters, and queries that would be FTS syntax errors if they were passed through.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from jsonltape_daemon.ingest import Ingestor
+from jsonltape_daemon.schema import connect
+from jsonltape_daemon.search import Filters, search
+from jsonltape_daemon.store import SqliteStore
+
+import jsonltape
+from jsonltape.cli import cli
+
+TEXTS = {
+    "a": ["The naïve approach failed on the café migration", "東京都の天気は晴れです。明日は雨"],
+    "b": [
+        "raise FileNotFoundError(path) when the config is missing",
+        "use parse_user_id_from_token here",
+        "bd-q3fy is the ticket; go fix it",
+    ],
+}
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "root"
+    for name, texts in TEXTS.items():
+        with jsonltape.open(root / name / f"{name}.jsonl", create=True, title=f"title {name}") as t:
+            for text in texts:
+                with t.turn():
+                    t.user(text)
+                    t.assistant(f"reply: {text[:12]}")
+    with jsonltape.open(root / "a" / "a.jsonl") as t:  # a revision: old text superseded
+        ev = t.user("obsolete wording about the widget")
+        t.append(
+            "user/message",
+            {"message": {"id": "r", "role": "user", "parts": [{"type": "text", "content": "new"}]}},
+            surface={"op": "replace", "start": ev.seq, "end": ev.seq},
+            sources=[ev.seq],
+        )
+    index = tmp_path / "index.db"
+    store = SqliteStore(index)
+    Ingestor(store, root).rescan()
+    store.close()
+    return root, index
+
+
+def q(index: Path, query: str, **kw: object) -> list[tuple[str, str]]:
+    con = connect(index, readonly=True)
+    try:
+        return [(h.match, h.snippet) for h in search(con, query, Filters(**kw))]  # type: ignore[arg-type]
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "kind", "needle"),
+    [
+        ("naive", "word", "\x02naïve\x03"),  # diacritics folded
+        ("cafe migration", "word", "café"),
+        ("NotFound", "substring", "File\x02NotFound\x03Error"),  # identifier inside identifier
+        ("user_id", "word", "parse_\x02user_id\x03"),  # "_" splits words: a phrase
+        ("ser_id_fr", "substring", "parse_u\x02ser_id_fr\x03om"),
+        ("東京都", "substring", "\x02東京都\x03"),  # CJK, three characters
+        ("天気", "scan", "\x02天気\x03"),  # CJK, two characters: no tokenizer serves it
+        ("雨", "scan", "\x02雨\x03"),
+        ('"config is missing"', "word", "\x02config is missing\x03"),  # phrase
+        ("migr*", "word", "\x02migration\x03"),  # prefix
+        ("bd-q3fy", "word", "\x02bd-q3fy\x03"),
+    ],
+)
+def test_golden_queries(indexed: tuple[Path, Path], query: str, kind: str, needle: str) -> None:
+    hits = q(indexed[1], query)
+    assert hits, query
+    assert hits[0][0] == kind
+    assert needle in hits[0][1]
+
+
+def test_phrase_order_matters_and_words_are_anded(indexed: tuple[Path, Path]) -> None:
+    assert q(indexed[1], '"missing is config"') == []
+    assert q(indexed[1], "naive tokyo") == []
+    assert len(q(indexed[1], "naive approach")) == 1
+
+
+def test_fts_syntax_is_literal_text(indexed: tuple[Path, Path]) -> None:
+    for query in ['"', "AND OR NOT", "(", "a:b", "NEAR(x y)", "*", '"unterminated phrase', "^-+"]:
+        q(indexed[1], query)  # never raises
+
+
+def test_superseded_only_with_all(indexed: tuple[Path, Path]) -> None:
+    assert q(indexed[1], "widget") == []
+    assert len(q(indexed[1], "widget", all=True)) == 1
+
+
+def test_filters(indexed: tuple[Path, Path]) -> None:
+    index = indexed[1]
+    assert len(q(index, "reply", roles=("assistant",))) == 5
+    assert q(index, "reply", roles=("user",)) == []
+    assert len(q(index, "reply", path="*/a/*")) == 2
+    assert len(q(index, "reply", types=("assistant/*",))) == 5
+    assert q(index, "reply", since=4_000_000_000_000) == []
+    assert q(index, "reply", until=1) == []
+
+
+def run(index: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jsonltape", *args, "--index", str(index)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_search_command_json_and_human(indexed: tuple[Path, Path]) -> None:
+    out = run(indexed[1], "search", "NotFound", "--json")
+    assert out.returncode == 0, out.stderr
+    hit = json.loads(out.stdout.splitlines()[0])
+    assert {"session", "path", "seq", "time", "role", "snippet", "score"} <= set(hit)
+    assert hit["snippet"].startswith("raise File[NotFound]Error")
+    human = run(indexed[1], "search", "naive")
+    assert "[naïve]" in human.stdout and "a.jsonl:2" in human.stdout
+    bad = run(indexed[1], "search", "x", "--since", "someday")
+    assert bad.returncode == 2 and bad.stderr.startswith("jsonltape: error: cannot read date")
+    assert "Traceback" not in bad.stderr
+
+
+def test_sessions_newest_activity_first(indexed: tuple[Path, Path]) -> None:
+    out = run(indexed[1], "sessions", "--json")
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["title"] for r in rows] == ["title a", "title b"]  # a was appended to last
+    assert rows[0]["messages"] == 6 and rows[0]["state"] == "clean"
+
+
+def test_show_pages_backwards(indexed: tuple[Path, Path]) -> None:
+    root, index = indexed
+    out = run(index, "show", str(root / "b" / "b.jsonl"), "--last", "2", "--json")
+    seqs = [json.loads(line)["seq"] for line in out.stdout.splitlines()]
+    older = run(
+        index,
+        "show",
+        str(root / "b" / "b.jsonl"),
+        "--last",
+        "2",
+        "--before",
+        str(seqs[0]),
+        "--json",
+    )
+    assert [json.loads(line)["seq"] for line in older.stdout.splitlines()] < seqs
+    human = run(index, "show", str(root / "b" / "b.jsonl"), "--last", "1")
+    assert "older messages: jsonltape show" in human.stdout
+
+
+def test_show_without_index_reads_the_file(indexed: tuple[Path, Path], tmp_path: Path) -> None:
+    out = run(tmp_path / "none.db", "show", str(indexed[0] / "a" / "a.jsonl"), "--last", "1")
+    assert out.returncode == 0, out.stderr
+    assert "new" in out.stdout and "reply" not in out.stdout
+
+
+def test_newer_index_is_refused_clearly(indexed: tuple[Path, Path]) -> None:
+    con = connect(indexed[1])
+    con.execute("PRAGMA user_version = 99")
+    con.close()
+    out = run(indexed[1], "search", "naive")
+    assert out.returncode == 2
+    assert "written by a newer jsonltape" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_missing_index_message(tmp_path: Path) -> None:
+    out = CliRunner().invoke(cli, ["sessions", "--index", str(tmp_path / "no.db")])
+    assert out.exit_code == 2
+    assert "no index here yet" in out.output
+
+
+def test_index_status_and_rebuild(indexed: tuple[Path, Path], tmp_path: Path) -> None:
+    root, index = indexed
+    (root / "junk.jsonl").write_text("not a session\n")
+    assert run(index, "sync", str(root)).returncode == 0
+    status = json.loads(run(index, "index", "status", "--json").stdout)
+    assert status["sessions"] == 2 and status["files"] == {"foreign": 1, "indexed": 2}
+    assert status["problems"][0]["path"].endswith("junk.jsonl")
+    before = q(index, "naive")
+    rebuilt = run(index, "index", "rebuild")
+    assert rebuilt.returncode == 0 and "2 sessions" in rebuilt.stdout
+    assert q(index, "naive") == before
+
+
+def test_import_jsonltape_pulls_in_neither_sqlite_nor_watchdog() -> None:
+    code = (
+        "import sys, jsonltape, jsonltape.cli; "
+        "from jsonltape.cli import cli; "
+        "assert 'sqlite3' not in sys.modules and 'watchdog' not in sys.modules, sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
