@@ -185,6 +185,7 @@ class Tape(AgentHelpers):
         st = os.fstat(fd)
         self._ident = (st.st_dev, st.st_ino)
         self._flusher: threading.Thread | None = None
+        self._syncing = False  # a background group commit is between its sync and checkpoint
         _OPEN.add(self)
         self._opened_from: object = None
         #: Synthetic events this writer appended on open to close a crashed turn.
@@ -534,6 +535,10 @@ class Tape(AgentHelpers):
         else changed the file since our last write."""
         if not self._buf:
             return
+        while self._syncing:  # a background round owns the file's end until its checkpoint
+            self._cond.wait()
+        if self._failed is not None:
+            self._check_usable()
         self._check_unchanged(identity=False)
         blob = b"".join(self._buf)
         self._buf.clear()
@@ -580,23 +585,30 @@ class Tape(AgentHelpers):
             raise exc
 
     def _after_append(self) -> None:
-        if self._durability == "always" or (
-            self._durability == "group" and self._pending >= self._group_events
-        ):
+        if self._durability == "always":
             self._flush_locked()
-        elif self._durability == "group" and self._deadline is None:
+            return
+        if self._durability != "group":
+            return
+        if self._pending >= self._group_events:
+            if self._deadline == 0.0:
+                return  # already due; the flusher thread will get to it
+            self._deadline = 0.0  # due now; the flusher thread syncs while appends go on
+        elif self._deadline is None:
             self._deadline = time.monotonic() + self._group_s
-            if self._flusher is None:
-                self._flusher = threading.Thread(
-                    target=self._flush_loop, daemon=True, name=f"jsonltape-flush:{self.path.name}"
-                )
-                self._flusher.start()
-            self._cond.notify()
+        else:
+            return
+        if self._flusher is None:
+            self._flusher = threading.Thread(
+                target=self._flush_loop, daemon=True, name=f"jsonltape-flush:{self.path.name}"
+            )
+            self._flusher.start()
+        self._cond.notify_all()
 
     def _flush_loop(self) -> None:
         with self._cond:
             while not self._closed and self._failed is None:
-                if self._deadline is None:
+                if self._deadline is None or self._syncing:
                     self._cond.wait()
                     continue
                 remaining = self._deadline - time.monotonic()
@@ -604,9 +616,56 @@ class Tape(AgentHelpers):
                     self._cond.wait(remaining)
                     continue
                 try:
-                    self._flush_locked()
+                    self._background_round()
                 except JsonltapeError:
                     return  # the failure is recorded; the next call reports it
+
+    def _background_round(self) -> None:
+        """One group commit whose fsync runs without the lock, so appends go on meanwhile.
+
+        The checkpoint is encoded and its seq and bytes reserved *before* the sync (its offset,
+        covered seq and open turn are known then); events appended during the sync queue up
+        behind it. Nothing reaches the file while the sync runs (``_drain`` waits), so the
+        checkpoint lands exactly at the offset it records, after the sync returned.
+        """
+        self._deadline = None
+        if self._pending == 0:
+            return
+        self._drain()
+        self._check_unchanged(identity=True)
+        offset, covered, pending = self._written, self._next_seq - 1, self._pending
+        data = msgspec.to_builtins(FlushData(offset=offset, seq=covered, turn=self._turn))
+        line, _ev = encode_event(
+            covered + 1, "session/flush", now_ms(), data, None, None, None, True
+        )
+        self._next_seq += 1
+        self._size += len(line)
+        self._syncing = True
+        self._cond.release()  # held once by _flush_loop's `with`
+        error: OSError | None = None
+        try:
+            self._ops.sync(self._fd)
+        except OSError as exc:
+            error = exc
+        finally:
+            self._cond.acquire()
+            self._syncing = False
+            self._cond.notify_all()
+        if error is not None:
+            self._failed = error
+            raise WriterFailedError(
+                f"fsync failed: {error.strerror or error}; the data since the last checkpoint "
+                "may be lost",
+                path=self.path,
+            ) from error
+        try:
+            write_all(self._ops, self._fd, line)
+        except OSError as exc:
+            self._rollback(exc)
+            raise WriterFailedError(f"write failed: {exc.strerror or exc}", path=self.path) from exc
+        self._written += len(line)
+        self._durable_seq = covered
+        self._pending -= pending
 
     def drain(self) -> None:
         """Write queued events to the file now, without waiting for them to be durable.
@@ -640,6 +699,10 @@ class Tape(AgentHelpers):
         """Sync, then checkpoint. ``marker``: checkpoint even with nothing pending and say
         ``closed``; ``final``: sync the checkpoint itself too (on close)."""
         self._deadline = None
+        while self._syncing:  # let a background round finish and place its checkpoint
+            self._cond.wait()
+        if self._failed is not None:
+            self._check_usable()
         if self._pending == 0 and not marker:
             return
         self._drain()

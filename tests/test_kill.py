@@ -189,7 +189,7 @@ def test_checkpoint_is_written_only_right_after_a_sync(tape_path: Path) -> None:
             assert prev_op == "sync"
             offset = json.loads(data)["data"]["offset"]
             assert prev_size == offset == size - len(data)
-    assert checkpoints >= 7
+    assert checkpoints >= 4  # 3 explicit flushes, the close, and background rounds
     assert ops.trace[-1][0] == "sync"  # the closing checkpoint is itself synced
 
 
