@@ -81,7 +81,19 @@ def main(argv: list[str] | None = None) -> int:
                 str(p.get("content") or p.get("response") or p.get("name")) for p in parts
             )
             print(f"  {event.seq:>3} {event.type:<18} {text[:70]}")
+    _index_and_search(root)
     return 0
+
+
+def _index_and_search(root: Path) -> None:
+    """Mirror the demo sessions into a search index (what the daemon keeps current)."""
+    from .cli import cli  # the index lives behind the CLI so `import jsonltape` stays light
+
+    index = root / "index.db"
+    print(f"\n$ jsonltape sync {root} --index {index}")
+    cli.main(["sync", str(root), "--index", str(index)], standalone_mode=False)
+    print('$ jsonltape search "NOT NULL" --limit 3')
+    cli.main(["search", "NOT NULL", "--index", str(index), "--limit", "3"], standalone_mode=False)
 
 
 if __name__ == "__main__":
