@@ -1,0 +1,160 @@
+"""Import benchmark: how fast foreign sessions become jsonltape sessions.
+
+Two workloads, each imported into a fresh root, then imported again (nothing changed: the
+fast path reads only the end of each imported session) and again after touching every source
+(every file is re-mapped and compared by key, nothing is written):
+
+* ``pi``: the real 974 KB pi v1 session from ../shared/samples (1,019 lines);
+* ``claude-tree``: a synthetic ~/.claude/projects tree (``--projects`` × ``--sessions`` files of
+  ``--turns`` turns; per turn a prompt, an assistant reply streamed as 3 lines sharing one
+  message id (thinking, text, tool_use), the tool result, a final reply, and a
+  file-history-snapshot line), like the lines Claude Code 1.0.x writes.
+
+Events/s counts the jsonltape events written (messages, tool calls, turns, raw lines, ...);
+lines/s the source lines read. Run:
+
+    .venv/bin/python benchmarks/bench_interop.py [--projects 20 --sessions 10 --turns 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+
+from jsonltape.interop import import_paths
+
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
+PI = SAMPLES / "pi-v1-legacy-large-session.jsonl"
+WORDS = [
+    "the", "migration", "adds", "a", "column", "users", "email", "default", "null", "index",
+    "test", "fails", "because", "schema", "fixture", "設定", "ファイル", "cache", "retry",
+    "timeout", "handler",
+]  # fmt: skip
+T0 = 1_757_000_000_000
+
+
+def _text(i: int, n: int) -> str:
+    return " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(n))
+
+
+def _session(sid: str, cwd: str, turns: int) -> list[str]:
+    """The lines of one synthetic Claude Code session."""
+    base = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": sid}
+    base.update(version="1.0.98", gitBranch="main")
+    out: list[str] = []
+    parent: str | None = None
+    for t in range(turns):
+        mid = f"msg_{sid[:8]}{t:05d}"
+        usage = {"input_tokens": 10, "output_tokens": 5}
+        result: dict[str, object] = {"type": "tool_result", "tool_use_id": f"toolu_{mid}"}
+        result["content"] = _text(t + 3, 200)
+        lines: list[dict[str, object]] = [
+            {"type": "user", "message": {"role": "user", "content": _text(t, 30)}}
+        ]
+        for b in (
+            {"type": "thinking", "thinking": _text(t + 1, 40), "signature": "c2ln"},
+            {"type": "text", "text": _text(t + 2, 60)},
+            {"type": "tool_use", "id": f"toolu_{mid}", "name": "Read",
+             "input": {"file_path": f"src/mod_{t % 17}.py"}},
+        ):  # fmt: skip
+            msg: dict[str, object] = {"id": mid, "type": "message", "role": "assistant"}
+            msg.update(model="claude-sonnet-4", content=[b], usage=usage)
+            lines.append({"type": "assistant", "message": msg, "requestId": f"req_{mid}"})
+        lines.append({"type": "user", "message": {"role": "user", "content": [result]}})
+        msg = {"id": mid + "b", "type": "message", "role": "assistant"}
+        msg.update(model="claude-sonnet-4", usage=usage, stop_reason="end_turn")
+        msg["content"] = [{"type": "text", "text": _text(t + 4, 80)}]
+        lines.append({"type": "assistant", "message": msg, "requestId": f"req_{mid}b"})
+        lines.append({"type": "file-history-snapshot", "messageId": mid, "snapshot": {}})
+        for obj in lines:
+            n = len(out) + 1
+            ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((T0 + n * 1000) / 1000))
+            obj["timestamp"] = f"{ts}.000Z"
+            if obj["type"] in ("user", "assistant"):
+                obj.update(parentUuid=parent, uuid=f"{sid[:8]}-{n:06d}", **base)
+                parent = str(obj["uuid"])
+            out.append(json.dumps(obj, ensure_ascii=False))
+    return out
+
+
+def claude_tree(root: Path, projects: int, sessions: int, turns: int) -> None:
+    """Write the synthetic tree."""
+    for p in range(projects):
+        d = root / f"-home-ada-project-{p}"
+        d.mkdir(parents=True)
+        for s in range(sessions):
+            sid = f"{p:04x}{s:04x}-0000-4000-8000-{p * 1000 + s:012d}"
+            lines = _session(sid, f"/home/ada/p{p}", turns)
+            (d / f"{sid}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def run(source: str, src: Path, root: Path) -> tuple[float, int, int]:
+    t = time.perf_counter()
+    events = lines = 0
+    for r in import_paths(source, [src], root, settle=0):
+        assert r.status in ("imported", "unchanged"), r.error
+        events += r.events
+        lines += r.lines
+    return time.perf_counter() - t, events, lines
+
+
+def measure(name: str, source: str, src: Path, work: Path) -> None:
+    root = work / f"root-{name}"
+    first, events, lines = run(source, src, root)
+    size = (
+        sum(f.stat().st_size for f in src.rglob("*.jsonl")) if src.is_dir() else src.stat().st_size
+    )
+    out = sum(f.stat().st_size for f in root.rglob("*.jsonl"))
+    again, _, _ = run(source, src, root)
+    files = list(src.rglob("*.jsonl")) if src.is_dir() else [src]
+    for f in files:
+        os.utime(f)
+    touched, written, _ = run(source, src, root)
+    assert written == 0
+    print(
+        f"{name:12} {len(files):5} files {size / 1e6:7.1f} MB {lines:9,} lines -> "
+        f"{events:9,} events ({out / 1e6:6.1f} MB) in {first:6.2f} s: "
+        f"{events / first:9,.0f} events/s, {lines / first:8,.0f} lines/s, "
+        f"{size / first / 1e6:5.1f} MB/s | again {again * 1000:7.1f} ms | "
+        f"touched {touched:5.2f} s"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--projects", type=int, default=20)
+    ap.add_argument("--sessions", type=int, default=10)
+    ap.add_argument("--turns", type=int, default=100)
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+    print(
+        f"{platform.machine()}, {os.cpu_count()} cpus, Python {sys.version.split()[0]}, "
+        f"msgspec {msgspec.__version__}, {platform.system()} {platform.release()}"
+    )
+    work = Path(tempfile.mkdtemp(prefix="bench-interop-"))
+    try:
+        pi = work / "pi" / PI.name
+        pi.parent.mkdir()
+        shutil.copyfile(PI, pi)
+        measure("pi", "pi", pi, work)
+        tree = work / "projects"
+        claude_tree(tree, args.projects, args.sessions, args.turns)
+        measure("claude-tree", "claude-code", tree, work)
+    finally:
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

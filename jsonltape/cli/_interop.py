@@ -1,0 +1,250 @@
+"""Interop commands: import (Claude Code, Codex, pi) and export (markdown, html, json, ...)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any, cast
+
+import click
+import msgspec
+
+from ..interop import SOURCES, FileReport, discover, import_file
+from ..interop.export import FORMATS, ExportFormat
+from ..interop.export import export as export_session
+from . import CliError
+
+_enc = msgspec.json.Encoder()
+#: Line problems printed per file before "... and N more".
+_MAX_PROBLEMS = 5
+#: Show a progress bar from this many bytes of sources on (or more than one file).
+_BAR_BYTES = 8 << 20
+
+
+def _default_root() -> Path:
+    env = os.environ.get("JSONLTAPE_ROOT")
+    if env:
+        return Path(env).expanduser().absolute()
+    # the daemon's defaults (data dir) without importing the daemon package here
+    from jsonltape_daemon.paths import default_root
+
+    return default_root()
+
+
+def _err(text: str) -> None:
+    click.echo(text, err=True)
+
+
+@click.command("import")
+@click.option(
+    "--from",
+    "source",
+    type=click.Choice(sorted(SOURCES)),
+    required=True,
+    help="The tool that wrote the sessions.",
+)
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    "root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Root to import into (default: $JSONLTAPE_ROOT or <data dir>/sessions); sessions go "
+    "to ROOT/<source>/<id>.jsonl.",
+)
+@click.option(
+    "--settle",
+    type=click.FloatRange(min=0),
+    default=3600.0,
+    show_default=True,
+    help="Seconds after its last change when a source is finished: a turn it left open is "
+    "closed as interrupted (as `repair` closes a crashed turn).",
+)
+@click.option("--live", is_flag=True, help="Never close open turns (sources still being written).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON report per source file.")
+def import_(
+    source: str,
+    sources: tuple[Path, ...],
+    root: Path | None,
+    settle: float,
+    live: bool,
+    as_json: bool,
+) -> None:
+    """Import SOURCES (session files or whole trees such as ~/.claude/projects or
+    ~/.codex/sessions; trees are searched for *.jsonl, rollout-*.jsonl for codex) as
+    jsonltape sessions, one per source session.
+
+    Every source line is kept verbatim in the imported session. Importing again adds nothing;
+    a source that grew adds only its new part. Prints the session files written (or the
+    reports with --json); problems and a summary go to stderr. Exit 2 if a source could not be
+    imported (nothing is written for it).
+    """
+    out_root = (root or _default_root()).absolute()
+    files, skipped = discover(source, sources, exclude=str(out_root))
+    for path, why in skipped:
+        _err(f"jsonltape: skipped {path}: {why}")
+    if not files:
+        where = ", ".join(map(str, sources))
+        pattern = "rollout-*.jsonl" if source == "codex" else "*.jsonl"
+        raise CliError(f"no {source} session files ({pattern}) found in {where}", 2)
+    total = sum(_size(f) for f in files)
+    bar: AbstractContextManager[Any] = nullcontext(None)
+    if len(files) > 1 or total >= _BAR_BYTES:
+        bar = click.progressbar(
+            length=total, label=f"importing {len(files)} {source} files", file=sys.stderr
+        )
+    reports: list[FileReport] = []
+    with bar as progress:
+        step = progress.update if progress is not None else None
+        for f in files:
+            report = import_file(
+                source, f, out_root, settle=None if live else settle, progress=step
+            )
+            reports.append(report)
+            if as_json:
+                click.echo(_enc.encode(report).decode())
+            elif report.status != "error":
+                for s in report.sessions:
+                    click.echo(s)
+    _report(reports, len(files) == 1)
+
+
+def _n(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _report(reports: list[FileReport], single: bool) -> None:
+    errors = [r for r in reports if r.status == "error"]
+    for r in reports:
+        for n, why in r.problems[:_MAX_PROBLEMS]:
+            _err(f"jsonltape: {r.path}: line {n}: {why} (kept raw)")
+        if len(r.problems) > _MAX_PROBLEMS:
+            _err(f"jsonltape: {r.path}: ... and {len(r.problems) - _MAX_PROBLEMS} more lines")
+        if r.torn is not None:
+            _err(
+                f"jsonltape: {r.path}: line {r.torn.line}: incomplete last line ({r.torn.bytes} "
+                f"bytes at byte {r.torn.offset}, no newline) not imported; it is imported once "
+                "it is complete"
+            )
+    if single and errors:
+        raise CliError(str(errors[0].error), 2)
+    for r in errors:
+        _err(f"jsonltape: error: {r.error}")
+    status = Counter(r.status for r in reports)
+    created = sum(len(r.created) for r in reports)
+    events = sum(r.events for r in reports)
+    raw: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
+    for r in reports:
+        raw.update(r.raw)
+        unknown.update(r.unknown)
+    parts = [_n(len(reports), "file")]
+    parts += [f"{n} {s}" for s, n in sorted(status.items())]
+    line = (
+        f"jsonltape: import: {', '.join(parts)}; {_n(created, 'session')} created, "
+        f"{_n(events, 'event')} appended"
+    )
+    if raw:
+        line += f"; {_n(sum(raw.values()), 'line')} kept only raw"
+    if unknown:
+        kinds = ", ".join(f"{k} ×{n}" for k, n in unknown.most_common(5))
+        line += f" ({sum(unknown.values())} not understood: {kinds})"
+    closed = sum(1 for r in reports if r.closed_turns)
+    if closed:
+        line += f"; closed the open turn of {_n(closed, 'finished source')} as interrupted"
+    _err(line)
+    if errors:
+        sys.exit(2)
+
+
+@click.command()
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="markdown",
+    show_default=True,
+    help="markdown/html: a transcript; json: the neutral fold; openai/anthropic: a request body.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to FILE (created 0600) instead of stdout.",
+)
+@click.option(
+    "--redact",
+    multiple=True,
+    type=click.Choice(["tools", "secrets"]),
+    help="tools: hide tool arguments and results; secrets: mask keys, tokens, passwords, "
+    "private keys. Repeatable.",
+)
+@click.option(
+    "--parent",
+    "parent_specs",
+    multiple=True,
+    metavar="ID=PATH",
+    help="Where an ancestor session of a fork lives.",
+)
+def export(
+    path: Path,
+    fmt: str,
+    output: Path | None,
+    redact: tuple[str, ...],
+    parent_specs: tuple[str, ...],
+) -> None:
+    """Export the session at PATH for sharing: a Markdown or self-contained HTML transcript,
+    the neutral JSON history, or an OpenAI / Anthropic request body.
+
+    An open or torn session is exported as far as it is committed (stderr says so). With
+    --redact, what was redacted is summarised on stderr.
+    """
+    parents: dict[str, str | os.PathLike[str]] = {}
+    for spec in parent_specs:
+        sid, sep, where = spec.partition("=")
+        if not sep or not sid or not where:
+            raise CliError(f"--parent takes SESSION_ID=PATH, got {spec!r}", 2)
+        parents[sid] = where
+    result = export_session(
+        path,
+        cast(ExportFormat, fmt),
+        redact_tools="tools" in redact,
+        redact_secrets="secrets" in redact,
+        parents=parents or None,
+    )
+    for note in result.notes:
+        _err(f"jsonltape: note: {note}")
+    if output is None:
+        sys.stdout.write(result.text)
+        sys.stdout.flush()
+    else:
+        _write_private(output, result.text)
+    if result.redacted:
+        _err(f"jsonltape: {result.redacted}")
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` owner-only, replacing it atomically (never a partial file)."""
+    tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if tmp.exists():
+            tmp.unlink()
+        raise

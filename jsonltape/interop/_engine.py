@@ -1,0 +1,590 @@
+"""The import engine: foreign files in, jsonltape sessions out, idempotent and incremental.
+
+For each source file: derive the session id and path (``<root>/<source>/<id>.jsonl``), read
+what an earlier import wrote (provenance keys, and the ``import/sync`` markers that say where
+each earlier run stopped), skip the file if it has not changed, check that the part imported
+before is still byte-identical, replay the mapping over the whole file (stopping at every
+earlier end exactly as that run did) and append only the events whose key is new, then a new
+``import/sync`` marker. Writers build their key index once; nothing is reopened per line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .. import reader
+from ..errors import FormatError, InvalidEventError, JsonltapeError
+from ..events import ParentRef
+from ..writer import Tape
+from ..writer import open as open_tape
+from ._base import MAPPER_VERSION, Mapper, Spec, Target, safe_id
+from ._model import unique_key
+from ._source import SourceReader, prefix_sha256
+from .claude_code import ClaudeCodeMapper
+from .codex import CodexMapper
+from .pi import PiMapper
+
+__all__ = [
+    "SOURCES",
+    "FileReport",
+    "SourceError",
+    "discover",
+    "import_file",
+    "import_paths",
+    "mapper_for",
+    "session_id_for",
+]
+
+SOURCES: dict[str, type[ClaudeCodeMapper] | type[CodexMapper] | type[PiMapper]] = {
+    "claude-code": ClaudeCodeMapper,
+    "codex": CodexMapper,
+    "pi": PiMapper,
+}
+#: Specs handed to the writer at a time (one write each; memory stays bounded).
+CHUNK = 2000
+#: Lines without a JSON object before a file is refused as not being of the format.
+_SNIFF_LINES = 100
+_UUID_TAIL = re.compile(
+    r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$"
+)
+
+
+class SourceError(JsonltapeError):
+    """A source file cannot be imported (wrong format, changed since the last import, ...)."""
+
+
+class Torn(msgspec.Struct):
+    line: int
+    offset: int
+    bytes: int
+
+
+class FileReport(msgspec.Struct):
+    """What importing one source file did (``jsonltape import --json`` prints these)."""
+
+    source: str
+    path: str
+    status: str = "imported"  # imported | unchanged | empty | error
+    sessions: list[str] = msgspec.field(default_factory=list)
+    created: list[str] = msgspec.field(default_factory=list)
+    events: int = 0
+    lines: int = 0
+    raw: dict[str, int] = msgspec.field(default_factory=dict)
+    unknown: dict[str, int] = msgspec.field(default_factory=dict)
+    problems: list[tuple[int, str]] = msgspec.field(default_factory=list)
+    torn: Torn | None = None
+    open_turn: bool = False
+    closed_turns: bool = False
+    sanitized: int = 0
+    error: str | None = None
+
+
+def session_id_for(source: str, path: str | os.PathLike[str]) -> str:
+    """The id an imported file gets: ``<source>-<the file's session uuid>`` when its name ends
+    in one (Claude Code, Codex and pi all name files after the session), else the file name."""
+    stem = Path(path).name
+    stem = stem[: -len(".jsonl")] if stem.endswith(".jsonl") else stem
+    m = _UUID_TAIL.search(stem)
+    if m is not None and not stem.startswith("agent-"):
+        stem = m.group(1).lower()
+    return safe_id(stem, "" if stem.startswith(f"{source}-") else f"{source}-")
+
+
+def mapper_for(source: str, path: str | os.PathLike[str], session_id: str) -> Mapper:
+    try:
+        cls = SOURCES[source]
+    except KeyError:
+        raise SourceError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}") from None
+    return cls(Path(path).name, str(path), session_id)
+
+
+# -- discovery ------------------------------------------------------------------------------
+
+
+def _wanted(source: str, name: str) -> bool:
+    if source == "codex":
+        return name.startswith("rollout-") and name.endswith(".jsonl")
+    return name.endswith(".jsonl")
+
+
+def discover(
+    source: str, paths: Iterable[str | os.PathLike[str]], *, exclude: str | None = None
+) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Files to import from SOURCE arguments (files, or directory trees walked without following
+    symlinks); also files skipped on purpose, with why. ``exclude`` is a tree left out (the
+    import root). A missing argument raises :class:`ImportError`."""
+    if source not in SOURCES:
+        raise SourceError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
+    files: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    ex = os.path.abspath(exclude) if exclude else None
+    for arg in paths:
+        p = Path(os.path.expanduser(os.fspath(arg)))
+        if p.is_file():
+            files.append(p)
+            continue
+        if not p.is_dir():
+            raise SourceError("no such file or directory", path=p)
+        for dirpath, dirnames, filenames in os.walk(p):
+            if ex is not None:
+                dirnames[:] = [
+                    d for d in dirnames if os.path.abspath(os.path.join(dirpath, d)) != ex
+                ]
+            dirnames.sort()
+            for name in sorted(filenames):
+                f = Path(dirpath) / name
+                if _wanted(source, name) and f.is_file() and not f.is_symlink():
+                    files.append(f)
+                elif source == "codex" and name.endswith(".jsonl.zst"):
+                    skipped.append((f, "compressed rollout (zstd) not supported; decompress it"))
+    seen: set[str] = set()
+    unique = []
+    for f in files:
+        key = os.path.realpath(f)
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique, skipped
+
+
+# -- what is already there ------------------------------------------------------------------
+
+
+class _State:
+    """An existing (or not yet existing) target session: its header's import metadata at
+    once; its keys and sync markers after :meth:`load` (one pass over the file)."""
+
+    def __init__(self, path: Path, *, load: bool = True) -> None:
+        self.path = path
+        self.exists = os.path.lexists(path)
+        self.keys: dict[str, int] = {}
+        self.markers: list[dict[str, Any]] = []
+        self.meta: dict[str, Any] = {}
+        self.crc0: str | None = None
+        self.loaded = False
+        if self.exists:
+            meta = reader.header(path).meta
+            info = meta.get("import") if isinstance(meta, dict) else None
+            self.meta = info if isinstance(info, dict) else {}
+            if load:
+                self.load()
+
+    def load(self) -> None:
+        if self.loaded or not self.exists:
+            return
+        self.loaded = True
+        for line in reader.lines(self.path):
+            e = line.event
+            if e.seq == 0:
+                self.crc0 = e.crc
+            if e.key is not None:
+                self.keys[e.key] = e.seq
+            if e.type == "import/sync":
+                self.markers.append(e.data)
+
+
+def _last_sync(path: Path) -> dict[str, Any] | None:
+    """The newest ``import/sync`` marker, read from the end of the session only."""
+    scan = reader.tail_scan(path)
+    found = None
+    for line in reader.lines(path, from_seq=max(1, scan.next_seq - 8)):
+        if line.event.type == "import/sync":
+            found = line.event.data
+    return found
+
+
+def _first_line_sha(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.readline()).hexdigest()
+
+
+# -- the import -----------------------------------------------------------------------------
+
+
+class _Sink:
+    """Resolves virtual seqs and appends new specs, one writer per target session."""
+
+    def __init__(self, root: Path, source: str, mapper: Mapper, states: dict[str, _State]) -> None:
+        self.dir = root / source
+        self.source = source
+        self.mapper = mapper
+        self.states = states
+        self.tapes: dict[str, Tape] = {}
+        self.seq_of: dict[str, list[int]] = {}
+        self.seen: dict[str, dict[str, int]] = {}
+        self.batch: dict[str, list[tuple[dict[str, Any], Spec]]] = {}
+        self.created: list[str] = []
+        self.appended = 0
+
+    def path_of(self, target: Target) -> Path:
+        return self.dir / f"{target.session_id}.jsonl"
+
+    def state(self, name: str) -> _State:
+        st = self.states.get(name)
+        if st is None:
+            st = _State(self.path_of(self.mapper.outs[name].target))
+            self.states[name] = st
+        return st
+
+    def add(self, spec: Spec) -> None:
+        name = spec.target
+        spec.key = unique_key(self.seen.setdefault(name, {}), spec.key)
+        seq_of = self.seq_of.setdefault(name, [0])
+        assert len(seq_of) == spec.vid, "specs of a target come in vid order"
+        existing = self.state(name).keys.get(spec.key)
+        if existing is not None:
+            seq_of.append(existing)
+            return
+        tape = self._tape(name)
+        batch = self.batch.setdefault(name, [])
+        seq_of.append(tape.next_seq + len(batch))
+        batch.append((spec.resolved(seq_of.__getitem__), spec))
+
+    def _tape(self, name: str) -> Tape:
+        tape = self.tapes.get(name)
+        if tape is not None:
+            return tape
+        out = self.mapper.outs[name]
+        target = out.target
+        st = self.state(name)
+        if st.exists:
+            tape = open_tape(st.path, durability="manual")
+        else:
+            if target.child_of_main:
+                self._tape("")  # the parent must exist first (its header crc is referenced)
+            tape = open_tape(
+                st.path,
+                create=True,
+                session_id=target.session_id,
+                title=target.title,
+                cwd=target.cwd,
+                agent=target.agent,
+                parent=self._parent(target),
+                meta=self._meta(target),
+                durability="manual",
+            )
+            self.created.append(str(st.path))
+        self.tapes[name] = tape
+        return tape
+
+    def _parent(self, target: Target) -> ParentRef | None:
+        if not target.child_of_main:
+            return None
+        main = self.mapper.outs[""].target
+        mpath = self.path_of(main)
+        crc = self.state("").crc0 or next(iter(reader.lines(mpath))).event.crc
+        return ParentRef(session=main.session_id, seq=0, path=mpath.name, crc=crc)
+
+    def _meta(self, target: Target) -> dict[str, Any]:
+        meta = dict(target.meta)
+        info = dict(meta.get("import") or {})
+        info.update(
+            source=self.source,
+            file=os.path.abspath(self.mapper.path),
+            name=self.mapper.name,
+            first_line_sha256=_first_line_sha(Path(self.mapper.path)),
+            mapper=MAPPER_VERSION,
+        )
+        if target.created is not None:
+            info["created"] = target.created
+        meta["import"] = info
+        return meta
+
+    def write(self) -> None:
+        for name, items in self.batch.items():
+            if not items:
+                continue
+            tape = self.tapes[name]
+            expected = tape.next_seq
+            try:
+                events = tape.append_batch([item for item, _spec in items])
+            except InvalidEventError as exc:
+                spec = items[exc.batch_item or 0][1]
+                raise SourceError(
+                    f"cannot map line(s) {spec.data.get('import', {}).get('lines')} to a valid "
+                    f"{spec.type} event ({exc}); nothing more is written for this file",
+                    path=self.mapper.path,
+                ) from None
+            if [e.seq for e in events] != list(range(expected, expected + len(items))):
+                raise SourceError("internal error: seqs moved under the import", path=tape.path)
+            self.appended += len(items)
+            items.clear()
+
+    def close(self) -> None:
+        for tape in self.tapes.values():
+            tape.close()
+
+    def discard_empty(self) -> None:
+        """After a failure: remove the sessions this run created that hold only a header
+        (nothing of the source reached them), so a refused file leaves nothing behind."""
+        for name, tape in self.tapes.items():
+            if str(tape.path) in self.created and tape.next_seq <= 2:
+                for p in (tape.path, tape.path.with_name(f".{tape.path.name}.lock")):
+                    try:
+                        os.unlink(p)
+                    except FileNotFoundError:
+                        pass
+                self.created.remove(str(tape.path))
+                self.states.pop(name, None)
+
+
+def _settled(mtime_ns: int, settle: float | None, now: float) -> bool:
+    return settle is not None and now - mtime_ns / 1e9 >= settle
+
+
+def import_file(
+    source: str,
+    path: str | os.PathLike[str],
+    root: str | os.PathLike[str],
+    *,
+    settle: float | None = 3600.0,
+    now: float | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> FileReport:
+    """Import one foreign session file into ``root``; never raises for a bad source file (the
+    report says what went wrong), only for a bad ``source`` name.
+
+    :param settle: seconds after its last change when a source counts as finished: a turn it
+        left open is then closed as interrupted (like ``repair`` closes a crashed turn). None
+        never closes (the source may still be growing).
+    """
+    p = Path(os.path.expanduser(os.fspath(path)))
+    out = Path(os.path.expanduser(os.fspath(root)))
+    report = FileReport(source=source, path=str(p))
+    try:
+        _import(source, p, out, report, settle, time.time() if now is None else now, progress)
+    except (JsonltapeError, OSError, UnicodeError) as exc:
+        report.status = "error"
+        if isinstance(exc, JsonltapeError):
+            report.error = str(exc) if exc.path else f"{p}: {exc}"
+        else:
+            report.error = f"{p}: {getattr(exc, 'strerror', None) or exc}"
+    return report
+
+
+def _import(
+    source: str,
+    p: Path,
+    root: Path,
+    report: FileReport,
+    settle: float | None,
+    now: float,
+    progress: Callable[[int], None] | None,
+) -> None:
+    base_id = session_id_for(source, p)
+    first_sha = _first_line_sha(p)
+    sid = base_id
+    for attempt in range(3):
+        st = _State(root / source / f"{sid}.jsonl", load=False)
+        if not st.exists or st.meta.get("first_line_sha256") == first_sha:
+            break
+        # another file with the same name (or one rewritten from its first line on, as pi does
+        # when it migrates a session): a session of its own
+        digest = hashlib.sha256(os.path.abspath(p).encode("utf-8", "surrogatepass")).hexdigest()
+        sid = safe_id(f"{base_id}-{digest[: 10 + attempt]}")
+    else:  # pragma: no cover - three distinct hash prefixes colliding
+        raise SourceError("cannot find a free session name for this file", path=p)
+    stat = os.stat(p)
+    settled = _settled(stat.st_mtime_ns, settle, now)
+    if st.exists:
+        if st.meta.get("mapper") not in (None, MAPPER_VERSION):
+            raise SourceError(
+                f"{st.path} was imported by importer version {st.meta.get('mapper')}; this is "
+                f"version {MAPPER_VERSION}: import into a new root",
+                path=p,
+            )
+        last = _last_sync(st.path)
+        if (
+            last is not None
+            and last.get("size") == stat.st_size
+            and last.get("mtime_ns") == str(stat.st_mtime_ns)
+            and not (settled and last.get("open_turn") and not last.get("settled"))
+        ):
+            report.status = "unchanged"
+            report.sessions = [
+                str(root / source / f"{t}.jsonl") for t in last.get("targets", [sid])
+            ]
+            report.lines = int(last.get("lines", 0))
+            return
+    st.load()
+    mapper = mapper_for(source, p, sid)
+    states: dict[str, _State] = {"": st}
+    markers: list[dict[str, Any]] = list(st.markers)
+    if st.exists:
+        # the other sessions of this file: named in the markers, or (after a crash before the
+        # main session's marker) found by name
+        others = {root / source / f"{t}.jsonl" for m in markers for t in m.get("targets", ())}
+        others |= set((root / source).glob(f"{sid}.sidechain-*.jsonl"))
+        for other in sorted(others):
+            if other == st.path or not other.exists():
+                continue
+            ost = _State(other)
+            side = ost.meta.get("sidechain")
+            if isinstance(side, str) and ost.meta.get("name") == p.name:
+                markers.extend(ost.markers)
+                states[f"sidechain-{side}"] = ost
+        _check_prefix(p, markers)
+    stops = sorted({(int(m["lines"]), bool(m.get("settled"))) for m in markers if "lines" in m})
+    sink = _Sink(root, source, mapper, states)
+    src = SourceReader(str(p))
+    try:
+        done = _feed(mapper, src, sink, stops, progress)
+        report.lines = src.lines
+        if src.torn is not None:
+            report.torn = Torn(*src.torn)
+        if src.lines == 0 or not done:
+            report.status = "empty"
+            return
+        final = (src.lines, settled)
+        if final not in stops:
+            open_before = any(o.turn is not None for o in mapper.outs.values())
+            mapper.eof(settled)
+            report.closed_turns = settled and open_before
+        for spec in mapper.take():
+            sink.add(spec)
+        open_turn = any(o.turn is not None for o in mapper.outs.values())
+        report.open_turn = open_turn
+        if sink.appended or any(sink.batch.values()) or final not in stops:
+            _mark(sink, mapper, src, stat, settled, open_turn)
+        sink.write()
+    except BaseException:
+        sink.close()
+        sink.discard_empty()
+        raise
+    finally:
+        sink.close()
+    report.sessions = [str(sink.path_of(o.target)) for o in mapper.outs.values()]
+    report.created = sink.created
+    report.events = sink.appended
+    report.raw, report.unknown = mapper.raw_counts, mapper.unknown
+    report.problems, report.sanitized = mapper.problems, mapper.sanitized
+    if sink.appended == 0 and not sink.created:
+        report.status = "unchanged"
+
+
+def _check_prefix(p: Path, markers: list[dict[str, Any]]) -> None:
+    done = [
+        m for m in markers if isinstance(m.get("bytes"), int) and isinstance(m.get("sha256"), str)
+    ]
+    if not done:
+        return
+    last = max(done, key=lambda m: int(m["bytes"]))
+    if prefix_sha256(str(p), last["bytes"]) != last["sha256"]:
+        raise SourceError(
+            f"the source changed since it was imported (its first {last['bytes']} bytes, "
+            f"{last.get('lines')} lines, are not the same); it was rewritten or replaced, not "
+            "appended to: import it into a new root",
+            path=p,
+        )
+
+
+def _feed(
+    mapper: Mapper,
+    src: SourceReader,
+    sink: _Sink,
+    stops: list[tuple[int, bool]],
+    progress: Callable[[int], None] | None,
+) -> bool:
+    """Map every complete line, stopping where earlier imports stopped; False if the file held
+    nothing to import."""
+    checked = False
+    i = 0
+    reported = 0
+    for line in src.read():
+        if not checked:
+            if line.value is None:
+                if line.n >= _SNIFF_LINES:
+                    raise FormatError(
+                        f"not a {mapper.source} session: no JSON object in the first "
+                        f"{_SNIFF_LINES} lines",
+                        path=src.path,
+                    )
+            else:
+                why = mapper.sniff(line.value)
+                if why is not None:
+                    raise FormatError(f"{why}", path=src.path, line=line.n, offset=line.offset)
+                checked = True
+        mapper.feed(line)
+        while i < len(stops) and stops[i][0] == line.n:
+            mapper.eof(stops[i][1])
+            i += 1
+        if checked and len(mapper.specs) >= CHUNK:
+            for spec in mapper.take():
+                sink.add(spec)
+            sink.write()
+            if progress is not None:
+                progress(src.consumed - reported)
+                reported = src.consumed
+    if progress is not None:
+        progress(src.size - reported)
+    if not checked:
+        if src.lines:
+            raise FormatError(f"not a {mapper.source} session: no JSON object in it", path=src.path)
+        return False
+    return True
+
+
+def _mark(
+    sink: _Sink,
+    mapper: Mapper,
+    src: SourceReader,
+    stat: os.stat_result,
+    settled: bool,
+    open_turn: bool,
+) -> None:
+    """Append the ``import/sync`` marker: where this run stopped, and what the source was."""
+    targets = [o.target.session_id for o in mapper.outs.values()]
+    data: dict[str, Any] = {
+        "source": mapper.source,
+        "file": os.path.abspath(src.path),
+        "name": mapper.name,
+        "lines": src.lines,
+        "bytes": src.consumed,
+        "sha256": src.sha256,
+        "size": stat.st_size,
+        "mtime_ns": str(stat.st_mtime_ns),  # beyond 2**53: a string
+        "settled": settled,
+        "open_turn": open_turn,
+        "mapper": MAPPER_VERSION,
+        "targets": targets,
+    }
+    if src.torn is not None:
+        data["torn"] = {"line": src.torn[0], "offset": src.torn[1], "bytes": src.torn[2]}
+    key = f"{mapper.source}:{mapper.name}:sync:{src.lines}:{int(settled)}:{stat.st_mtime_ns}"
+    for name in mapper.outs:
+        if name != "" and name not in sink.tapes:
+            continue
+        if key in sink.state(name).keys:
+            continue
+        sink._tape(name)
+        batch = sink.batch.setdefault(name, [])
+        batch.append(({"type": "import/sync", "data": data, "key": key, "ignorable": True}, _MARK))
+
+
+_MARK = Spec("", 0, "import/sync", {}, "", 0)
+
+
+def import_paths(
+    source: str,
+    paths: Iterable[str | os.PathLike[str]],
+    root: str | os.PathLike[str],
+    *,
+    settle: float | None = 3600.0,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[FileReport]:
+    """Import every file found under ``paths``; yields one report per file (and one per file
+    skipped on purpose, with status ``skipped``)."""
+    files, skipped = discover(source, paths, exclude=str(root))
+    for f, why in skipped:
+        yield FileReport(source=source, path=str(f), status="skipped", error=why)
+    now = time.time()
+    for f in files:
+        yield import_file(source, f, root, settle=settle, now=now, progress=progress)

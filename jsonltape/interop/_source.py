@@ -1,0 +1,212 @@
+"""Reading a foreign session file: complete lines, decoded, numbered, never fatal.
+
+Every physical line is yielded with its 1-based number, its byte offset and its text exactly as
+stored (without the newline). A line that is not a JSON object is yielded too, with the reason,
+so the importer can keep it verbatim and report it. A last fragment without a newline is a line
+still being written (or torn by a crash): it is held back unless it already parses as a JSON
+object (then only the newline is missing), and reported.
+
+Values are decoded with msgspec; a line msgspec refuses only because of a lone surrogate escape
+(JavaScript writers produce them when they cut an emoji in half) is decoded by the standard
+library instead. Values jsonltape cannot store losslessly (lone surrogates, integers beyond
+±(2**53-1), negative zero) are made storable and the line is flagged ``sanitized``; its raw text
+is kept unchanged either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, BinaryIO, NamedTuple
+
+import msgspec
+
+__all__ = ["SourceLine", "SourceReader", "parse_time"]
+
+_decode = msgspec.json.decode
+_MAX_SAFE = 2**53 - 1
+_SURROGATE = re.compile(rb"\\u[dD][89abAB]|\\u[dD][c-fC-F]")
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
+_NEG_ZERO = re.compile(rb"-0(?:\.0+)?(?:[eE][-+]?\d+)?(?![\d.eE])")
+_LONE = re.compile("[\ud800-\udfff]")
+_FRACTION = re.compile(r"^(.*T\d\d:\d\d:\d\d)\.(\d+)(.*)$")
+
+
+class SourceLine(NamedTuple):
+    """One physical line of a source file."""
+
+    n: int
+    """1-based line number."""
+    offset: int
+    """Byte offset of the line's first byte."""
+    raw: str
+    """The line's text without its newline (invalid UTF-8 is replaced; see ``error``)."""
+    value: dict[str, Any] | None
+    """The decoded JSON object, or None if the line is not one."""
+    error: str | None
+    """Why ``value`` is None (malformed JSON, not an object, invalid UTF-8, blank)."""
+    sanitized: bool = False
+
+
+def _suspect(raw: bytes) -> bool:
+    if b"\\u" in raw and _SURROGATE.search(raw) is not None:
+        return True
+    if b"0" * 16 in raw.translate(_DIGITS_AS_ZERO):
+        return True
+    return b"-0" in raw and _NEG_ZERO.search(raw) is not None
+
+
+def _clean(value: Any) -> tuple[Any, bool]:
+    """Make a decoded value storable by jsonltape; return it and whether anything changed."""
+    if isinstance(value, str):
+        if _LONE.search(value) is None:
+            return value, False
+        return _LONE.sub("\ufffd", value), True
+    if isinstance(value, bool) or value is None:
+        return value, False
+    if isinstance(value, int):
+        if -_MAX_SAFE <= value <= _MAX_SAFE:
+            return value, False
+        return str(value), True
+    if isinstance(value, float):
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            return 0.0, True
+        return value, False
+    if isinstance(value, list):
+        changed = False
+        out_list = []
+        for item in value:
+            v, c = _clean(item)
+            out_list.append(v)
+            changed = changed or c
+        return out_list, changed
+    if isinstance(value, dict):
+        changed = False
+        out_dict = {}
+        for k, item in value.items():
+            key, ck = _clean(k)
+            v, c = _clean(item)
+            out_dict[key] = v
+            changed = changed or c or ck
+        return out_dict, changed
+    return value, False  # pragma: no cover - JSON decodes to the types above
+
+
+def _parse(body: bytes) -> tuple[dict[str, Any] | None, str | None, bool]:
+    try:
+        value = _decode(body)
+    except msgspec.DecodeError as exc:
+        try:
+            value = json.loads(body)
+        except (ValueError, RecursionError):
+            return None, f"malformed JSON ({exc})", False
+    except RecursionError:
+        return None, "malformed JSON (nested too deeply)", False
+    if not isinstance(value, dict):
+        return None, f"not a JSON object (a {type(value).__name__})", False
+    if _suspect(body):
+        cleaned, changed = _clean(value)
+        return cleaned, None, changed
+    return value, None, False
+
+
+class SourceReader:
+    """Iterate the complete lines of a file; afterwards ``consumed``, ``sha256`` and ``torn``
+    say how far it read, the hash of those bytes, and what was held back.
+
+    ``stop_at`` (bytes) limits reading to a prefix; ``stop_lines`` to a number of lines.
+    """
+
+    def __init__(self, path: str, *, stop_lines: int | None = None) -> None:
+        self.path = path
+        self.stop_lines = stop_lines
+        self.consumed = 0
+        self.lines = 0
+        self.torn: tuple[int, int, int] | None = None  # (line, offset, bytes)
+        self._hash = hashlib.sha256()
+        self.size = 0
+        self.mtime_ns = 0
+
+    @property
+    def sha256(self) -> str:
+        return self._hash.hexdigest()
+
+    def read(self) -> Iterator[SourceLine]:
+        with open(self.path, "rb") as f:
+            st = os.fstat(f.fileno())
+            self.size, self.mtime_ns = st.st_size, st.st_mtime_ns
+            yield from self._lines(f)
+
+    def _lines(self, f: BinaryIO) -> Iterator[SourceLine]:
+        offset = 0
+        for n, chunk in enumerate(f, 1):
+            if self.stop_lines is not None and n > self.stop_lines:
+                return
+            complete = chunk.endswith(b"\n")
+            body = chunk[:-1] if complete else chunk
+            if not complete:
+                value, _error, _ = _parse(body)
+                if value is None:  # still being written, or torn by a crash
+                    self.torn = (n, offset, len(chunk))
+                    return
+            self._hash.update(chunk)
+            self.consumed = offset + len(chunk)
+            self.lines = n
+            yield self._line(n, offset, body)
+            offset += len(chunk)
+
+    @staticmethod
+    def _line(n: int, offset: int, body: bytes) -> SourceLine:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            text = body.decode("utf-8", "replace")
+            return SourceLine(n, offset, text, None, f"invalid UTF-8 at byte {exc.start}")
+        if not text.strip():
+            return SourceLine(n, offset, text, None, "blank line")
+        value, error, sanitized = _parse(body)
+        return SourceLine(n, offset, text, value, error, sanitized)
+
+
+def prefix_sha256(path: str, nbytes: int) -> str | None:
+    """SHA-256 of the first ``nbytes`` of a file, or None if it is shorter."""
+    h = hashlib.sha256()
+    left = nbytes
+    with open(path, "rb") as f:
+        while left > 0:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                return None
+            h.update(chunk)
+            left -= len(chunk)
+    return h.hexdigest()
+
+
+def parse_time(value: Any) -> int | None:
+    """Epoch milliseconds from an ISO 8601 string ("2025-09-07T09:52:03.071Z") or a number
+    (seconds below 1e11, else milliseconds); None if it is neither."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        ms = value * 1000 if abs(value) < 1e11 else value
+        return int(ms) if abs(ms) <= _MAX_SAFE else None
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    m = _FRACTION.match(text)
+    if m is not None:  # Python 3.10 takes only 3 or 6 fraction digits
+        text = m.group(1) + "." + (m.group(2) + "000000")[:6] + m.group(3)
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        return None
+    return int(dt.timestamp() * 1000)

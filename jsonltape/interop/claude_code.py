@@ -1,0 +1,347 @@
+"""Claude Code sessions (``~/.claude/projects/<cwd>/<session>.jsonl``) to jsonltape.
+
+Mapping (each source line is kept verbatim on the event it produced, else as ``import/raw``):
+
+* ``user`` lines: ``tool_result`` blocks become ``tool/result`` events paired by
+  ``tool_use_id``; other content becomes a ``user/message`` (text, images as blob/uri parts,
+  unknown blocks kept as parts of their own type). A prompt (not ``isMeta``, not a compact
+  summary, not only tool results) starts a turn and closes the previous one;
+  ``[Request interrupted by user…]`` ends the turn as ``aborted``.
+* ``assistant`` lines: Claude Code writes one API response as several lines sharing
+  ``message.id`` (one per content block, each repeating ``usage``). They are merged into one
+  ``assistant/message`` with the parts in order and the usage of the last line, so usage is
+  counted once; text, ``thinking`` (reasoning with its signature), ``tool_use`` (tool_call).
+  Each tool call also gets a ``tool/call``; ``TodoWrite`` calls a ``todo/write``.
+* ``system/compact_boundary`` + the next ``isCompactSummary`` user line: ``compaction/start``,
+  ``compaction/summary`` (with the file ledger), the summary ``user/message`` replacing the
+  surface, ``compaction/end``.
+* Sidechains (``isSidechain``, Task sub-agents interleaved in the file): one session each,
+  forked from the main session at seq 0 (they inherit none of its messages), with the spawning
+  Task call id in ``meta.import.spawned_by`` when the prompt matches.
+* Rewinds (a line whose ``parentUuid`` is an earlier line, not the last one): the abandoned
+  messages are retracted (``surface/retract``), so the surface is the branch Claude Code resumes.
+* ``summary``, ``ai-title``, ``file-history-snapshot``, ``progress``, ``queue-operation``,
+  other ``system`` lines, ...: ``import/raw`` only. The model of each response goes to a
+  ``request/header`` when it changes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ._base import Mapper, Out, safe_id, title_of
+from ._source import parse_time
+
+__all__ = ["ClaudeCodeMapper"]
+
+_KNOWN_RAW = frozenset(
+    {
+        "summary",
+        "ai-title",
+        "custom-title",
+        "file-history-snapshot",
+        "queue-operation",
+        "progress",
+        "attachment",
+        "pr-link",
+        "agent-setting",
+        "tag",
+        "system/",
+    }
+)
+_STATUSES = ("pending", "in_progress", "completed")
+
+
+def user_parts(content: Any) -> list[dict[str, Any]]:
+    """Anthropic content (a string or blocks other than tool results) as jsonltape parts."""
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    parts: list[dict[str, Any]] = []
+    for b in content if isinstance(content, list) else ():
+        if not isinstance(b, dict):
+            continue
+        kind = b.get("type")
+        if kind == "text" and isinstance(b.get("text"), str):
+            parts.append({"type": "text", "content": b["text"]})
+        elif kind in ("image", "document") and isinstance(b.get("source"), dict):
+            parts.append(_media(b["source"], "image" if kind == "image" else None, b))
+        elif isinstance(kind, str):
+            parts.append(dict(b))
+    return parts
+
+
+def _media(source: dict[str, Any], modality: str | None, block: dict[str, Any]) -> dict[str, Any]:
+    part: dict[str, Any]
+    if source.get("type") == "base64" and isinstance(source.get("data"), str):
+        mime = source.get("media_type")
+        part = {"type": "blob", "content": source["data"], "mime_type": str(mime or "")}
+    elif source.get("type") == "url" and isinstance(source.get("url"), str):
+        part = {"type": "uri", "uri": source["url"]}
+    else:
+        return dict(block)
+    if modality:
+        part["modality"] = modality
+    return part
+
+
+def assistant_parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}] if content else []
+    parts: list[dict[str, Any]] = []
+    for b in content if isinstance(content, list) else ():
+        if not isinstance(b, dict):
+            continue
+        kind = b.get("type")
+        if kind == "text" and isinstance(b.get("text"), str):
+            parts.append({"type": "text", "content": b["text"]})
+        elif kind == "thinking" and isinstance(b.get("thinking"), str):
+            part = {"type": "reasoning", "content": b["thinking"]}
+            if isinstance(b.get("signature"), str) and b["signature"]:
+                part["signature"] = b["signature"]
+            parts.append(part)
+        elif kind == "tool_use" and isinstance(b.get("id"), str) and isinstance(b.get("name"), str):
+            parts.append(
+                {"type": "tool_call", "id": b["id"], "name": b["name"], "arguments": b.get("input")}
+            )
+        elif isinstance(kind, str):
+            parts.append(dict(b))
+    return parts
+
+
+def result_response(content: Any) -> Any:
+    """A tool_result's content: text blocks joined into one string, anything else as is."""
+    if isinstance(content, list) and all(
+        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        for b in content
+    ):
+        return "\n".join(b["text"] for b in content)
+    return content
+
+
+_TAG = re.compile(r"<(command-name|command-args)>(.*?)</\1>", re.S)
+
+
+def command_title(text: str) -> str:
+    """A slash command prompt (``<command-name>/x</command-name><command-args>y…``) as
+    ``/x y``; other text as it is."""
+    found = dict((m.group(1), m.group(2).strip()) for m in _TAG.finditer(text))
+    if "command-name" not in found:
+        return text
+    return f"{found['command-name']} {found.get('command-args', '')}".strip()
+
+
+def _text_of(parts: list[dict[str, Any]]) -> str:
+    return "\n".join(p["content"] for p in parts if p.get("type") == "text")
+
+
+class ClaudeCodeMapper(Mapper):
+    source = "claude-code"
+    known_raw = _KNOWN_RAW
+    implicit_end = True
+
+    def __init__(self, name: str, path: str, session_id: str) -> None:
+        super().__init__(name, path)
+        self.main = self.new_out("", session_id, {})
+        #: A sub-agent transcript file (agent-*.jsonl) is one sidechain: no split by root.
+        self.flat = name.startswith("agent-")
+        self.root_of: dict[str, str] = {}  # uuid -> sidechain root uuid ("" for main)
+        self.task_prompts: dict[str, str] = {}  # Task prompt -> call id
+        self.session: str | None = None
+        self._titled = False
+
+    def sniff(self, value: dict[str, Any]) -> str | None:
+        t = value.get("type")
+        if t == "session_meta" or "payload" in value:
+            return "this looks like a Codex rollout (use --from codex)"
+        if t == "session" and "cwd" in value and "uuid" not in value:
+            return "this looks like a pi session (use --from pi)"
+        if not isinstance(t, str) or not (
+            "uuid" in value or "sessionId" in value or t in _KNOWN_RAW
+        ):
+            return "not a Claude Code transcript line (no type/uuid/sessionId)"
+        return None
+
+    # -- lines ----------------------------------------------------------------------------
+
+    def handle(self, v: dict[str, Any]) -> None:
+        self.time = parse_time(v.get("timestamp")) or self.time
+        self._header(v)
+        t = v.get("type")
+        uuid = v.get("uuid") if isinstance(v.get("uuid"), str) else None
+        parent = v.get("parentUuid") if isinstance(v.get("parentUuid"), str) else None
+        if t in ("user", "assistant") and isinstance(v.get("message"), dict):
+            out = self._out_of(v, uuid, parent)
+            self.branch_to(out, parent, uuid)
+            if t == "assistant":
+                self._assistant(out, v, uuid)
+            else:
+                self._user(out, v, uuid)
+            return
+        out = self._out_of(v, uuid, parent) if uuid else self.main
+        self.branch_to(out, parent, uuid, message=False)
+        if t == "system" and v.get("subtype") == "compact_boundary":
+            meta = v.get("compactMetadata")
+            meta = meta if isinstance(meta, dict) else {}
+            tokens = meta.get("preTokens")
+            trigger = meta.get("trigger")
+            self.start_compaction(
+                out,
+                trigger if isinstance(trigger, str) else "compact",
+                tokens if type(tokens) is int and tokens >= 0 else None,
+            )
+        elif t in ("summary", "ai-title", "custom-title"):
+            text = v.get("summary") or v.get("aiTitle") or v.get("customTitle") or v.get("title")
+            if isinstance(text, str) and text.strip() and not self._titled:
+                self.main.target.title = title_of(text)
+                self._titled = t != "summary"
+
+    def _header(self, v: dict[str, Any]) -> None:
+        target = self.main.target
+        info = target.meta.setdefault("import", {})
+        if self.session is None and isinstance(v.get("sessionId"), str):
+            self.session = v["sessionId"]
+            info["session"] = self.session
+        if "version" not in info and isinstance(v.get("version"), str):
+            info["version"] = v["version"]
+            target.agent = f"claude-code/{v['version']}"
+        if target.cwd is None and isinstance(v.get("cwd"), str):
+            target.cwd = v["cwd"]
+        if "git_branch" not in info and isinstance(v.get("gitBranch"), str) and v["gitBranch"]:
+            info["git_branch"] = v["gitBranch"]
+        if target.created is None and self.time:
+            target.created = self.time
+        if self.flat and "sidechain_of" not in info and self.session:
+            info["sidechain_of"] = self.session
+            if isinstance(v.get("agentId"), str):
+                info["agent_id"] = v["agentId"]
+
+    def _out_of(self, v: dict[str, Any], uuid: str | None, parent: str | None) -> Out:
+        if self.flat or v.get("isSidechain") is not True:
+            if uuid:
+                self.root_of[uuid] = ""
+            return self.main
+        root = self.root_of.get(parent) if parent else None
+        if not root:
+            root = uuid or f"line-{self.n}"
+        if uuid:
+            self.root_of[uuid] = root
+        name = f"sidechain-{root}"
+        out = self.outs.get(name)
+        if out is None:
+            out = self._sidechain(name, root, v)
+        return out
+
+    def _sidechain(self, name: str, root: str, v: dict[str, Any]) -> Out:
+        main = self.main.target
+        meta: dict[str, Any] = {"source": self.source, "sidechain": root}
+        if self.session:
+            meta["session"] = self.session
+        message = v.get("message")
+        prompt = message.get("content") if isinstance(message, dict) else None
+        text = prompt if isinstance(prompt, str) else _text_of(user_parts(prompt))
+        call = self.task_prompts.get(text)
+        if call is not None:
+            meta["spawned_by"] = call
+        out = self.new_out(name, safe_id(f"{main.session_id}.{name}"), {"import": meta})
+        target = out.target
+        target.child_of_main = True
+        target.cwd = main.cwd
+        target.agent = main.agent
+        target.created = self.time or None
+        if text.strip():
+            target.title = title_of(text)
+        return out
+
+    def _user(self, out: Out, v: dict[str, Any], uuid: str | None) -> None:
+        message = v["message"]
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        others = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+        msg_id = uuid or f"line-{self.n}"
+        vid: int | None = None
+        for k, b in enumerate(results):
+            call = b.get("tool_use_id")
+            if not isinstance(call, str):
+                continue
+            vid = self.tool_result(
+                out, call, result_response(b.get("content")), is_error=b.get("is_error") is True,
+                msg_id=msg_id if k == 0 else f"{msg_id}#{k}", tag=f"result:{k}" if k else None,
+            )  # fmt: skip
+        parts = user_parts(content if isinstance(content, str) else others)
+        if parts:
+            text = _text_of(parts)
+            if v.get("isCompactSummary") is True and out.compaction is not None:
+                done = self.finish_compaction(out, text, msg_id, tag="user:" if results else "")
+                if done is not None:
+                    self._remember(out, uuid, done)
+                    return
+            interrupted = text.startswith("[Request interrupted by user")
+            prompt = (
+                not results
+                and not interrupted
+                and v.get("isMeta") is not True
+                and v.get("isCompactSummary") is not True
+            )
+            if prompt:
+                self.start_turn(out)
+                self.note_title(out, command_title(text))
+            vid = self.message(
+                out, "user/message", "user", parts, msg_id, tag="user" if results else None
+            )
+            if interrupted:
+                self.end_turn(out, "aborted", tag="aborted")
+        self._remember(out, uuid, vid)
+
+    def _remember(self, out: Out, uuid: str | None, vid: int | None) -> None:
+        if uuid and vid is not None:
+            out.entry_vid[uuid] = vid
+
+    def _assistant(self, out: Out, v: dict[str, Any], uuid: str | None) -> None:
+        message = v["message"]
+        msg_id = message.get("id") if isinstance(message.get("id"), str) else None
+        g = self.group_for(out, msg_id or uuid or f"line-{self.n}")
+        self.add_line(g, uuid)
+        if uuid:
+            out.entry_group[uuid] = g
+        parts = assistant_parts(message.get("content"))
+        g.parts.extend(parts)
+        model = message.get("model")
+        if isinstance(model, str) and model and model != "<synthetic>":
+            g.model = model
+        if isinstance(message.get("usage"), dict):
+            g.usage = message["usage"]  # each split line repeats it; the last is complete
+        if isinstance(v.get("requestId"), str):
+            g.extra["request_id"] = v["requestId"]
+        if out is self.main:
+            for p in parts:
+                args = p.get("arguments")
+                if (
+                    p.get("type") == "tool_call"
+                    and p["name"] in ("Task", "Agent")
+                    and isinstance(args, dict)
+                    and isinstance(args.get("prompt"), str)
+                ):
+                    self.task_prompts.setdefault(args["prompt"], p["id"])
+
+    def after_tool_call(
+        self, out: Out, part: dict[str, Any], imp: dict[str, Any], first: int
+    ) -> None:
+        if part["name"] != "TodoWrite" or not isinstance(part.get("arguments"), dict):
+            return
+        todos = part["arguments"].get("todos")
+        if not isinstance(todos, list):
+            return
+        items = []
+        for t in todos:
+            if not isinstance(t, dict) or not isinstance(t.get("content"), str):
+                return
+            if t.get("status") not in _STATUSES:
+                return
+            item = {"content": t["content"], "status": t["status"]}
+            if isinstance(t.get("id"), str):
+                item["id"] = t["id"]
+            items.append(item)
+        data = {"todos": items, "import": imp}
+        self.emit(out, "todo/write", data, self.key(f"todo:{part['id']}", n=first))

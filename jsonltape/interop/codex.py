@@ -1,0 +1,273 @@
+"""Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-<ts>-<id>.jsonl``) to jsonltape.
+
+Mapping (each source line is kept verbatim on the event it produced, else as ``import/raw``):
+
+* ``session_meta``: header metadata (session id, ``forked_from_id``, cwd, originator, CLI
+  version, git) and a ``request/header`` with the provider and the base instructions as the
+  system prompt; ``turn_context`` updates the model and reasoning effort in a new one.
+* ``response_item`` (what the model saw and said): ``message`` with role user → user
+  message, developer/system → a ``user/message`` with role ``system``; the items of one model
+  response (``reasoning``, assistant ``message``, ``function_call``, ``custom_tool_call``,
+  ``local_shell_call``, ``web_search_call``) are merged into one ``assistant/message``, closed
+  by the ``token_count`` event that follows it, whose ``last_token_usage`` becomes the usage
+  (once per response; repeated token counts stay raw); each call gets a ``tool/call``.
+  ``function_call_output`` / ``custom_tool_call_output`` → ``tool/result`` by ``call_id``.
+* ``event_msg``: ``task_started`` / ``task_complete`` / ``turn_aborted`` start and end turns;
+  the rest (``user_message``, ``agent_message``, ``agent_reasoning``: copies of response items
+  for the UI; exec and patch events; rate limits) stays raw.
+* ``compacted``: a compaction of the whole surface, the summary being its ``message`` (or the
+  text of its ``replacement_history``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ._base import Group, Mapper, Out
+from ._source import parse_time
+
+__all__ = ["CodexMapper"]
+
+_KNOWN_RAW = frozenset(
+    {
+        "session_meta",
+        "turn_context",
+        "world_state",
+        "token_usage_record",
+        "inter_agent_communication",
+        "inter_agent_communication_metadata",
+        "rollout_reference",
+        "fork_reference",
+        "event_msg/",
+    }
+)
+_ASSISTANT_ITEMS = frozenset(
+    {"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
+)
+_decode = msgspec.json.decode
+
+
+def _arguments(value: Any) -> Any:
+    """Function arguments: the object when they are a JSON object text, else as given."""
+    if isinstance(value, str):
+        try:
+            decoded = _decode(value)
+        except msgspec.DecodeError:
+            return value
+        return decoded if isinstance(decoded, dict) else value
+    return value
+
+
+def content_parts(content: Any) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    for b in content if isinstance(content, list) else ():
+        if not isinstance(b, dict):
+            continue
+        kind = b.get("type")
+        if kind in ("input_text", "output_text", "text") and isinstance(b.get("text"), str):
+            parts.append({"type": "text", "content": b["text"]})
+        elif kind == "input_image" and isinstance(b.get("image_url"), str):
+            url = b["image_url"]
+            head, sep, data = url.partition(";base64,")
+            if url.startswith("data:") and sep:
+                mime = head[5:]
+                parts.append(
+                    {"type": "blob", "content": data, "mime_type": mime, "modality": "image"}
+                )
+            else:
+                parts.append({"type": "uri", "uri": url, "modality": "image"})
+        elif isinstance(kind, str):
+            parts.append(dict(b))
+    return parts
+
+
+def _reasoning_text(p: dict[str, Any]) -> str:
+    for field in ("content", "summary"):
+        items = p.get(field)
+        if isinstance(items, list):
+            texts = [
+                i["text"] for i in items if isinstance(i, dict) and isinstance(i.get("text"), str)
+            ]
+            if texts:
+                return "\n\n".join(texts)
+    return ""
+
+
+class CodexMapper(Mapper):
+    source = "codex"
+    known_raw = _KNOWN_RAW
+
+    def __init__(self, name: str, path: str, session_id: str) -> None:
+        super().__init__(name, path)
+        self.main = self.new_out("", session_id, {})
+        self._meta_seen = False
+
+    def sniff(self, value: dict[str, Any]) -> str | None:
+        if "payload" in value and isinstance(value.get("type"), str):
+            return None
+        if "uuid" in value or "sessionId" in value:
+            return "this looks like a Claude Code transcript (use --from claude-code)"
+        if value.get("type") == "session":
+            return "this looks like a pi session (use --from pi)"
+        return "not a Codex rollout line (no type/payload)"
+
+    def handle(self, v: dict[str, Any]) -> None:
+        self.time = parse_time(v.get("timestamp")) or self.time
+        t = v.get("type")
+        p = v.get("payload")
+        if not isinstance(p, dict):
+            return
+        out = self.main
+        if t == "session_meta":
+            self._session_meta(out, p)
+        elif t == "response_item":
+            self._item(out, p)
+        elif t == "event_msg":
+            self._event(out, p)
+        elif t == "turn_context":
+            effort = p.get("effort")
+            model = p.get("model") if isinstance(p.get("model"), str) else None
+            effort = effort if isinstance(effort, str) else None
+            self.set_request(out, raw=True, model=model, params={"reasoning_effort": effort})
+        elif t == "compacted":
+            self._compacted(out, p)
+
+    def _compacted(self, out: Out, p: dict[str, Any]) -> None:
+        summary = p.get("message")
+        if not isinstance(summary, str) or not summary.strip():
+            texts: list[str] = []
+            history = p.get("replacement_history")
+            for item in history if isinstance(history, list) else ():
+                if isinstance(item, dict):
+                    parts = content_parts(item.get("content"))
+                    texts.extend(x["content"] for x in parts if x.get("type") == "text")
+            summary = "\n\n".join(texts)
+        if self.start_compaction(out, "compacted", None):
+            self.finish_compaction(out, summary, f"codex-{self.n}")
+
+    def _session_meta(self, out: Out, p: dict[str, Any]) -> None:
+        if self._meta_seen:
+            return  # the first one is canonical; later copies (resume, fork) stay raw
+        self._meta_seen = True
+        target = out.target
+        info = target.meta.setdefault("import", {})
+        for src, dst in (
+            ("id", "session"),
+            ("forked_from_id", "forked_from"),
+            ("originator", "originator"),
+            ("source", "client"),
+            ("git", "git"),
+        ):
+            if p.get(src) is not None:
+                info[dst] = p[src]
+        version = p.get("cli_version")
+        if isinstance(version, str):
+            info["version"] = version
+            target.agent = f"codex/{version}"
+        if isinstance(p.get("cwd"), str):
+            target.cwd = p["cwd"]
+        target.created = parse_time(p.get("timestamp")) or self.time or None
+        base = p.get("base_instructions")
+        system = base.get("text") if isinstance(base, dict) else base
+        provider = p.get("model_provider")
+        self.set_request(
+            out,
+            raw=True,
+            provider=provider if isinstance(provider, str) else None,
+            system=system if isinstance(system, str) and system else None,
+        )
+
+    # -- response items ---------------------------------------------------------------
+
+    def _group(self, out: Out) -> Group:
+        g = out.group
+        if g is None:
+            g = self.group_for(out, f"codex-{self.n}")
+            model = out.request.get("model")
+            g.model = model if isinstance(model, str) else None  # the turn_context's model
+        return g
+
+    def _item(self, out: Out, p: dict[str, Any]) -> None:
+        kind = p.get("type")
+        if kind == "message":
+            role = p.get("role")
+            parts = content_parts(p.get("content"))
+            if role == "assistant":
+                g = self._group(out)
+                self.add_line(g, p.get("id") if isinstance(p.get("id"), str) else None)
+                g.parts.extend(parts)
+                phase = p.get("phase")
+                if isinstance(phase, str):
+                    g.extra["phase"] = phase
+                return
+            msg_role = "user" if role == "user" else "system"
+            self.message(out, "user/message", msg_role, parts, f"codex-{self.n}")
+        elif kind in _ASSISTANT_ITEMS:
+            g = self._group(out)
+            self.add_line(g, p.get("id") if isinstance(p.get("id"), str) else None)
+            g.parts.append(self._assistant_part(kind, p))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            call = p.get("call_id")
+            if not isinstance(call, str):
+                raise ValueError("a tool output without a call_id")
+            output = p.get("output")
+            is_error = False
+            if isinstance(output, dict) and "content" in output:
+                is_error = output.get("success") is False
+                output = output["content"]
+            self.tool_result(out, call, output, is_error=is_error, msg_id=f"codex-{self.n}")
+
+    @staticmethod
+    def _assistant_part(kind: Any, p: dict[str, Any]) -> dict[str, Any]:
+        if kind == "reasoning":
+            return {"type": "reasoning", "content": _reasoning_text(p)}
+        call_id = p.get("call_id") if isinstance(p.get("call_id"), str) else p.get("id")
+        if kind == "function_call" and isinstance(call_id, str):
+            return {
+                "type": "tool_call",
+                "id": call_id,
+                "name": str(p.get("name")),
+                "arguments": _arguments(p.get("arguments")),
+            }
+        if kind == "custom_tool_call" and isinstance(call_id, str):
+            return {
+                "type": "tool_call",
+                "id": call_id,
+                "name": str(p.get("name")),
+                "arguments": p.get("input"),
+            }
+        if kind == "local_shell_call" and isinstance(call_id, str):
+            return {
+                "type": "tool_call",
+                "id": call_id,
+                "name": "local_shell",
+                "arguments": p.get("action"),
+            }
+        return dict(p)  # web_search_call and items without a call id: kept as their own part
+
+    # -- events -------------------------------------------------------------------------
+
+    def _event(self, out: Out, p: dict[str, Any]) -> None:
+        kind = p.get("type")
+        if kind == "task_started":
+            if out.turn is not None:  # the previous turn never ended: it was cut off
+                self.close_interrupted(out, "cut")
+            self.start_turn(out, raw=True)
+        elif kind == "task_complete":
+            self.end_turn(out, "completed", raw=True)
+        elif kind == "turn_aborted":
+            self.end_turn(out, "aborted", raw=True)
+        elif kind == "token_count":
+            info = p.get("info")
+            g = out.group
+            usage = info.get("last_token_usage") if isinstance(info, dict) else None
+            if g is not None and g.usage is None and isinstance(usage, dict):
+                self.add_line(g)
+                g.usage = usage
+                self.flush_group(out)
+        elif kind == "user_message":
+            self.note_title(out, p.get("message"))

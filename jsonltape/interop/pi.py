@@ -1,0 +1,265 @@
+"""pi coding agent sessions (``~/.pi/agent/sessions/--<cwd>--/<ts>_<id>.jsonl``) to jsonltape.
+
+Both the legacy linear format (v1: no ``version``, entries without ids) and the tree formats
+(v2/v3: ``id``/``parentId``) are read as they are, without pi's own migration.
+
+Mapping (each source line is kept verbatim on the event it produced, else as ``import/raw``):
+
+* the ``session`` header: metadata (id, cwd, ``parentSession``/``branchedFrom``) and a
+  ``request/header`` with provider, model and thinking level; ``model_change`` and
+  ``thinking_level_change`` update it.
+* ``message`` entries by role: ``user`` → a prompt (starts a turn, unless one is running: then
+  it is a message the user queued into it, answered in a turn of its own); ``assistant`` → an
+  ``assistant/message`` (text, ``thinking`` as reasoning with its signature, ``toolCall`` as
+  tool_call) with model and usage, a ``tool/call`` per call, and the turn ends on its
+  ``stopReason`` (stop → completed, length → max-tokens, aborted, error); ``toolResult`` →
+  ``tool/result``; ``bashExecution`` (a user's ``!command``) and ``custom``/``hookMessage`` →
+  user messages (what pi puts in the model's context).
+* ``compaction`` {summary, firstKeptEntryId, tokensBefore}: the messages before the first kept
+  entry are replaced by the summary (jsonltape compaction events with the file ledger).
+* ``branch_summary`` and ``custom_message``: user messages. Moving to another branch of the
+  tree (an entry whose parent is not the last entry) retracts the abandoned messages.
+* ``custom``, ``label``, ``session_info``: raw only (``session_info.name`` titles the session).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import Mapper, Out, title_of
+from ._source import parse_time
+
+__all__ = ["PiMapper"]
+
+_KNOWN_RAW = frozenset(
+    {"session", "model_change", "thinking_level_change", "custom", "label", "session_info"}
+)
+_STOP = {"stop": "completed", "length": "max-tokens", "aborted": "aborted", "error": "error"}
+
+
+def pi_parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    parts: list[dict[str, Any]] = []
+    for b in content if isinstance(content, list) else ():
+        if not isinstance(b, dict):
+            continue
+        kind = b.get("type")
+        if kind == "text" and isinstance(b.get("text"), str):
+            parts.append({"type": "text", "content": b["text"]})
+        elif kind == "thinking" and isinstance(b.get("thinking"), str):
+            part = {"type": "reasoning", "content": b["thinking"]}
+            sig = b.get("thinkingSignature")
+            if isinstance(sig, str) and sig:
+                part["signature"] = sig
+            parts.append(part)
+        elif kind == "toolCall" and isinstance(b.get("id"), str):
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": b["id"],
+                    "name": str(b.get("name")),
+                    "arguments": b.get("arguments"),
+                }
+            )
+        elif kind == "image" and isinstance(b.get("data"), str):
+            mime = b.get("mimeType")
+            parts.append(
+                {
+                    "type": "blob",
+                    "content": b["data"],
+                    "mime_type": mime if isinstance(mime, str) else "",
+                    "modality": "image",
+                }
+            )
+        elif isinstance(kind, str):
+            parts.append(dict(b))
+    return parts
+
+
+def _usage(u: Any) -> dict[str, Any] | None:
+    if not isinstance(u, dict):
+        return None
+    out: dict[str, Any] = {}
+    for src, dst in (
+        ("input", "input_tokens"),
+        ("output", "output_tokens"),
+        ("cacheRead", "cache_read_input_tokens"),
+        ("cacheWrite", "cache_creation_input_tokens"),
+        ("totalTokens", "total_tokens"),
+        ("cost", "cost"),
+    ):
+        if src in u:
+            out[dst] = u[src]
+    return out
+
+
+class PiMapper(Mapper):
+    source = "pi"
+    known_raw = _KNOWN_RAW
+
+    def __init__(self, name: str, path: str, session_id: str) -> None:
+        super().__init__(name, path)
+        self.main = self.new_out("", session_id, {})
+        self.version = 1
+        self._named = False
+
+    def sniff(self, value: dict[str, Any]) -> str | None:
+        if value.get("type") == "session":
+            return None
+        if "payload" in value:
+            return "this looks like a Codex rollout (use --from codex)"
+        if "uuid" in value or "sessionId" in value:
+            return "this looks like a Claude Code transcript (use --from claude-code)"
+        return 'not a pi session: its first line is not a {"type":"session"} header'
+
+    def handle(self, v: dict[str, Any]) -> None:
+        self.time = parse_time(v.get("timestamp")) or self.time
+        out = self.main
+        t = v.get("type")
+        entry = v.get("id") if isinstance(v.get("id"), str) and t != "session" else None
+        parent = v.get("parentId") if isinstance(v.get("parentId"), str) else None
+        in_context = t in ("message", "branch_summary", "custom_message", "compaction")
+        if entry is not None:
+            self.branch_to(out, parent, entry, message=in_context and t != "compaction")
+        vid: int | None = None
+        if t == "session":
+            self._session(out, v)
+        elif t == "message" and isinstance(v.get("message"), dict):
+            vid = self._message(out, v["message"], entry)
+        elif t == "model_change":
+            self.set_request(
+                out, raw=True, provider=_str(v.get("provider")), model=_str(v.get("modelId"))
+            )
+        elif t == "thinking_level_change":
+            level = _str(v.get("thinkingLevel"))
+            self.set_request(out, raw=True, params={"thinking_level": level})
+        elif t == "compaction":
+            self._compaction(out, v, entry)
+        elif t == "branch_summary" and isinstance(v.get("summary"), str):
+            parts = [{"type": "text", "content": v["summary"]}]
+            vid = self.message(out, "user/message", "user", parts, entry or f"pi-{self.n}")
+        elif t == "custom_message":
+            parts = pi_parts(v.get("content"))
+            if parts:
+                vid = self.message(out, "user/message", "user", parts, entry or f"pi-{self.n}")
+        elif t == "session_info" and isinstance(v.get("name"), str) and v["name"].strip():
+            out.target.title = title_of(v["name"])
+            self._named = True
+        if entry is not None and vid is not None:
+            out.entry_vid[entry] = vid
+
+    def _session(self, out: Out, v: dict[str, Any]) -> None:
+        if out.target.meta.get("import"):
+            return  # a second header (concatenated files): raw only
+        version = v.get("version")
+        self.version = version if type(version) is int else 1
+        info: dict[str, Any] = {"format_version": self.version}
+        if isinstance(v.get("id"), str):
+            info["session"] = v["id"]
+        for src in ("parentSession", "branchedFrom"):
+            if isinstance(v.get(src), str):
+                info["parent_session"] = v[src]
+        out.target.meta["import"] = info
+        out.target.agent = "pi"
+        if isinstance(v.get("cwd"), str):
+            out.target.cwd = v["cwd"]
+        out.target.created = self.time or None
+        self.set_request(
+            out,
+            raw=True,
+            provider=_str(v.get("provider")),
+            model=_str(v.get("modelId")),
+            params={"thinking_level": _str(v.get("thinkingLevel"))},
+        )
+
+    def _message(self, out: Out, m: dict[str, Any], entry: str | None) -> int | None:
+        role = m.get("role")
+        msg_id = entry or f"pi-{self.n}"
+        if role == "user":
+            parts = pi_parts(m.get("content"))
+            if out.turn is None:  # else a message the user queued while the agent worked
+                self.start_turn(out)
+            if not self._named:
+                self.note_title(out, "\n".join(p["content"] for p in parts if p["type"] == "text"))
+            return self.message(out, "user/message", "user", parts, msg_id)
+        if role == "assistant":
+            return self._assistant(out, m, msg_id)
+        if role == "toolResult":
+            call = m.get("toolCallId")
+            if not isinstance(call, str):
+                raise ValueError("a toolResult without a toolCallId")
+            content = m.get("content")
+            parts = pi_parts(content)
+            response: Any = content
+            if parts and all(p["type"] == "text" for p in parts):
+                response = "\n".join(p["content"] for p in parts)
+            return self.tool_result(
+                out, call, response, is_error=m.get("isError") is True, msg_id=msg_id
+            )
+        if role == "bashExecution" and isinstance(m.get("command"), str):
+            if m.get("excludeFromContext") is True:  # never sent to the model
+                self.raw_line("message/bashExecution", known=True)
+                return None
+            output = m.get("output") if isinstance(m.get("output"), str) else ""
+            text = f"$ {m['command']}\n{output}"
+            return self.message(
+                out, "user/message", "user", [{"type": "text", "content": text}], msg_id
+            )
+        if role in ("custom", "hookMessage", "branchSummary", "compactionSummary"):
+            content = m.get("content", m.get("summary"))
+            parts = pi_parts(content)
+            if parts:
+                return self.message(out, "user/message", "user", parts, msg_id)
+        self.raw_line(f"message/{role}", known=False)
+        return None
+
+    def _assistant(self, out: Out, m: dict[str, Any], msg_id: str) -> int | None:
+        if out.turn is None:  # the agent answers a message queued into the previous turn
+            self.start_turn(out)
+        g = self.group_for(out, msg_id)
+        self.add_line(g)
+        g.parts = pi_parts(m.get("content"))
+        provider = _str(m.get("provider"))
+        if provider:
+            self.set_request(out, provider=provider)
+        g.model = _str(m.get("model"))
+        g.usage = _usage(m.get("usage"))
+        stop = m.get("stopReason")
+        if isinstance(stop, str):
+            g.extra["stop_reason"] = stop
+        self.flush_group(out)
+        reason = _STOP.get(stop) if isinstance(stop, str) else None
+        if reason is not None and out.turn is not None:
+            error = None
+            if reason == "error":
+                message = m.get("errorMessage")
+                error = {"code": "error", "message": message if isinstance(message, str) else ""}
+            self.end_turn(out, reason, error)
+        return g.vid
+
+    def _compaction(self, out: Out, v: dict[str, Any], entry: str | None) -> None:
+        summary = v.get("summary")
+        if not isinstance(summary, str):
+            return
+        kept = v.get("firstKeptEntryId")
+        nodes = out.surface.nodes
+        end: int | None = None
+        if isinstance(kept, str):
+            kv = self._entry_node(out, kept)
+            if kv is not None and kv in nodes:
+                i = nodes.index(kv)
+                end = nodes[i - 1] if i > 0 else None
+                if end is None:
+                    return  # nothing before the first kept entry: nothing to replace
+        tokens = v.get("tokensBefore")
+        if self.start_compaction(
+            out, "compaction", tokens if type(tokens) is int and tokens >= 0 else None, end=end
+        ):
+            vid = self.finish_compaction(out, summary, entry or f"pi-{self.n}")
+            if entry is not None and vid is not None:
+                out.entry_vid[entry] = vid
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
