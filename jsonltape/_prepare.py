@@ -34,6 +34,7 @@ _GOOD_TYPES: set[str] = set()  # type names already validated (a regex per appen
 __all__ = [
     "check_sources",
     "check_surface",
+    "check_time",
     "encode_event",
     "load_keys",
     "now_ms",
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 _decoder = msgspec.json.Decoder(Event)
-ENVELOPE_KEYS = frozenset({"type", "data", "surface", "sources", "key", "ignorable"})
+ENVELOPE_KEYS = frozenset({"type", "data", "surface", "sources", "key", "ignorable", "time"})
 
 
 def now_ms() -> int:
@@ -73,6 +74,18 @@ def spec_of(item: Mapping[str, Any]) -> dict[str, Any]:
     if "type" not in item:
         raise InvalidEventError("event has no 'type'", field="$.type")
     return {k: item.get(k) for k in ENVELOPE_KEYS}
+
+
+def check_time(value: Any, now: int) -> int:
+    """An event's time: now, or a given epoch-ms integer (an import keeps the source's time)."""
+    if value is None:
+        return now
+    if type(value) is not int or not 0 <= value <= 2**53 - 1:
+        raise InvalidEventError(
+            f"time must be epoch milliseconds (an integer from 0 to 2**53-1), got {value!r}",
+            field="$.time",
+        )
+    return value
 
 
 def check_surface(type_: str, value: Any, seq: int) -> Any:

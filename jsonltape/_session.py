@@ -18,7 +18,7 @@ import filelock
 import msgspec
 
 from . import _fs
-from ._prepare import encode_event, now_ms, publish, write_all
+from ._prepare import check_time, encode_event, now_ms, publish, write_all
 from .errors import JsonltapeError, LockedError
 from .events import MINOR, VERSION, HeaderData, ParentRef
 from .ids import new_session_id, validate_session_id
@@ -59,12 +59,13 @@ def create_file(
     meta: Mapping[str, Any] | None,
     ops: _fs.FileOps,
     lock_timeout: float,
+    created: int | None = None,
 ) -> tuple[HeaderData, int, filelock.BaseFileLock, int, int]:
     """Create a session; return (header, fd open for append, held lock, size, created ms)."""
     sid = validate_session_id(session_id) if session_id is not None else new_session_id()
+    now = check_time(created, now_ms())
     _fs.make_dirs(path.parent)
     _fs.check_dir(path.parent)
-    now = now_ms()
     data: dict[str, Any] = {
         "format": "jsonltape",
         "version": VERSION,

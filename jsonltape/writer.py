@@ -31,6 +31,7 @@ import msgspec
 from . import _framing, _fs, _repair
 from ._agent import AgentHelpers, TurnHandle
 from ._prepare import (
+    check_time,
     encode_event,
     load_keys,
     now_ms,
@@ -92,6 +93,7 @@ def open(
     agent: str | None = None,
     parent: ParentRef | None = None,
     meta: Mapping[str, Any] | None = None,
+    created: int | None = None,
     durability: Durability = "group",
     group_events: int = 1000,
     group_ms: float = 50.0,
@@ -105,6 +107,8 @@ def open(
         ``group_ms`` milliseconds, whichever comes first; ``"always"`` flushes after every
         append; ``"manual"`` only on :meth:`Tape.flush`. Only a returned flush is a promise.
     :param lock_timeout: seconds to wait for another writer; 0 fails at once.
+    :param created: the header's creation time in epoch ms (default now; an import passes the
+        source session's).
     """
     p = Path(os.path.abspath(path))
     if durability not in ("always", "group", "manual"):
@@ -123,6 +127,7 @@ def open(
             agent=agent,
             parent=parent,
             meta=meta,
+            created=created,
             durability=durability,
             group_events=group_events,
             group_ms=group_ms,
@@ -211,6 +216,7 @@ class Tape(AgentHelpers):
         group_ms: float,
         lock_timeout: float,
         ops: _fs.FileOps | None = None,
+        created: int | None = None,
     ) -> Tape:
         ops = ops or _fs.FileOps()
         header, fd, lock, size, now = create_file(
@@ -221,6 +227,7 @@ class Tape(AgentHelpers):
             agent=agent,
             parent=parent,
             meta=meta,
+            created=created,
             ops=ops,
             lock_timeout=lock_timeout,
         )
@@ -363,14 +370,16 @@ class Tape(AgentHelpers):
         sources: Iterable[int] | None = None,
         key: str | None = None,
         ignorable: bool | None = None,
+        time: int | None = None,
     ) -> Event:
         """Validate and append one event; return it as written (with seq, time and crc).
 
         An event whose ``key`` is already in the session is not written again: the existing
-        event is returned (safe retries). Raises :class:`InvalidEventError` and writes nothing
-        if the event breaks a rule.
+        event is returned (safe retries). ``time`` (epoch ms) defaults to now; importers pass
+        the source's time. Raises :class:`InvalidEventError` and writes nothing if the event
+        breaks a rule.
         """
-        if key is not None:
+        if key is not None or time is not None:
             item = {
                 "type": type,
                 "data": data,
@@ -378,6 +387,7 @@ class Tape(AgentHelpers):
                 "sources": sources,
                 "key": key,
                 "ignorable": ignorable,
+                "time": time,
             }
             return self.append_batch([item])[0]
         with self._mutex:
@@ -404,7 +414,8 @@ class Tape(AgentHelpers):
         reach the file in one write.
 
         Each item is a mapping with ``type`` and optional ``data``, ``surface``, ``sources``,
-        ``key`` and ``ignorable``. Items whose key already exists return the existing event.
+        ``key``, ``ignorable`` and ``time``. Items whose key already exists return the existing
+        event.
         """
         with self._mutex:
             self._check_usable()
@@ -441,7 +452,7 @@ class Tape(AgentHelpers):
                         key,
                         spec["ignorable"],
                         seq,
-                        now,
+                        check_time(spec["time"], now),
                     )
                     if surface is None and isinstance(line[1].surface, (Replace, Retract)):
                         surface = self._fold_surface(prepared)

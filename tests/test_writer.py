@@ -452,3 +452,16 @@ def test_events_queued_at_exit_are_flushed_when_close_was_forgotten(tape_path: P
     ]
     assert texts == [f"m{i}" for i in range(10)]
     assert jsonltape.verify(tape_path).state == "clean"
+
+
+def test_imported_events_keep_their_source_time(tape_path: Path) -> None:
+    with jsonltape.open(tape_path, create=True, created=1_600_000_000_000) as tape:
+        ev = tape.append("x.test/old", {}, time=1_600_000_000_123)
+        now = tape.append("x.test/new", {})
+        with pytest.raises(jsonltape.InvalidEventError, match="epoch milliseconds"):
+            tape.append("x.test/bad", {}, time=-5)
+        with pytest.raises(jsonltape.InvalidEventError, match="epoch milliseconds"):
+            tape.append_batch([{"type": "x.test/bad", "time": 1.5}])
+    assert jsonltape.header(tape_path).created == 1_600_000_000_000
+    assert ev.time == 1_600_000_000_123
+    assert now.time > 1_700_000_000_000

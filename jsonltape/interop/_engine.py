@@ -269,6 +269,7 @@ class _Sink:
                 agent=target.agent,
                 parent=self._parent(target),
                 meta=self._meta(target),
+                created=target.created if target.created and target.created > 0 else None,
                 durability="manual",
             )
             self.created.append(str(st.path))

@@ -93,6 +93,8 @@ class Spec:
             item["sources"] = sorted(seq_of(s) for s in self.sources)
         if self.ignorable:
             item["ignorable"] = True
+        if self.time > 0:
+            item["time"] = self.time  # the source's time, not the import's
         return item
 
 
