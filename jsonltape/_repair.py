@@ -95,13 +95,20 @@ def closers(
         elif t == "step/end":
             step = None
         elif t == "assistant/message":
-            for part in (d.get("message") or {}).get("parts") or []:
-                if isinstance(part, dict) and part.get("type") == "tool_call":
-                    pending.setdefault(str(part.get("id")), None)
-        elif t == "tool/call":
-            pending[str(d.get("call_id"))] = ev.seq
-        elif t == "tool/result":
-            pending.pop(str(d.get("call_id")), None)
+            message = d.get("message")
+            parts = message.get("parts") if isinstance(message, dict) else None
+            for part in parts if isinstance(parts, list) else ():
+                # A tool_call whose id is not a string names no call (spec §10.3).
+                if (
+                    isinstance(part, dict)
+                    and part.get("type") == "tool_call"
+                    and isinstance(part.get("id"), str)
+                ):
+                    pending.setdefault(part["id"], None)
+        elif t == "tool/call" and isinstance(d.get("call_id"), str):
+            pending[d["call_id"]] = ev.seq
+        elif t == "tool/result" and isinstance(d.get("call_id"), str):
+            pending.pop(d["call_id"], None)
     if turn_seq is None:
         return []
     out: list[tuple[str, dict[str, Any], list[int] | None]] = []

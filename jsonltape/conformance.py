@@ -31,6 +31,7 @@ from .errors import (
     CorruptError,
     FormatError,
     InvalidEventError,
+    SessionNotFoundError,
     UnknownEventTypeError,
     UnsupportedVersionError,
 )
@@ -130,6 +131,8 @@ def _fold(path: Path) -> dict[str, Any]:
         return {"error": "unknown-type", "type": _type_at(path, exc.offset), "line": exc.line}
     except CorruptError:
         return {"error": "corrupt"}
+    except SessionNotFoundError:
+        return {"error": "parent-not-found"}  # a fork folded alone: its parent is elsewhere
     except FormatError as exc:
         return {"error": _error_name(exc)}
     except InvalidEventError as exc:

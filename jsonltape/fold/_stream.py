@@ -14,7 +14,7 @@ import msgspec
 
 from .. import _framing
 from .._scan import check
-from ..errors import CorruptError
+from ..errors import CorruptError, FormatError
 from ..events import Event, HeaderData, Surface, check_header
 from ..reader import witness_after
 
@@ -74,6 +74,10 @@ def rows(fd: int, path: str, stop: int | None = None) -> Iterator[Row]:
         else:
             problem = check(raw, None)[1] or "bad line"
         if problem is not None:
+            if expected == 0:  # line 1: nothing before it can prove damage (spec §7)
+                raise FormatError(
+                    f"not a jsonltape session: line 1: {problem}", path=path, line=1, offset=0
+                )
             if witness_after(fd, off + len(raw)):
                 raise CorruptError(problem, path=path, line=expected + 1, offset=off)
             return

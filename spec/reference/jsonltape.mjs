@@ -267,10 +267,11 @@ for (const c of '0123456789abcdef') HEX[c.charCodeAt(0)] = 1;
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
- * §5 + §10.2: is this line good? Returns {good: true, event} or {good: false, reason}.
- * A good line ends in \n, has the 18-byte checksum suffix with a matching CRC-32 of the bytes
- * before it, is valid UTF-8 and a JSON object with integer seq (= index, unless `anySeq`),
- * string type, integer time and object data.
+ * §4 + §5 + §6 + §10.2: is this line good? Returns {good: true, event} or {good: false, reason}.
+ * A good line starts with {, ends in \n, has the 18-byte checksum suffix with a matching CRC-32
+ * of every byte before it, is valid UTF-8 (I-JSON: no lone surrogates, no 1e400) and a JSON
+ * object with integer seq (= its index, unless `anySeq`), string type, integer time, object data
+ * and optional envelope members of the §6 types.
  */
 export function checkLine(rec, { anySeq = false } = {}) {
   const b = rec.bytes;
@@ -313,13 +314,22 @@ function envelopeProblem(ev) {
   }
   if (sources != null && !(Array.isArray(sources) && sources.every((_, i) => isInteger(sources, i)))) return 'sources is not an array of integers';
   if (key != null && typeof key !== 'string') return 'key is not a string';
-  if (ev.ignorable !== undefined && ev.ignorable !== true) return 'ignorable is not true';
+  if (ev.ignorable !== undefined && typeof ev.ignorable !== 'boolean') return 'ignorable is not a boolean';
   return null;
 }
 
-/** §10.2: a valid checkpoint is a good session/flush line whose data.offset is its own offset. */
-export const isValidCheckpoint = (ev, offset) =>
-  ev.type === 'session/flush' && isInteger(ev.data, 'offset') && ev.data.offset === offset;
+/**
+ * §10.2: a valid checkpoint is a good session/flush line whose data has the shape of §8.5
+ * (integer offset and seq; turn absent, null or {seq, offset} integers; closed a boolean if
+ * present) and whose data.offset is its own offset.
+ */
+export const isValidCheckpoint = (ev, offset) => {
+  const d = ev.data;
+  if (ev.type !== 'session/flush' || !isInteger(d, 'offset') || !isInteger(d, 'seq')) return false;
+  if (d.turn != null && !(isPlainObject(d.turn) && isInteger(d.turn, 'seq') && isInteger(d.turn, 'offset'))) return false;
+  if (d.closed !== undefined && typeof d.closed !== 'boolean') return false;
+  return d.offset === offset;
+};
 
 export class TapeError extends Error {
   constructor(code, message, extra = {}) { super(message); this.code = code; Object.assign(this, extra); }
@@ -344,11 +354,25 @@ function checkHeader(first) {
   return bad ? new TapeError('not-jsonltape', `bad header: ${bad}`) : null;
 }
 
-// §7: a header that lacks id or created, or gives them the wrong type, is not a session header.
-// Other header members are not checked here (see README.md, "spec problems").
+// §7: a header that lacks id or created, or gives any member of its table the wrong type, is
+// not a session header.
 function headerProblem(d) {
   if (typeof d.id !== 'string') return '$.data.id must be a string';
   if (!isInteger(d, 'created')) return '$.data.created must be an integer';
+  if (d.minor !== undefined && !isInteger(d, 'minor')) return '$.data.minor must be an integer';
+  for (const k of ['title', 'cwd', 'agent']) {
+    if (d[k] != null && typeof d[k] !== 'string') return `$.data.${k} must be a string`;
+  }
+  const p = d.parent;
+  if (p != null) {
+    if (!isPlainObject(p) || typeof p.session !== 'string' || !isInteger(p, 'seq')) {
+      return '$.data.parent must be {session: string, seq: integer, path?, crc?}';
+    }
+    for (const k of ['path', 'crc']) {
+      if (p[k] != null && typeof p[k] !== 'string') return `$.data.parent.${k} must be a string`;
+    }
+  }
+  if (d.meta != null && !isPlainObject(d.meta)) return '$.data.meta must be an object';
   return null;
 }
 
@@ -433,14 +457,14 @@ function closersFor(tracker) {
 
 /**
  * The scan as a generator: yields {event, rec} for each committed event and returns
- * {state, events, bad: {line, offset, reason}|null, checkpointAfterBad, header, tracker, size}.
+ * {state, events, bad: {line, offset, reason}|null, witness, header, tracker, size}.
  * Throws TapeError('not-jsonltape' | 'unsupported-version').
  */
 export async function* walk(source) {
   const tracker = new TurnTracker();
   let header = null;
   let bad = null; // first line that is not good: B
-  let checkpointAfterBad = null;
+  let witness = null;
   let committed = 0;
   let size = 0;
   for await (const rec of lines(source)) {
@@ -459,19 +483,19 @@ export async function* walk(source) {
         continue;
       }
       bad = { line: rec.index + 1, offset: rec.offset, reason: r.reason };
-    } else if (checkpointAfterBad === null) {
+    } else if (witness === null) {
       // §10.2 witness: a framed, checksummed envelope of type session/flush after B. Neither its
       // seq (a gap or a duplicated line shifts every later seq) nor its data.offset (a deleted
       // or merged line shifts every later offset) is compared.
       const r = checkLine(rec, { anySeq: true });
-      if (r.good && r.event.type === 'session/flush') checkpointAfterBad = { line: rec.index + 1, offset: rec.offset };
+      if (r.good && r.event.type === 'session/flush') witness = { line: rec.index + 1, offset: rec.offset };
     }
   }
   if (header === null) throw checkHeader(null);
   let state;
   if (bad === null) state = tracker.crashedOpen ? 'open-turn' : 'clean';
-  else state = checkpointAfterBad ? 'corrupt' : 'torn-tail';
-  return { state, events: committed, bad, checkpointAfterBad, header, tracker, size };
+  else state = witness ? 'corrupt' : 'torn-tail';
+  return { state, events: committed, bad, witness, header, tracker, size };
 }
 
 /** Scan a whole session, calling `onEvent(event, rec)` (may be async) for each committed event. */
@@ -491,11 +515,11 @@ export async function verify(source) {
 }
 
 const corruptError = (bad) =>
-  new TapeError('corrupt', `line ${bad.line}, byte ${bad.offset}: ${bad.reason} (a valid checkpoint follows it)`, { line: bad.line, offset: bad.offset });
+  new TapeError('corrupt', `line ${bad.line}, byte ${bad.offset}: ${bad.reason} (a witness checkpoint follows it: damage, not a crash)`, { line: bad.line, offset: bad.offset });
 
 /**
  * Read the committed events (streaming, constant memory). Yields each good line before B as
- * soon as it is checked; after the last one, throws TapeError('corrupt') if a valid checkpoint
+ * soon as it is checked; after the last one, throws TapeError('corrupt') if a witness
  * follows B (the events already yielded are good lines, but the file as a whole is damaged).
  * The generator's return value is the scan result (state torn-tail / open-turn / clean).
  */
@@ -646,7 +670,8 @@ class Surface {
     throw new FoldError('invalid-event', `line ${ev.seq + 1}, byte ${rec.offset}: ${ev.type}: ${msg}`, { line: ev.seq + 1, offset: rec.offset, type: ev.type });
   }
 
-  push(ev, rec) {
+  push(ev0, rec) {
+    let ev = ev0;
     const type = ev.type;
     if (ev.seq === 0) return; // the header (§7), checked by the scan
     if (type === 'session/start') this.fail(ev, rec, 'session/start at a seq other than 0');
@@ -669,7 +694,8 @@ class Surface {
     if (!visible && type !== 'surface/retract') return;
 
     // --- the surface operation
-    const op = ev.surface ?? 'append'; // a missing (or null, §6) surface reads as "append"
+    const op = ev0.surface ?? 'append'; // a missing (or null, §6) surface reads as "append"
+    if (visible) ev = compact(ev); // keep only what the neutral form needs
     if (visible && this.versions) this.versions.set(ev.seq, { ev, status: 'current', by: null });
     if (op === 'append') {
       if (!visible) this.fail(ev, rec, '$.surface: a surface/retract must carry a retract operation');
@@ -728,6 +754,10 @@ class Surface {
   /** The neutral items (§8.7.10) of the current nodes, inherited ones first. */
   messages() { return [...this.inherited, ...this.nodes].map((n) => neutralItem(n, this.session)); }
 }
+
+const compact = ({ seq, time, type, data, sources }) => ({
+  seq, time, type, sources, data: { message: data.message, call_id: data.call_id, error: data.error, synthetic: data.synthetic, origin: data.origin },
+});
 
 function neutralItem({ ev, session }, own) {
   const item = { seq: ev.seq };
@@ -801,9 +831,9 @@ async function startFold(header, source, opts, chain, allVersions) {
   const ids = [id, ...chain];
   if (ids.includes(parent.session)) throw new FoldError('fork-cycle', `fork chain comes back to session ${parent.session}`);
   if (ids.length > 64) throw new FoldError('fork-cycle', 'more than 64 ancestors');
-  let where = null;
-  if (opts.resolveParent) where = await opts.resolveParent({ ...parent });
-  else if (typeof parent.path === 'string' && typeof source === 'string') {
+  // a location the caller gives for that session id, or else the path hint (§8.7.8)
+  let where = opts.resolveParent ? (await opts.resolveParent({ ...parent })) ?? null : null;
+  if (where === null && typeof parent.path === 'string' && typeof source === 'string') {
     const { resolve, dirname } = await import('node:path');
     where = resolve(dirname(source), parent.path);
   }
@@ -840,51 +870,64 @@ async function startFold(header, source, opts, chain, allVersions) {
 
 const errorOf = (e) => { if (e instanceof TapeError) return e; throw e; };
 
-export async function runCommand(cmd, source) {
+/**
+ * Run a protocol command; returns the pieces of exactly one JSON object text (joined, they are
+ * the output). Pieces keep big outputs (read, fold) from being copied into one string.
+ */
+export async function commandParts(cmd, source) {
+  const one = (o) => [stringifyJson(o)];
   switch (cmd) {
     case 'checksum': {
       let c = 0;
       for await (const chunk of chunksOf(source)) c = crc32(chunk, c);
-      return { crc: hex8(c) };
+      return one({ crc: hex8(c) });
     }
     case 'read': {
-      const events = [];
+      const parts = ['{"ok":true,"events":['];
       try {
-        for await (const ev of readEvents(source)) events.push(stringifyJson(ev));
+        for await (const ev of readEvents(source)) parts.push(parts.length > 1 ? ',' + stringifyJson(ev) : stringifyJson(ev));
       } catch (e0) {
         const e = errorOf(e0);
-        return { ok: false, error: e.code, line: e.line ?? null, offset: e.offset ?? null };
+        return one({ ok: false, error: e.code, line: e.line ?? null, offset: e.offset ?? null });
       }
-      return { raw: `{"ok":true,"events":[${events.join(',')}]}` };
+      parts.push(']}');
+      return parts;
     }
     case 'verify': {
       try {
         const v = await verify(source);
-        return { state: v.state, events: v.events, line: v.line, offset: v.offset };
-      } catch (e0) { return { error: errorOf(e0).code }; }
+        return one({ state: v.state, events: v.events, line: v.line, offset: v.offset });
+      } catch (e0) { return one({ error: errorOf(e0).code }); }
     }
     case 'repair': {
       try {
         const p = await planRepair(source);
-        return { state: p.state, cut: p.cut, kept: p.kept, closers: p.closers };
+        return one({ state: p.state, cut: p.cut, kept: p.kept, closers: p.closers });
       } catch (e0) {
         const e = errorOf(e0);
-        return e.code === 'corrupt' ? { error: 'corrupt', line: e.line, offset: e.offset } : { error: e.code };
+        return one(e.code === 'corrupt' ? { error: 'corrupt', line: e.line, offset: e.offset } : { error: e.code });
       }
     }
     case 'fold': {
+      let r;
       try {
-        return { messages: (await fold(source)).messages };
+        r = await fold(source);
       } catch (e0) {
         const e = errorOf(e0);
-        if (e.code === 'unknown-type') return { error: 'unknown-type', type: e.type, line: e.line };
-        if (e.code === 'invalid-event') return { error: 'invalid-event', line: e.line };
-        return { error: e.code };
+        if (e.code === 'unknown-type') return one({ error: 'unknown-type', type: e.type, line: e.line });
+        if (e.code === 'invalid-event') return one({ error: 'invalid-event', line: e.line });
+        return one({ error: e.code });
       }
+      return ['{"messages":[', ...r.messages.map((m, i) => (i ? ',' : '') + stringifyJson(m)), ']}'];
     }
     default:
       throw new Error(`unknown command ${cmd}`);
   }
+}
+
+/** Run a protocol command and return its output as a value. */
+export async function runCommand(cmd, source) {
+  return parseJson((await commandParts(cmd, source)).join(''));
 }
 
 async function main() {
@@ -894,9 +937,18 @@ async function main() {
     process.stderr.write('usage: node jsonltape.mjs checksum|read|verify|repair|fold [FILE] < input\n');
     process.exit(2);
   }
-  const out = await runCommand(cmd, src);
-  const text = out.raw ?? stringifyJson(out);
-  process.stdout.write(text + '\n', () => process.exit(0));
+  const parts = await commandParts(cmd, src);
+  parts.push('\n');
+  let chunk = '';
+  for (let i = 0; i < parts.length; i++) {
+    chunk += parts[i];
+    parts[i] = null;
+    if (chunk.length >= 1 << 20 || i === parts.length - 1) {
+      if (!process.stdout.write(chunk)) await new Promise((r) => process.stdout.once('drain', r));
+      chunk = '';
+    }
+  }
+  process.stdout.write('', () => process.exit(0));
 }
 
 const isMain = (() => {

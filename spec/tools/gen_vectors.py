@@ -1465,6 +1465,44 @@ def _n28() -> Any:
     return _with_body(_header_line(format=None)), expect_refused("not-jsonltape")
 
 
+@case("read", "n_header_title_number", "data.title is a number: a header member of the wrong "
+      "type (§7) makes the file not a session.")
+def _n28a() -> Any:
+    return _with_body(_header_line(title=5)), expect_refused("not-jsonltape")
+
+
+@case("read", "n_header_parent_string", "data.parent is a string, not {session, seq}: not a "
+      "session (§7).")
+def _n28b() -> Any:
+    return _with_body(_header_line(parent="abc")), expect_refused("not-jsonltape")
+
+
+@case(
+    "read",
+    "y_ignorable_false",
+    'An extension event with "ignorable": false: a boolean, the same as absent (§6); a good line.',
+)
+def _y_ign_false() -> Any:
+    log = Log()
+    log.event("com.example/x", {}, extra={"ignorable": False})
+    log.flush(closed=False)
+    return log.data(), expect_session(log, "clean")
+
+
+@case(
+    "read",
+    "y_closing_checkpoint_without_seq",
+    "An open turn, then a session/flush with closed: true but no data.seq: not the shape of §8.5, "
+    "so not a valid checkpoint and it cannot close; the turn was left open by a crash.",
+)
+def _y_close_noseq() -> Any:
+    log = Log()
+    log.turn_start()
+    log.user("hi")
+    log.event("session/flush", {"offset": log.size, "closed": True}, ignorable=True)
+    return log.data(), expect_session(log, "open-turn")
+
+
 @case("read", "n_header_seq_1", "The header line carries seq 1: not a session.")
 def _n29() -> Any:
     hdr = json.loads(_header_line())

@@ -120,7 +120,7 @@ test('corrupt: damage before a valid checkpoint (§10.2)', async () => {
   await assert.rejects(planRepair(bad), { code: 'corrupt', line: 4, offset: 497 });
   assert.deepEqual((await planRepair(bad, { force: true })).cut, 497);
   const r = await runCommand('read', bad);
-  assert.deepEqual(JSON.parse(r.raw ?? stringifyJson(r)), { ok: false, error: 'corrupt', line: 4, offset: 497 });
+  assert.deepEqual(r, { ok: false, error: 'corrupt', line: 4, offset: 497 });
 });
 
 test('framing: bad lines of every kind are torn tails when nothing valid follows', async () => {
@@ -158,7 +158,9 @@ test('good lines: unknown members, whitespace, big integers, duplicate keys (las
   assert.deepEqual([lead.state, lead.line], ['torn-tail', 2]);
   // §6: optional envelope members have their types; surface, sources and key may be null
   assert.equal((await verify(file(HEADER, ev(1, 'a/b', '{}', ',"surface":null,"sources":null,"key":null')))).state, 'clean');
-  for (const extra of [',"ignorable":"yes"', ',"ignorable":false', ',"key":5', ',"sources":"x"', ',"sources":[1.5]', ',"surface":{"op":"insert"}', ',"surface":"prepend"']) {
+  // ignorable is a boolean; false means the same as absent
+  assert.equal((await verify(file(HEADER, ev(1, 'a/b', '{}', ',"ignorable":false')))).state, 'clean');
+  for (const extra of [',"ignorable":"yes"', ',"key":5', ',"sources":"x"', ',"sources":[1.5]', ',"surface":{"op":"insert"}', ',"surface":"prepend"']) {
     assert.equal((await verify(file(HEADER, ev(1, 'a/b', '{}', extra)))).state, 'torn-tail', extra);
   }
   const evs = [];
@@ -266,4 +268,22 @@ test('a seq gap before a valid checkpoint is corrupt: the witness seq is not com
 test('a number too large for a double makes the line bad', async () => {
   const v = await verify(file(HEADER, ev(1, 'a/b', '{"x":1e400}')));
   assert.deepEqual([v.state, v.line], ['torn-tail', 2]);
+});
+
+test('the CLI speaks the protocol: one JSON object on stdout, exit 0, also for rejected input', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const cli = fileURLToPath(new URL('../jsonltape.mjs', import.meta.url));
+  const run = (cmd, input) => spawnSync(process.execPath, [cli, cmd], { input });
+  let r = run('checksum', Buffer.from('123456789'));
+  assert.equal(r.status, 0);
+  assert.deepEqual(JSON.parse(r.stdout), { crc: 'cbf43926' });
+  r = run('read', Buffer.from('not a session\n'));
+  assert.equal(r.status, 0);
+  assert.deepEqual(JSON.parse(r.stdout), { ok: false, error: 'not-jsonltape', line: null, offset: null });
+  r = run('fold', EXAMPLE);
+  assert.equal(r.status, 0);
+  assert.deepEqual(JSON.parse(r.stdout).messages.map((m) => m.seq), [3, 5, 8, 10]);
+  r = run('read', EXAMPLE);
+  assert.equal(JSON.parse(r.stdout).events.length, 14);
+  assert.notEqual(run('bogus', Buffer.alloc(0)).status, 0);
 });
