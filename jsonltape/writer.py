@@ -191,6 +191,8 @@ class Tape(AgentHelpers):
         self._ident = (st.st_dev, st.st_ino)
         self._flusher: threading.Thread | None = None
         self._syncing = False  # a background group commit is between its sync and checkpoint
+        #: (offset, covered seq, open turn) of a checkpoint a deferred sync left due.
+        self._ckpt_due: tuple[int, int, TurnRef | None] | None = None
         _OPEN.add(self)
         self._opened_from: object = None
         #: Synthetic events this writer appended on open to close a crashed turn.
@@ -392,9 +394,10 @@ class Tape(AgentHelpers):
             return self.append_batch([item])[0]
         with self._mutex:
             self._check_usable()
+            due = self._ckpt_due is not None  # a due checkpoint takes the next seq first
             try:
                 line = prepare_event(
-                    type, data, surface, sources, None, ignorable, self._next_seq, now_ms()
+                    type, data, surface, sources, None, ignorable, self._next_seq + due, now_ms()
                 )
                 event = line[1]
                 if self._surface is not None or isinstance(event.surface, (Replace, Retract)):
@@ -405,6 +408,8 @@ class Tape(AgentHelpers):
                 if exc.path is None:
                     exc.path = str(self.path)
                 raise
+            if due:
+                self._emit_due()
             self._stage([line])
             self._after_append()
             return event
@@ -423,7 +428,8 @@ class Tape(AgentHelpers):
             prepared: list[tuple[bytes, Event]] = []
             results: list[Event | None] = []
             batch_keys: set[str] = set()
-            seq = self._next_seq
+            due = self._ckpt_due is not None  # a due checkpoint takes the next seq first
+            seq = self._next_seq + due
             surface = self._surface.clone() if self._surface is not None else None
             for i, item in enumerate(items):
                 try:
@@ -467,6 +473,8 @@ class Tape(AgentHelpers):
                 results.append(None)
                 seq += 1
             if prepared:
+                if due:
+                    self._emit_due()
                 self._stage(prepared)
                 self._surface = surface
                 self._after_append()
@@ -597,7 +605,7 @@ class Tape(AgentHelpers):
 
     def _after_append(self) -> None:
         if self._durability == "always":
-            self._flush_locked()
+            self._flush_locked(defer=True)
             return
         if self._durability != "group":
             return
@@ -706,20 +714,37 @@ class Tape(AgentHelpers):
             self._flush_locked()
             return self._durable_seq
 
-    def _flush_locked(self, *, marker: bool = False, final: bool = False) -> None:
+    def _flush_locked(
+        self, *, marker: bool = False, final: bool = False, defer: bool = False
+    ) -> None:
         """Sync, then checkpoint. ``marker``: checkpoint even with nothing pending and say
-        ``closed``; ``final``: sync the checkpoint itself too (on close)."""
+        ``closed``; ``final``: sync the checkpoint itself too (on close); ``defer``: leave the
+        checkpoint due, to go out with the next write (durability "always": one write and
+        one fsync per append, like a bare write+fdatasync loop)."""
         self._deadline = None
         while self._syncing:  # let a background round finish and place its checkpoint
             self._cond.wait()
         if self._failed is not None:
             self._check_usable()
+        if self._ckpt_due is not None:
+            if self._pending == 0:
+                self._emit_due()  # it lands exactly at the offset it records
+            else:  # pragma: no cover - appends emit a due checkpoint before staging
+                self._ckpt_due = None
         if self._pending == 0 and not marker:
+            if self._buf:
+                self._drain()
+                if final:
+                    self._sync()
             return
         self._drain()
         self._check_unchanged(identity=True)
         self._sync()
         self._durable_seq = self._next_seq - 1
+        if defer:
+            self._ckpt_due = (self._written, self._next_seq - 1, self._turn)
+            self._pending = 0
+            return
         seq = self._next_seq
         data = msgspec.to_builtins(
             FlushData(offset=self._size, seq=seq - 1, turn=self._turn, closed=marker)
@@ -730,6 +755,17 @@ class Tape(AgentHelpers):
         self._pending = 0
         if final:
             self._sync()
+
+    def _emit_due(self) -> None:
+        """Queue the checkpoint a deferred sync left due (its bytes were synced already)."""
+        assert self._ckpt_due is not None
+        offset, covered, turn = self._ckpt_due
+        self._ckpt_due = None
+        assert offset == self._size, "nothing may be queued between a sync and its checkpoint"
+        data = msgspec.to_builtins(FlushData(offset=offset, seq=covered, turn=turn))
+        line = encode_event(covered + 1, "session/flush", now_ms(), data, None, None, None, True)
+        self._stage([line])
+        self._pending -= 1  # a checkpoint line needs no sync of its own
 
     def _sync(self) -> None:
         try:

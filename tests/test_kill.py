@@ -205,3 +205,42 @@ def test_darwin_uses_full_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "fdatasync", lambda fd: pytest.fail("fdatasync on darwin"))
     _fs.FileOps().sync(0)
     assert calls == [51]
+
+
+def test_always_mode_writes_each_checkpoint_with_the_next_event_after_the_sync(
+    tape_path: Path,
+) -> None:
+    """durability="always": one write and one fsync per append, like a bare loop; the
+    checkpoint for the previous sync rides in front of the next event, at the offset it
+    records, and nothing reaches the file between a sync and that checkpoint."""
+    ops = RecordingOps()
+    tape = Tape._create(
+        tape_path,
+        session_id="a",
+        title=None,
+        cwd=None,
+        agent=None,
+        parent=None,
+        meta=None,
+        durability="always",
+        group_events=1,
+        group_ms=1.0,
+        lock_timeout=0,
+        ops=ops,
+    )
+    for i in range(10):
+        ev = tape.user(str(i))
+        assert tape.durable_seq == ev.seq  # durable when append returns
+    tape.close()
+    writes = [(i, size, data) for i, (op, size, data) in enumerate(ops.trace) if op == "write"]
+    syncs = sum(1 for op, _s, _d in ops.trace if op == "sync")
+    assert syncs == 12  # the new header, one per append, one at close
+    for i, _size, data in writes:
+        for line in data.splitlines(keepends=True):
+            obj = json.loads(line)
+            if obj["type"] == "session/flush":
+                prev_op, prev_size, _ = ops.trace[i - 1]
+                assert prev_op == "sync" and obj["data"]["offset"] == prev_size
+    assert jsonltape.verify(tape_path).state == "clean"
+    events = list(jsonltape.read(tape_path))
+    assert sum(e.type == "session/flush" for e in events) == 10
