@@ -49,6 +49,32 @@ class RecordingOps(_fs.FileOps):
         self.trace.append(("sync", os.fstat(fd).st_size, b""))
 
 
+def recording_tape(
+    path: Path,
+    ops: RecordingOps,
+    *,
+    durability: str = "manual",
+    group_events: int = 1,
+    group_ms: float = 1.0,
+    session_id: str = "crash",
+) -> Tape:
+    """A real writer on a new session whose I/O goes through ``ops`` (to trace or fail it)."""
+    return Tape._create(
+        path,
+        session_id=session_id,
+        title=None,
+        cwd=None,
+        agent=None,
+        parent=None,
+        meta=None,
+        durability=durability,
+        group_events=group_events,
+        group_ms=group_ms,  # type: ignore[arg-type]
+        lock_timeout=0,
+        ops=ops,
+    )
+
+
 @dataclass
 class Workload:
     """A golden file plus the crash points its writer went through."""
@@ -65,20 +91,7 @@ def record(path: Path, script: list[str]) -> Workload:
     ``big`` (a 9 KB message spanning several blocks), ``chunk`` (an ignorable delta).
     """
     ops = RecordingOps()
-    tape = Tape._create(
-        path,
-        session_id="crash",
-        title=None,
-        cwd=None,
-        agent=None,
-        parent=None,
-        meta=None,
-        durability="manual",
-        group_events=1,
-        group_ms=1.0,
-        lock_timeout=0,
-        ops=ops,
-    )
+    tape = recording_tape(path, ops)
     header_size = path.stat().st_size
     durable_seq = 0
     durable = header_size

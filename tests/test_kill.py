@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 import jsonltape
-from jsonltape.writer import Tape
 
 from .conftest import LONG
-from .crashsim import RecordingOps
+from .crashsim import RecordingOps, recording_tape
 
 # The child appends messages numbered 0, 1, 2 ... in turns, flushes now and then, and prints
 # "durable <n>" after each flush returned: from then on message n must survive anything.
@@ -97,19 +96,8 @@ def test_sigkilled_writer_never_loses_flushed_events(tmp_path: Path) -> None:
 
 def test_fsync_failure_poisons_the_writer(tape_path: Path) -> None:
     ops = RecordingOps()
-    tape = Tape._create(
-        tape_path,
-        session_id="f",
-        title=None,
-        cwd=None,
-        agent=None,
-        parent=None,
-        meta=None,
-        durability="manual",
-        group_events=1,
-        group_ms=1.0,
-        lock_timeout=0,
-        ops=ops,
+    tape = recording_tape(
+        tape_path, ops, durability="manual", group_events=1, group_ms=1.0, session_id="f"
     )
     tape.user("a")
     assert tape.flush() == 1
@@ -133,19 +121,8 @@ def test_fsync_failure_poisons_the_writer(tape_path: Path) -> None:
 
 def test_fsync_failure_in_the_background_is_reported_on_next_call(tape_path: Path) -> None:
     ops = RecordingOps()
-    tape = Tape._create(
-        tape_path,
-        session_id="f",
-        title=None,
-        cwd=None,
-        agent=None,
-        parent=None,
-        meta=None,
-        durability="group",
-        group_events=1000,
-        group_ms=5.0,
-        lock_timeout=0,
-        ops=ops,
+    tape = recording_tape(
+        tape_path, ops, durability="group", group_events=1000, group_ms=5.0, session_id="f"
     )
     ops.fail_sync_at = 1
     tape.user("a")
@@ -162,19 +139,8 @@ def test_checkpoint_is_written_only_right_after_a_sync(tape_path: Path) -> None:
     """ALICE-style trace check: no checkpoint write unless the previous op was a sync that
     covered every byte before it."""
     ops = RecordingOps()
-    tape = Tape._create(
-        tape_path,
-        session_id="o",
-        title=None,
-        cwd=None,
-        agent=None,
-        parent=None,
-        meta=None,
-        durability="group",
-        group_events=3,
-        group_ms=10_000,
-        lock_timeout=0,
-        ops=ops,
+    tape = recording_tape(
+        tape_path, ops, durability="group", group_events=3, group_ms=10_000, session_id="o"
     )
     for i in range(20):
         tape.user(str(i))
@@ -214,19 +180,8 @@ def test_always_mode_writes_each_checkpoint_with_the_next_event_after_the_sync(
     checkpoint for the previous sync rides in front of the next event, at the offset it
     records, and nothing reaches the file between a sync and that checkpoint."""
     ops = RecordingOps()
-    tape = Tape._create(
-        tape_path,
-        session_id="a",
-        title=None,
-        cwd=None,
-        agent=None,
-        parent=None,
-        meta=None,
-        durability="always",
-        group_events=1,
-        group_ms=1.0,
-        lock_timeout=0,
-        ops=ops,
+    tape = recording_tape(
+        tape_path, ops, durability="always", group_events=1, group_ms=1.0, session_id="a"
     )
     for i in range(10):
         ev = tape.user(str(i))
