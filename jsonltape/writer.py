@@ -74,6 +74,16 @@ _MAX_BUFFER = 1 << 20
 _OPEN: weakref.WeakSet[Tape] = weakref.WeakSet()
 
 
+def _forget_parent_tapes() -> None:
+    # A forked child inherits the parent's tapes (and their fds) but not its lock or its
+    # thread: it must never flush or close them, least of all at its own exit.
+    _OPEN.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parent_tapes)
+
+
 @atexit.register
 def _close_open_tapes() -> None:
     for tape in list(_OPEN):

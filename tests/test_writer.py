@@ -465,3 +465,24 @@ def test_imported_events_keep_their_source_time(tape_path: Path) -> None:
     assert jsonltape.header(tape_path).created == 1_600_000_000_000
     assert ev.time == 1_600_000_000_123
     assert now.time > 1_700_000_000_000
+
+
+def test_a_forked_child_never_flushes_its_parents_tape(tape_path: Path) -> None:
+    code = (
+        "import os, sys, jsonltape\n"
+        "tape = jsonltape.open(sys.argv[1], create=True, group_ms=60000)\n"
+        "tape.user('queued in the parent')\n"
+        "if os.fork() == 0:\n"
+        "    sys.exit(0)  # a normal exit: atexit runs in the child\n"
+        "os.wait()\n"
+        "print(os.path.getsize(sys.argv[1]))\n"
+        "tape.close()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tape_path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    header_only = len(raw_lines(tape_path)[0])
+    assert int(out.stdout) == header_only  # the child wrote nothing
+    types = [e.type for e in jsonltape.read(tape_path)]
+    assert types == ["session/start", "user/message", "session/flush"]
