@@ -2,7 +2,9 @@
 
 Watcher events are hints; these tests check that the index converges with the watcher off
 (rescans alone), with inotify refused (polling takes over), under bursts (a handful of
-transactions for 2,000 appends), and across SIGTERM and SIGKILL in the middle of an ingest.
+transactions for 2,000 appends), and across SIGTERM and SIGKILL in the middle of an ingest:
+during a first (bulk) load, which must leave the old index or none, never half of one, and
+during an incremental one. ``index rebuild`` and a first ``sync`` killed mid-way too.
 """
 
 from __future__ import annotations
@@ -17,21 +19,24 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 from jsonltape_daemon import units
 from jsonltape_daemon.errors import IndexBusyError, IndexStateError
 from jsonltape_daemon.ingest import Ingestor
 from jsonltape_daemon.schema import connect
+from jsonltape_daemon.search import Filters, notes, search
 from jsonltape_daemon.service import Config, Daemon, daemon_status, running_pid
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.store import SqliteStore, build_path, helper_path
 from jsonltape_daemon.watcher import Hints
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
 import jsonltape
+from jsonltape import _framing
 
-from .test_index_helpers import dump, rebuild, session
+from .test_index_helpers import dump, fts_ok, rebuild, session
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -134,9 +139,16 @@ def test_quick_appends_coalesce_into_a_handful_of_transactions(root: Path, tmp_p
     with _Running(Daemon(cfg, log=lambda _m: None)) as d:
         assert d.status["watcher"] == "inotify"
         before = d.status["transactions"]
-        with jsonltape.open(path, durability="manual") as tape:
+        # 2,000 separate write() calls, as 2,000 unbuffered appends make (the writer's own
+        # buffering would turn them into a few writes and prove nothing).
+        seq = file_events(root)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        try:
             for i in range(2000):
-                tape.append("x.test/tick", {"i": i})
+                line = {"seq": seq + i, "type": "x.test/tick", "time": 1, "data": {"i": i}}
+                os.write(fd, _framing.frame(msgspec.json.encode(line)))
+        finally:
+            os.close(fd)
         wait_for(lambda: indexed_events(cfg.index) == file_events(root))
         spent = d.status["transactions"] - before
     assert 1 <= spent <= 30, spent
@@ -180,14 +192,39 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[byte
     )
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def _completed(index: Path, root: Path) -> bool:
+    """The index holds every file under ``root`` (nothing half loaded)."""
+    store = SqliteStore(index)
+    try:
+        return bool(dump(store.con) == rebuild(root))
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("sig", "phase"),
+    [
+        (signal.SIGTERM, "bulk"),
+        (signal.SIGKILL, "bulk"),
+        (signal.SIGTERM, "incremental"),
+        (signal.SIGKILL, "incremental"),
+    ],
+)
 def test_signal_during_ingest_then_restart_equals_rebuild(
-    root: Path, tmp_path: Path, sig: signal.Signals
+    root: Path, tmp_path: Path, sig: signal.Signals, phase: str
 ) -> None:
-    _archive(root, files=16, turns=200)
     index = tmp_path / "i.db"
+    if phase == "incremental":  # an index exists; a burst of new sessions is being ingested
+        session(root / "first.jsonl", ["before"])
+        store = SqliteStore(index)
+        Ingestor(store, root).rescan()
+        store.close()
+    _archive(root, files=40, turns=200)
     proc = _cli("daemon", "run", str(root), "--index", str(index))
-    wait_for(lambda: indexed_events(index) > 0, timeout=30)
+    if phase == "bulk":
+        wait_for(lambda: build_path(index).exists() or proc.poll() is not None, timeout=30)
+    else:
+        wait_for(lambda: indexed_events(index) > 10 or proc.poll() is not None, timeout=30)
     proc.send_signal(sig)
     proc.communicate(timeout=30)
     if sig == signal.SIGTERM:
@@ -195,11 +232,114 @@ def test_signal_during_ingest_then_restart_equals_rebuild(
         assert running_pid(index) is None
     else:
         assert proc.returncode == -signal.SIGKILL
-    # Whatever was committed is consistent; a restart finishes the job.
+    if phase == "bulk" and sig == signal.SIGKILL:
+        # Killed during the first load: no index or an empty one, never part of the load.
+        assert indexed_events(index) in (0, file_events(root))
+    # Whatever was published is consistent; a restart finishes the job (and a stray bulk
+    # file is removed).
     store = SqliteStore(index)
+    assert not build_path(index).exists()
     Ingestor(store, root).rescan()
     assert dump(store.con) == rebuild(root)
+    fts_ok(store.con)
     store.close()
+
+
+def test_killed_rebuild_and_first_sync_leave_the_old_index_or_none(
+    root: Path, tmp_path: Path
+) -> None:
+    _archive(root, files=40, turns=200)
+    index = tmp_path / "i.db"
+    first = _cli("sync", str(root), "--index", str(index))
+    wait_for(lambda: build_path(index).exists() or first.poll() is not None, timeout=30)
+    first.kill()
+    first.communicate(timeout=30)
+    assert indexed_events(index) in (0, file_events(root))
+    again = subprocess.run(
+        [sys.executable, "-m", "jsonltape", "sync", str(root), "--index", str(index)],
+        capture_output=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    old = rebuild(root)
+    with jsonltape.open(root / "s0.jsonl") as tape:  # the files move on; the index does not
+        tape.user("after the sync")
+    proc = _cli("index", "rebuild", "--index", str(index))
+    wait_for(lambda: build_path(index).exists() or proc.poll() is not None, timeout=30)
+    proc.kill()
+    proc.communicate(timeout=30)
+    store = SqliteStore(index)
+    assert dump(store.con) in (old, rebuild(root))  # the old index, or the complete new one
+    fts_ok(store.con)
+    store.close()
+
+
+_LAUNCH = (
+    "import sys; from pathlib import Path; from jsonltape_daemon.service import Config, Daemon; "
+    "sys.exit(Daemon(Config(Path(sys.argv[1]), Path(sys.argv[2]), helper_from=0)).run())"
+)
+
+
+def _helpers_of(index: Path) -> list[int]:
+    """Pids of full-text helper processes working for ``index``."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"jsonltape_daemon.fts_helper" in cmd and bytes(helper_path(index)) in cmd:
+            found.append(int(d.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="looks for processes in /proc")
+@pytest.mark.parametrize("phase", ["bulk", "published"])
+def test_a_killed_daemon_leaves_no_helper_process_behind(
+    root: Path, tmp_path: Path, phase: str
+) -> None:
+    _archive(root, files=40, turns=200)
+    index = tmp_path / "i.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LAUNCH, str(root), str(index)], stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for(lambda: bool(_helpers_of(index)) or proc.poll() is not None, timeout=30)
+        if phase == "published":  # the helper builds the substring index after the load
+            wait_for(lambda: not build_path(index).exists() or proc.poll() is not None)
+    finally:
+        proc.kill()
+        proc.wait()
+    wait_for(lambda: not _helpers_of(index))  # it noticed its parent is gone, and quit
+    store = SqliteStore(index)
+    assert not helper_path(index).exists()
+    engine = Ingestor(store, root)
+    engine.rescan()
+    engine.build_substrings()
+    assert dump(store.con) == rebuild(root)
+    fts_ok(store.con)
+    store.close()
+
+
+def test_the_daemon_builds_the_substring_index_after_a_first_load(
+    root: Path, tmp_path: Path
+) -> None:
+    _archive(root, files=4, turns=50)
+    cfg = Config(root, tmp_path / "i.db", rescan_interval=3600, substring_step=0.01)
+    with _Running(Daemon(cfg, log=lambda _m: None)) as d:
+        wait_for(lambda: bool(d.status.get("substrings_ready")))
+        session(root / "later.jsonl", ["a substring like FileNotFoundError"])
+        wait_for(lambda: indexed_events(cfg.index) == file_events(root))
+        con = connect(cfg.index, readonly=True)
+        try:
+            assert notes(con) == []
+            hits = search(con, "NotFound", Filters())
+            assert [h.match for h in hits] == ["substring"] * 2  # the question, the answer
+        finally:
+            con.close()
+    assert _completed(cfg.index, root)
 
 
 def test_start_status_stop_from_the_command_line(root: Path, tmp_path: Path) -> None:

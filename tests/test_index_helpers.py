@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from jsonltape_daemon.cjk import grams
 from jsonltape_daemon.ingest import Ingestor
 from jsonltape_daemon.store import SqliteStore
 
@@ -77,11 +78,20 @@ def dump(con: sqlite3.Connection) -> dict[str, Any]:
     messages = sorted(
         (path_of[r[0]], *r[1:])
         for r in con.execute(
-            "SELECT sid, seq, type, role, time, status, anchor, call_id, text, truncated "
+            "SELECT sid, seq, type, role, time, status, anchor, call_id, calls, text, truncated "
             "FROM messages"
         )
     )
-    return {"files": files, "sessions": sessions, "events": events, "messages": messages}
+    calls = sorted(
+        (path_of[r[0]], *r[1:]) for r in con.execute("SELECT sid, call_id, seq FROM tool_calls")
+    )
+    return {
+        "files": files,
+        "sessions": sessions,
+        "events": events,
+        "messages": messages,
+        "tool_calls": calls,
+    }
 
 
 def rebuild(root: Path) -> dict[str, Any]:
@@ -94,9 +104,25 @@ def rebuild(root: Path) -> dict[str, Any]:
 
 
 def fts_ok(con: sqlite3.Connection) -> None:
-    """Both full-text tables agree with the messages table (raises otherwise)."""
-    for table in ("messages_fts", "messages_trigram"):
-        con.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
+    """Every full-text table agrees with the messages table (raises otherwise); the substring
+    index covers exactly the messages up to its cursor."""
+    con.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
+    con.execute("INSERT INTO messages_cjk (messages_cjk, rank) VALUES ('integrity-check', 1)")
+    upto = int(con.execute("SELECT value FROM meta WHERE key = 'substrings'").fetchone()[0])
+    top = con.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+    if upto >= top:
+        con.execute(
+            "INSERT INTO messages_trigram (messages_trigram, rank) VALUES ('integrity-check', 1)"
+        )
+    else:
+        con.execute("INSERT INTO messages_trigram (messages_trigram) VALUES ('integrity-check')")
+        covered = {r[0] for r in con.execute("SELECT id FROM messages_trigram_docsize")}
+        assert covered == {
+            r[0] for r in con.execute("SELECT id FROM messages WHERE id <= ?", (upto,))
+        }
+    want = {i: g for i, text in con.execute("SELECT id, text FROM messages") if (g := grams(text))}
+    got = {r[0]: (r[1], r[2]) for r in con.execute("SELECT rowid, uni, bi FROM messages_cjk")}
+    assert got == want
 
 
 def fold_statuses(path: Path) -> dict[int, str]:

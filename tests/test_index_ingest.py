@@ -163,7 +163,8 @@ def test_schema_is_documented_and_versioned(tmp_path: Path) -> None:
     tables = [
         r[0]
         for r in con.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'messages_%'"
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'messages_%' "
+            "AND name NOT LIKE 'sqlite_%'"
         )
     ]
     for name in tables:
@@ -171,3 +172,100 @@ def test_schema_is_documented_and_versioned(tmp_path: Path) -> None:
         for col in con.execute(f"PRAGMA table_info({name})"):
             assert f"`{col[1]}`" in doc, (name, col[1])
     assert f"version {schema.SCHEMA_VERSION}" in doc
+
+
+def _texts_root(root: Path, sessions: int = 3) -> None:
+    for n in range(sessions):
+        session(
+            root / f"s{n}.jsonl",
+            [f"FileNotFoundError {i} in 東京都の天気 naïve {n}" for i in range(20)],
+        )
+
+
+def _searches(con: sqlite3.Connection) -> list[list[tuple[str, int]]]:
+    from jsonltape_daemon.search import Filters, search
+
+    return [
+        sorted((h.path, h.seq) for h in search(con, q, Filters(all=True), 1000))
+        for q in ("NotFound", "naive", "天気", "雨", "answer", "E 1")
+    ]
+
+
+def test_a_helper_process_builds_the_same_full_text_indexes(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    _texts_root(root)
+    alone = SqliteStore(tmp_path / "alone.db", helper_from=None)
+    helped = SqliteStore(tmp_path / "helped.db", helper_from=0)
+    try:
+        for store in (alone, helped):
+            engine = Ingestor(store, root)
+            engine.rescan()
+            if store is helped:
+                assert store.substrings_waiting() or not store.substrings_pending()
+            engine.build_substrings()
+            assert not store.substrings_pending()
+            fts_ok(store.con)
+        assert dump(helped.con) == dump(alone.con)
+        assert _searches(helped.con) == _searches(alone.con)
+        assert not (tmp_path / "helped.db.fts").exists()
+    finally:
+        alone.close()
+        helped.close()
+
+
+def test_sessions_dropped_before_the_helper_is_done_leave_its_index(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    _texts_root(root, sessions=4)
+    store = SqliteStore(tmp_path / "i.db", helper_from=0)
+    engine = Ingestor(store, root)
+    engine.rescan()
+    (root / "s1.jsonl").unlink()  # dropped while the helper builds the substring index
+    shutil.copyfile(root / "s2.jsonl", root / "s3.jsonl")  # and one replaced
+    engine.rescan()
+    engine.build_substrings()
+    assert not store.substrings_pending()
+    fts_ok(store.con)
+    assert dump(store.con) == rebuild(root)
+    store.close()
+
+
+def test_a_helper_that_dies_leaves_the_work_to_the_loader(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    _texts_root(root)
+    store = SqliteStore(tmp_path / "i.db", helper_from=0)
+    store.start_bulk()
+    engine = Ingestor(store, root)
+    engine.rescan()
+    assert store._helper is not None
+    store._helper.proc.kill()
+    store._helper.proc.wait()
+    store.rebuild_fts()  # the word index is built here instead
+    store.finish_bulk()
+    engine.build_substrings()  # and the substring index too
+    assert not store.substrings_pending() and store._helper is None
+    fts_ok(store.con)
+    assert dump(store.con) == rebuild(root)
+    store.close()
+
+
+def test_a_bulk_load_is_published_whole(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    _texts_root(root)
+    index = tmp_path / "i.db"
+    store = SqliteStore(index)
+    store.start_bulk()
+    Ingestor(store, root).rescan()  # the caller owns the bulk load: nothing published yet
+    reader = sqlite3.connect(index)
+    assert reader.execute("SELECT count(*) FROM sessions").fetchone() == (0,)
+    assert (tmp_path / "i.db.build").exists()
+    store.abort_bulk()  # e.g. an error: the published index is untouched, the copy is gone
+    assert not (tmp_path / "i.db.build").exists()
+    assert store.is_empty()
+    stats = Ingestor(store, root).rescan()  # now the engine starts and publishes one itself
+    assert stats.bulk and "publish" in stats.phases
+    assert reader.execute("SELECT count(*) FROM sessions").fetchone() == (0,)  # old snapshot
+    reader.close()
+    reader = sqlite3.connect(index)
+    assert reader.execute("SELECT count(*) FROM sessions").fetchone() == (3,)
+    reader.close()
+    store.close()

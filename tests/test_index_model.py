@@ -1,11 +1,15 @@
 """Model-based test of the ingest engine: random operations on a tree of sessions (appends,
-revisions, torn tails, crashed turns, repairs, replacements, deletes, renames, recreations,
-touches, corruption) interleaved with syncs. After every sync the index must equal a rebuild
-from scratch, its full-text tables must agree with it, every session's state must be what
+revisions, tool calls and their results, raw surface operations that the fold may refuse,
+torn tails, crashed turns, repairs, replacements, deletes, renames, recreations, touches,
+corruption) interleaved with syncs. After every sync the index must equal a rebuild from
+scratch, its full-text tables must agree with it, every session's state must be what
 ``jsonltape.verify`` says, and every message's status what ``SurfaceFold`` says.
 
 Syncs alternate between a full rescan and a sync of just the paths touched since the last one
 (what the daemon's watcher hints give it), so both paths of the engine are held to the model.
+The first sync is a bulk load (its full-text indexes built in a helper process for odd seeds);
+the substring index then catches up in random-sized steps or at once, so the full-text tables
+are checked both while it is partial and once it is complete.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from jsonltape_daemon.ingest import Budget, Ingestor
 from jsonltape_daemon.store import SqliteStore
 
 import jsonltape
+from jsonltape.errors import SurfaceError
+from jsonltape.events import SURFACE_TYPES, Replace, Retract
 from jsonltape.fold import SurfaceFold
 
 from .conftest import LONG
@@ -65,6 +71,13 @@ class World:
                 if rng.random() < 0.3:
                     tape.tool_call("Read", {"p": "a.py"}, call_id=f"c{tape.next_seq}")
                     tape.tool_result(f"c{tape.next_seq - 1}", "FileNotFoundError: a.py")
+                if rng.random() < 0.4:  # calls declared by the assistant, then answered
+                    ids = [f"k{tape.next_seq}", f"k{tape.next_seq}b"][: rng.randint(1, 2)]
+                    calls = [{"id": c, "name": "Grep", "arguments": {"q": "雨"}} for c in ids]
+                    tape.assistant("looking", tool_calls=calls)
+                    for c in ids:
+                        for _ in range(rng.choice([1, 1, 2])):
+                            tape.tool_result(c, f"result of {c}")
                 tape.assistant("ok " + str(i))
 
     def append(self, path: Path) -> None:
@@ -107,6 +120,78 @@ class World:
         for ev in jsonltape.read(path, from_seq=seq):
             return ev.type
         return ""
+
+    def raw_surface(self, path: Path) -> None:
+        """A surface operation written raw (no writer checks it): a replace or retract over a
+        random range, of any message type, with right or wrong sources. The fold may refuse
+        it; the index must then say ``rejected`` exactly where the fold does."""
+        if jsonltape.verify(path).state != "clean":
+            return
+        rng = self.rng
+        fold = SurfaceFold()
+        messages: list[int] = []
+        results: list[str] = []
+        for ev in jsonltape.read(path):
+            if ev.type in SURFACE_TYPES:
+                messages.append(ev.seq)
+                if ev.type == "tool/result":
+                    results.append(str(ev.data.get("call_id")))
+            try:
+                fold.apply(ev)
+            except SurfaceError:
+                pass
+        nodes = fold.nodes
+        if not nodes:
+            return
+        pool = nodes if rng.random() < 0.85 else messages
+        a, b = rng.choice(pool), rng.choice(pool)
+        if rng.random() < 0.8 and fold.anchor(a) is not None and fold.anchor(b) is not None:
+            a, b = sorted((a, b), key=lambda x: fold.anchor(x) or 0)
+        items: list[tuple[str, dict[str, object]]] = []
+        compaction = None
+        if rng.random() < 0.3:
+            compaction = sum(1 for _ in jsonltape.read(path))
+            kind = rng.choice(["compaction/summary", "compaction/prune", "handoff/anchor"])
+            items.append((kind, {"summary": "s"}))
+        op: Replace | Retract
+        if rng.random() < 0.35:
+            op = Retract(a, b)
+            type_ = "surface/retract" if rng.random() < 0.9 else "user/message"
+            data: dict[str, object] = {} if type_ == "surface/retract" else user_data("bad")
+        else:
+            op = Replace(a, b)
+            type_ = rng.choice(["user/message", "assistant/message", "tool/result"])
+            data = user_data("revised via raw")
+            if type_ == "assistant/message":
+                keep = [c for c in results if rng.random() < 0.5]
+                parts = [{"type": "tool_call", "id": c, "name": "Grep"} for c in keep]
+                data = {"message": {"id": "r", "role": "assistant", "parts": parts}}
+            elif type_ == "tool/result":
+                call = rng.choice(results) if results and rng.random() < 0.8 else "nope"
+                data = {
+                    "call_id": call,
+                    "message": {
+                        "id": "p",
+                        "role": "tool",
+                        "parts": [{"type": "tool_call_response", "id": call, "response": "…"}],
+                    },
+                }
+        try:
+            sources = fold.removed_by(type_, op, None, data)  # type: ignore[arg-type]
+        except SurfaceError:
+            sources = [s for s in nodes if fold.anchor(s) is not None][:3]
+        if sources and rng.random() < 0.15:
+            sources.pop(rng.randrange(len(sources)))
+        if compaction is not None and rng.random() < 0.8:
+            sources.append(compaction)
+        extra: dict[str, object] = {
+            "surface": {"op": op.__struct_config__.tag, "start": a, "end": b}
+        }
+        if isinstance(op, Replace) or rng.random() < 0.2:
+            extra["sources"] = sources
+        items.append((type_, data))
+        raw_append(path, items, **extra)
+        self.touch(path)
 
     def crash_open_turn(self, path: Path) -> None:
         if jsonltape.verify(path).state != "clean":
@@ -169,6 +254,7 @@ class World:
 OPS = [
     ("create", 3),
     ("append", 6),
+    ("raw_surface", 4),
     ("crash_open_turn", 2),
     ("torn_tail", 2),
     ("repair", 3),
@@ -207,8 +293,9 @@ def test_random_operations_keep_index_equal_to_rebuild(tmp_path: Path, seed: int
     root = tmp_path / "root"
     root.mkdir(mode=0o700)
     world = World(root, rng)
-    # A tiny budget forces many transactions, so cursors are committed mid-file too.
-    store = SqliteStore(tmp_path / "index.db")
+    # A tiny budget forces many transactions, so cursors are committed mid-file too. Odd seeds
+    # hand the full-text indexes of the first (bulk) sync to a helper process.
+    store = SqliteStore(tmp_path / "index.db", helper_from=0 if seed % 2 else None)
     engine = Ingestor(store, root, budget=Budget(rows=7, seconds=1.0), bulk_budget=Budget(9, 1.0))
     names, weights = zip(*OPS, strict=True)
     for _ in range(3):
@@ -239,5 +326,12 @@ def test_random_operations_keep_index_equal_to_rebuild(tmp_path: Path, seed: int
         else:
             engine.rescan()
         world.touched.clear()
+        if rng.random() < 0.15:  # the substring index catches up: all at once (the helper's
+            engine.build_substrings()  # if there is one) or in a few small steps
+        elif rng.random() < 0.2 and not store.substrings_waiting():
+            for _ in range(rng.randint(1, 3)):
+                store.begin()
+                store.build_substrings(rng.choice([1, 5, 1000]))
+                store.commit()
         check(world, store)
     store.close()

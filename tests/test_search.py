@@ -1,7 +1,9 @@
 """Search golden queries and the read-side commands (search, sessions, show, index status).
 
 A fixed corpus: diacritics, Japanese, identifiers inside identifiers, tiny queries, phrases,
-filters, and queries that would be FTS syntax errors if they were passed through.
+filters, and queries that would be FTS syntax errors if they were passed through. Then the two
+places where an index stands in for a scan: CJK terms (the bigram table must find exactly what
+``LIKE`` finds) and the substring index while it is still being built (results unchanged).
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 from jsonltape_daemon.ingest import Ingestor
 from jsonltape_daemon.schema import connect
-from jsonltape_daemon.search import Filters, search
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.search import Filters, notes, search
+from jsonltape_daemon.store import MessageRow, SessionRow, SqliteStore
 
 import jsonltape
 from jsonltape.cli import cli
@@ -27,6 +31,7 @@ TEXTS = {
         "raise FileNotFoundError(path) when the config is missing",
         "use parse_user_id_from_token here",
         "bd-q3fy is the ticket; go fix it",
+        "then a -> b and 北京の雨",
     ],
 }
 
@@ -50,7 +55,11 @@ def indexed(tmp_path: Path) -> tuple[Path, Path]:
         )
     index = tmp_path / "index.db"
     store = SqliteStore(index)
-    Ingestor(store, root).rescan()
+    engine = Ingestor(store, root)
+    assert engine.rescan().bulk
+    assert store.substrings_pending()  # a bulk load leaves the substring index for later
+    engine.build_substrings()
+    assert not store.substrings_pending()
     store.close()
     return root, index
 
@@ -72,8 +81,10 @@ def q(index: Path, query: str, **kw: object) -> list[tuple[str, str]]:
         ("user_id", "word", "parse_\x02user_id\x03"),  # "_" splits words: a phrase
         ("ser_id_fr", "substring", "parse_u\x02ser_id_fr\x03om"),
         ("東京都", "substring", "\x02東京都\x03"),  # CJK, three characters
-        ("天気", "scan", "\x02天気\x03"),  # CJK, two characters: no tokenizer serves it
-        ("雨", "scan", "\x02雨\x03"),
+        ("天気", "substring", "\x02天気\x03"),  # CJK, two characters: the bigram table
+        ("雨", "substring", "\x02雨\x03"),  # one character: its unigram
+        ("晴れです。明日", "substring", "\x02晴れです。明日\x03"),  # across CJK punctuation
+        ("->", "scan", "\x02->\x03"),  # neither a word nor CJK, two characters: a scan
         ('"config is missing"', "word", "\x02config is missing\x03"),  # phrase
         ("migr*", "word", "\x02migration\x03"),  # prefix
         ("bd-q3fy", "word", "\x02bd-q3fy\x03"),
@@ -104,10 +115,10 @@ def test_superseded_only_with_all(indexed: tuple[Path, Path]) -> None:
 
 def test_filters(indexed: tuple[Path, Path]) -> None:
     index = indexed[1]
-    assert len(q(index, "reply", roles=("assistant",))) == 5
+    assert len(q(index, "reply", roles=("assistant",))) == 6
     assert q(index, "reply", roles=("user",)) == []
     assert len(q(index, "reply", path="*/a/*")) == 2
-    assert len(q(index, "reply", types=("assistant/*",))) == 5
+    assert len(q(index, "reply", types=("assistant/*",))) == 6
     assert q(index, "reply", since=4_000_000_000_000) == []
     assert q(index, "reply", until=1) == []
 
@@ -201,3 +212,91 @@ def test_import_jsonltape_pulls_in_neither_sqlite_nor_watchdog() -> None:
         "assert 'sqlite3' not in sys.modules and 'watchdog' not in sys.modules, sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+_TEXT = "東京都の天気は晴れです。明日雨北京ＡＢab -"
+_TERM = "東京都の天気晴雨。Ａ"
+
+
+@given(
+    st.lists(st.text(alphabet=_TEXT, max_size=24), min_size=1, max_size=12),
+    st.lists(st.text(alphabet=_TERM, min_size=1, max_size=4), min_size=1, max_size=2),
+)
+def test_cjk_terms_find_exactly_what_like_finds(texts: list[str], terms: list[str]) -> None:
+    store = SqliteStore(":memory:")
+    try:
+        store.begin()
+        sid = store.add_session(SessionRow(id="s", path="/s.jsonl", header_crc="x"))
+        store.add_messages(
+            [
+                MessageRow(sid, i, "user/message", "user", i, "current", i, None, (), t, 0)
+                for i, t in enumerate(texts)
+            ]
+        )
+        store.commit()
+        hits = search(store.con, " ".join(terms), Filters(), limit=1000)
+        like = " AND ".join("text LIKE ?" for _ in terms)
+        scan = {
+            r[0]
+            for r in store.con.execute(
+                f"SELECT seq FROM messages WHERE {like}", [f"%{t}%" for t in terms]
+            )
+        }
+        assert (
+            {h.seq for h in hits}
+            == scan
+            == {i for i, t in enumerate(texts) if all(x in t for x in terms)}
+        )
+        assert all(h.match == "substring" for h in hits)
+    finally:
+        store.close()
+
+
+def test_results_stay_the_same_while_the_substring_index_is_built(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    with jsonltape.open(root / "s.jsonl", create=True) as t:
+        for text in [*TEXTS["a"], *TEXTS["b"]] * 3:
+            t.user(text)
+    index = tmp_path / "index.db"
+    store = SqliteStore(index)
+    engine = Ingestor(store, root)
+    engine.rescan()
+    queries = ["NotFound", "ser_id_fr", "Error(path", "北京の雨", "naive", "->", "migration"]
+
+    def results() -> dict[str, set[int]]:
+        return {x: {h.seq for h in search(store.con, x, Filters(all=True), 100)} for x in queries}
+
+    partial = results()
+    assert any("substring index is still being built" in n for n in notes(store.con))
+    assert partial["NotFound"] and partial["ser_id_fr"] and partial["Error(path"]
+    store.begin()
+    store.build_substrings(5)  # a third of the way
+    store.commit()
+    assert store.substrings_pending() and results() == partial
+    engine.build_substrings()
+    assert results() == partial and notes(store.con) == []
+    kinds = {h.match for h in search(store.con, "NotFound", Filters(), 100)}
+    assert kinds == {"substring"}
+    store.close()
+
+
+def test_a_first_sync_from_the_command_line_builds_everything(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    for name, texts in TEXTS.items():
+        with jsonltape.open(root / f"{name}.jsonl", create=True) as t:
+            for text in texts:
+                t.user(text)
+    index = tmp_path / "fresh.db"
+    out = subprocess.run(
+        [sys.executable, "-m", "jsonltape", "sync", str(root), "--index", str(index), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    stats = json.loads(out.stdout)
+    assert stats["bulk"] and stats["messages"] == 6 and stats["substrings"] == 6
+    assert {"read", "rows", "insert", "words", "publish", "substrings"} <= set(stats["phases"])
+    status = json.loads(run(index, "index", "status", "--json").stdout)
+    assert status["substrings"] == {"indexed": 6, "messages": 6} and status["fts"] == "live"
+    assert not (tmp_path / "fresh.db.build").exists()

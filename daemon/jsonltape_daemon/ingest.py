@@ -13,13 +13,13 @@ or behind its own cursor, and a kill at any moment loses nothing.
   found at a new path) keeps its rows and its cursor.
 * Only complete lines with a good crc and the next seq are ingested; a torn tail waits, damage
   before a checkpoint marks the session corrupt. Bad files are recorded and skipped.
-* Message status follows :class:`jsonltape.fold.SurfaceFold` incrementally with the same anchor
-  scheme, persisted in the ``messages`` table: an append is an insert, a replace or retract
-  looks up only the nodes it touches. A surface operation the fold would refuse leaves the
-  message ``rejected``.
-* Transactions are bounded by rows and time. On an empty index (or after a bulk load was cut
-  short) rows are loaded without full-text upkeep and the FTS tables are rebuilt once at the
-  end, which is several times faster for a first sync of a large archive.
+* Message status follows :class:`jsonltape.fold.SurfaceFold` incrementally (``surface.py``).
+* Transactions are bounded by rows and time. A sync into an empty index is a bulk load
+  (``Store.start_bulk``): rows only, the word index built once (at the end, or meanwhile by a
+  helper process), the whole load published at once; the substring index is built afterwards
+  (:meth:`Ingestor.build_substrings`), while the index is already searchable.
+* What is particular to the file format lives in a *kind* (``source.py``); the engine works the
+  same for any kind that can say where a good line ends and whether the cursor still holds.
 """
 
 from __future__ import annotations
@@ -28,30 +28,23 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 
-from jsonltape import _framing
-from jsonltape._scan import check, read_header
+from jsonltape._framing import crc_of
 from jsonltape.errors import CorruptError, FormatError
-from jsonltape.events import SURFACE_TYPES, Event, FlushData, Replace, Retract
+from jsonltape.events import SURFACE_TYPES, Event, FlushData, Line
 
-from .extract import message_fields
+from .source import Damage, FileKind, JsonltapeFiles
 from .store import FileRow, MessageRow, SessionRow, Store
+from .surface import SurfaceMirror
 
 __all__ = ["Budget", "Ingestor", "SyncStats", "walk"]
 
-_decoder = msgspec.json.Decoder(Event)
 _O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _CHUNK_LINES = 256
-
-
-class _Seq(msgspec.Struct):
-    seq: int
-
-
-_seq_decoder = msgspec.json.Decoder(_Seq)
+_SUBSTRING_STEP = 128  # messages per substring-indexing statement
 
 
 @dataclass(frozen=True)
@@ -74,14 +67,22 @@ class SyncStats:
     errors: int = 0
     transactions: int = 0
     seconds: float = 0.0
+    bulk: bool = False  #: a bulk load (first sync or rebuild) published at the end
+    substrings: int = 0  #: messages added to the substring index
+    #: seconds by phase: read (lines, crc, decode), rows (fold, text, tuples), insert (rows and
+    #: commits), words (the word index), publish (sync and rename), substrings
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.phases[phase] = self.phases.get(phase, 0.0) + seconds
 
 
 class _Stop(Exception):
     """Raised at a transaction boundary once a stop was requested."""
 
 
-def walk(root: str) -> list[str]:
-    """Every ``*.jsonl`` regular file under ``root``; dot-names skipped, symlinks not followed."""
+def walk(root: str, wants: Callable[[str], bool] = lambda n: n.endswith(".jsonl")) -> list[str]:
+    """Every wanted regular file under ``root``; dot-names skipped, symlinks not followed."""
     out: list[str] = []
     stack = [root]
     while stack:
@@ -97,7 +98,7 @@ def walk(root: str) -> list[str]:
                 try:
                     if e.is_dir(follow_symlinks=False):
                         stack.append(e.path)
-                    elif e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False):
+                    elif wants(e.name) and e.is_file(follow_symlinks=False):
                         out.append(e.path)
                 except OSError:
                     continue
@@ -118,7 +119,8 @@ class Ingestor:
         root: str | os.PathLike[str],
         *,
         budget: Budget = Budget(),
-        bulk_budget: Budget = Budget(20_000, 1.0),
+        bulk_budget: Budget = Budget(50_000, 2.0),
+        kind: FileKind | None = None,
         should_stop: Callable[[], bool] = lambda: False,
         progress: Callable[[int], None] | None = None,
     ) -> None:
@@ -126,8 +128,10 @@ class Ingestor:
         self.root = os.path.abspath(root)
         self.budget = budget
         self.bulk_budget = bulk_budget
+        self.kind: FileKind = kind or JsonltapeFiles()
         self.should_stop = should_stop
         self.progress = progress
+        self.surface = SurfaceMirror(store)
         self._open = False
         self._rows = 0
         self._t0 = 0.0
@@ -152,33 +156,82 @@ class Ingestor:
 
     def eligible(self, path: str) -> bool:
         rel = os.path.relpath(path, self.root)
-        if rel.startswith("..") or not rel.endswith(".jsonl"):
+        if rel.startswith("..") or not self.kind.wants(os.path.basename(rel)):
             return False
         return not any(part.startswith(".") for part in rel.split(os.sep))
+
+    def build_substrings(
+        self, seconds: float | None = None, *, tx_seconds: float = 0.25
+    ) -> SyncStats:
+        """Add messages to the substring index, in transactions of about ``tx_seconds``, until
+        it is complete, ``seconds`` have passed, or a stop is requested. The index stays
+        searchable meanwhile (substring queries scan what is not indexed yet)."""
+        stats = SyncStats()
+        store = self.store
+        start = time.monotonic()
+        commits = store.commits
+        try:
+            while store.substrings_pending() and not self.should_stop():
+                if store.substrings_waiting():  # a helper process is building it
+                    if seconds is not None and time.monotonic() - start >= seconds:
+                        break
+                    time.sleep(0.02)
+                    continue
+                store.begin()
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < tx_seconds:
+                    n = store.build_substrings(_SUBSTRING_STEP)
+                    stats.substrings += n
+                    if n < _SUBSTRING_STEP:
+                        break
+                store.commit()
+                if seconds is not None and time.monotonic() - start >= seconds:
+                    break
+        except BaseException:
+            store.rollback()
+            raise
+        stats.transactions = store.commits - commits
+        stats.seconds = time.monotonic() - start
+        stats.add("substrings", stats.seconds)
+        return stats
 
     # -- transaction bookkeeping ---------------------------------------------------------
 
     def _run(self, body: Callable[[], None]) -> SyncStats:
-        self._stats = SyncStats()
+        self._stats = stats = SyncStats()
+        store = self.store
         start = time.monotonic()
-        commits = self.store.commits
-        self._bulk = not self.store.fts_live or self.store.is_empty()
+        commits = store.commits
+        started = not store.in_bulk and store.is_empty()
+        if started:
+            store.start_bulk()
+            stats.bulk = True
+        self._bulk = store.in_bulk or not store.fts_live
+        stopped = False
         try:
             try:
                 body()
-                if not self.store.fts_live:
-                    self._tx()
-                    self.store.rebuild_fts()
-                self._commit()
             except _Stop:
-                pass
+                stopped = True
+            self._commit()
+            if not stopped and not store.fts_live and (started or not store.in_bulk):
+                t = time.perf_counter()
+                store.rebuild_fts()
+                stats.add("words", time.perf_counter() - t)
+            if started:
+                t = time.perf_counter()
+                store.finish_bulk()
+                stats.add("publish", time.perf_counter() - t)
         except BaseException:
             self._open = False
-            self.store.rollback()
+            if started and store.in_bulk:
+                store.abort_bulk()
+            else:
+                store.rollback()
             raise
-        self._stats.transactions = self.store.commits - commits
-        self._stats.seconds = time.monotonic() - start
-        return self._stats
+        stats.transactions = store.commits - commits
+        stats.seconds = time.monotonic() - start
+        return stats
 
     def _tx(self) -> None:
         if not self._open:
@@ -186,13 +239,13 @@ class Ingestor:
             self._open = True
             self._rows = 0
             self._t0 = time.monotonic()
-            if self._bulk and self.store.fts_live:
-                self.store.set_fts_stale()
 
     def _commit(self) -> None:
         if self._open:
             self._open = False
+            t = time.perf_counter()
             self.store.commit()
+            self._stats.add("insert", time.perf_counter() - t)
 
     def _room(self) -> int:
         b = self.bulk_budget if self._bulk else self.budget
@@ -211,7 +264,7 @@ class Ingestor:
 
     def _rescan(self) -> None:
         regs = self.store.files(under=self.root)
-        on_disk = walk(self.root)
+        on_disk = walk(self.root, self.kind.wants)
         for path in on_disk:
             self._sync_path(path, regs.get(path))
         for path in sorted(set(regs) - set(on_disk)):
@@ -298,7 +351,7 @@ class Ingestor:
         st = os.fstat(fd)
         size = st.st_size
         try:
-            header, hend, _time = read_header(fd, path)
+            head = self.kind.header(fd, path)
         except (FormatError, CorruptError) as exc:
             if size < (1 << 24) and b"\n" not in os.pread(fd, min(size, 1 << 16), 0):
                 self._record(path, reg, st, "pending", None)  # header still being written
@@ -306,7 +359,7 @@ class Ingestor:
                 status = "error" if isinstance(exc, CorruptError) else "foreign"
                 self._record(path, reg, st, status, exc.message)
             return
-        hcrc = _framing.crc_of(os.pread(fd, hend, 0)) or ""
+        header, hend, hcrc = head
         store = self.store
         sess = store.session(reg.sid) if reg is not None and reg.sid is not None else None
         if sess is not None and (sess.id, sess.header_crc) != (header.id, hcrc):
@@ -321,16 +374,16 @@ class Ingestor:
                 store.move_file(moved[0].path, path)
                 reg, sess = moved
                 reg.path = sess.path = path
-        start, last_seq, last_crc = 0, -1, None
+        start, last_seq = 0, -1
         if sess is not None and reg is not None:
             # Another inode (a copy or checkout put in place) or the same size with a new mtime
             # (a rewrite in place, or a touch) is not an append: the whole ingested region is
             # checked then, not just its last line.
             rewritten = (reg.dev, reg.ino) != (st.st_dev, st.st_ino) or reg.size == size
             if self._continuous(fd, size, hend, reg) and (
-                not rewritten or self._intact(fd, hend, reg.offset)
+                not rewritten or self.kind.intact(fd, hend, reg.offset)
             ):
-                start, last_seq, last_crc = reg.offset, reg.last_seq or 0, reg.last_crc
+                start, last_seq = reg.offset, reg.last_seq or 0
             else:
                 self._tx()
                 store.drop_session(sess.sid)
@@ -353,7 +406,7 @@ class Ingestor:
             )
             store.add_session(sess)
             self._stats.sessions_added += 1
-        self._read(fd, path, st, sess, start, last_seq, last_crc)
+        self._read(fd, path, st, sess, start, last_seq)
 
     def _moved_here(
         self, session_id: str, hcrc: str, path: str
@@ -371,67 +424,28 @@ class Ingestor:
             return False
         if off == hend:
             return reg.last_seq == 0
-        for _start, raw in _framing.iter_lines_reverse(fd, off, hend):
-            if not _framing.frame_ok(raw) or _framing.crc_of(raw) != reg.last_crc:
-                return False
-            try:
-                return _seq_decoder.decode(raw).seq == reg.last_seq
-            except msgspec.DecodeError:
-                return False
-        return False
-
-    def _intact(self, fd: int, hend: int, end: int) -> bool:
-        """Every line in ``[hend, end)`` still has a good crc and the next seq."""
-        expected = 1
-        for _off, raw in _framing.iter_lines(fd, hend, end):
-            if not _framing.frame_ok(raw):
-                return False
-            try:
-                if _seq_decoder.decode(raw).seq != expected:
-                    return False
-            except msgspec.DecodeError:
-                return False
-            expected += 1
-        return True
+        return self.kind.continues(fd, off, reg.last_seq, reg.last_crc, hend)
 
     def _read(
-        self,
-        fd: int,
-        path: str,
-        st: os.stat_result,
-        sess: SessionRow,
-        start: int,
-        last_seq: int,
-        last_crc: str | None,
+        self, fd: int, path: str, st: os.stat_result, sess: SessionRow, start: int, last_seq: int
     ) -> None:
         size = st.st_size
         expected = last_seq + 1
-        chunk: list[tuple[int, bytes, Event]] = []
-        bad: tuple[int, str] | None = None
-        for off, raw in _framing.iter_lines(fd, start, size):
-            problem = None
-            event: Event | None = None
-            if _framing.frame_ok(raw):
-                try:
-                    event = _decoder.decode(raw)
-                except msgspec.DecodeError as exc:
-                    problem = f"not a valid event envelope: {exc}"
-                else:
-                    if event.seq != expected:
-                        problem = f"seq {event.seq} where {expected} was expected"
-            else:
-                problem = check(raw, None)[1] or "bad line"
-            if problem is not None or event is None:
-                bad = (off, problem or "bad line")
+        bad: Damage | None = None
+        stats = self._stats
+        t = time.perf_counter()
+        # Chunks end where the transaction budget is spent, so a commit can follow any chunk.
+        for item in self.kind.lines(fd, start, size, expected, self._room):
+            stats.add("read", time.perf_counter() - t)
+            if isinstance(item, Damage):
+                bad = item
                 break
-            chunk.append((off, raw, event))
-            expected += 1
-            if len(chunk) >= self._room():
-                self._apply(sess, path, chunk)
-                chunk = []
-        if chunk:
-            self._apply(sess, path, chunk)
-        corrupt = bad is not None and self._checkpoint_after(fd, bad[0], size)
+            self._apply(sess, path, item)
+            expected += len(item)
+            t = time.perf_counter()
+        else:
+            stats.add("read", time.perf_counter() - t)
+        corrupt = bad is not None and self.kind.corrupt_after(fd, bad.offset, size)
         if corrupt:
             sess.state = "corrupt"
         elif bad is not None:
@@ -442,7 +456,7 @@ class Ingestor:
             sess.state = "clean"
         sess.error = None
         if bad is not None:
-            where = f"line {expected + 1}, byte {bad[0]}: {bad[1]}"
+            where = f"line {expected + 1}, byte {bad.offset}: {bad.problem}"
             sess.error = where + ("; damage before the last checkpoint" if corrupt else "")
         cursor = self.store.file(path)
         assert cursor is not None and cursor.sid == sess.sid, "the header line is always ingested"
@@ -457,26 +471,17 @@ class Ingestor:
         self._rows += 1
         self._checkpoint()
 
-    def _checkpoint_after(self, fd: int, start: int, size: int) -> bool:
-        """True if a valid checkpoint follows the bad line at ``start`` (so: corruption)."""
-        for off, raw in _framing.iter_lines(fd, start, size):
-            if b'"session/flush"' not in raw or not _framing.frame_ok(raw):
-                continue
-            try:
-                event = _decoder.decode(raw)
-            except msgspec.DecodeError:
-                continue
-            if event.type == "session/flush" and _valid_checkpoint(event, off):
-                return True
-        return False
-
     # -- rows ----------------------------------------------------------------------------
 
-    def _apply(self, sess: SessionRow, path: str, chunk: list[tuple[int, bytes, Event]]) -> None:
+    def _apply(self, sess: SessionRow, path: str, chunk: list[Line]) -> None:
+        t0 = time.perf_counter()
         self._tx()
         store = self.store
         sid = sess.sid
-        store.add_events([(sid, e.seq, e.type, e.time, off, raw.decode()) for off, raw, e in chunk])
+        events = [(sid, e.seq, e.type, e.time, off, raw.decode()) for off, raw, e in chunk]
+        t1 = time.perf_counter()
+        store.add_events(events)
+        t2 = time.perf_counter()
         pending: list[MessageRow] = []
         added = 0
         for off, _raw, event in chunk:
@@ -491,7 +496,8 @@ class Ingestor:
                     elif t == "turn/end":
                         sess.open_turn = None
             if t in SURFACE_TYPES or t == "surface/retract":
-                added += self._fold(sid, event, pending)
+                added += self.surface.apply(sid, event, pending)
+        t3 = time.perf_counter()
         store.add_messages(pending)
         last_off, last_raw, last = chunk[-1]
         sess.events = last.seq + 1
@@ -505,79 +511,21 @@ class Ingestor:
                 sid=sid,
                 offset=last_off + len(last_raw),
                 last_seq=last.seq,
-                last_crc=_framing.crc_of(last_raw),
+                last_crc=crc_of(last_raw),
             )
         )
-        nbytes = last_off + len(last_raw) - chunk[0][0]
-        self._stats.events += len(chunk)
-        self._stats.messages += added
-        self._stats.bytes += nbytes
+        t4 = time.perf_counter()
+        stats = self._stats
+        stats.add("rows", (t1 - t0) + (t3 - t2))
+        stats.add("insert", (t2 - t1) + (t4 - t3))
+        nbytes = last_off + len(last_raw) - chunk[0].offset
+        stats.events += len(chunk)
+        stats.messages += added
+        stats.bytes += nbytes
         self._rows += len(chunk) + added
         if self.progress is not None:
             self.progress(nbytes)
         self._checkpoint()
-
-    def _fold(self, sid: int, event: Event, pending: list[MessageRow]) -> int:
-        """Mirror ``SurfaceFold.apply`` for one event; return 1 if it added a message row."""
-        t = event.type
-        is_message = t in SURFACE_TYPES
-        call_id = str(event.data.get("call_id")) if t == "tool/result" else None
-
-        def row(status: str, anchor: int | None) -> MessageRow:
-            role, text, truncated = message_fields(t, event.data)
-            return MessageRow(
-                sid, event.seq, t, role, event.time, status, anchor, call_id, text, truncated
-            )
-
-        surface = event.surface
-        if surface is None or surface == "append":
-            if not is_message:
-                return 0  # a retract without a range: refused by the fold
-            pending.append(row("current", event.seq))
-            return 1
-        if not isinstance(surface, (Replace, Retract)):  # pragma: no cover - decoder guarantees
-            return 0
-        self.store.add_messages(pending)  # look-ups below must see earlier rows
-        pending.clear()
-        outcome = self._range_op(sid, event, surface, call_id)
-        if outcome is None:
-            if is_message:
-                pending.append(row("rejected", None))
-            return int(is_message)
-        anchor, shadowed, status = outcome
-        self.store.set_status(sid, shadowed, status)
-        if isinstance(surface, Replace):
-            pending.append(row("current", anchor))
-            return 1
-        return 0
-
-    def _range_op(
-        self, sid: int, event: Event, op: Replace | Retract, call_id: str | None
-    ) -> tuple[int, list[int], str] | None:
-        store = self.store
-        t = event.type
-        first = store.current(sid, op.start)
-        last = store.current(sid, op.end)
-        if first is None or last is None or first[0] > last[0]:
-            return None
-        nodes = store.current_between(sid, first[0], last[0])
-        shadowed = [seq for seq, _c, _t in nodes]
-        if isinstance(op, Retract):
-            return (first[0], shadowed, "retracted") if t == "surface/retract" else None
-        if t == "surface/retract":
-            return None
-        sources = set(event.sources or ())
-        if any(s not in sources for s in shadowed):
-            return None
-        tools = {seq: c for seq, c, typ in nodes if typ == "tool/result"}
-        if t == "tool/result" or tools:
-            if t != "tool/result" or len(shadowed) != 1 or shadowed[0] not in tools:
-                if t == "tool/result" or len(shadowed) == 1:
-                    return None
-            elif tools[shadowed[0]] != call_id:
-                return None
-        compacted = store.has_compaction(sid, sources, event.seq)
-        return first[0], shadowed, "compacted" if compacted else "superseded"
 
 
 def _valid_checkpoint(event: Event, off: int) -> bool:

@@ -9,7 +9,8 @@ Defaults (each overridable by an option or an environment variable):
 * index: ``$JSONLTAPE_INDEX``, else ``<data dir>/index.db``.
 
 Beside an index ``X.db`` live ``X.db.lock`` (one writer: daemon or sync), ``X.db.pid`` and
-``X.db.status`` (the running daemon) and ``X.db.log`` (the log of ``daemon start``). The
+``X.db.status`` (the running daemon), ``X.db.log`` (the log of ``daemon start``), and while a
+bulk load runs ``X.db.build`` (the new index) and ``X.db.fts`` (its full-text helper's). The
 directory is created 0700 and every file 0600, whatever the umask.
 """
 
@@ -20,13 +21,17 @@ import sys
 from pathlib import Path
 
 __all__ = [
+    "build_path",
     "data_dir",
     "default_index",
     "default_root",
     "ensure_private_dir",
+    "fsync_path",
+    "helper_path",
     "lock_file",
     "log_file",
     "pid_file",
+    "remove_db",
     "status_file",
 ]
 
@@ -88,3 +93,32 @@ def status_file(index: Path) -> Path:
 
 def log_file(index: Path) -> Path:
     return _beside(index, ".log")
+
+
+def build_path(index: Path | str) -> Path:
+    """Where a bulk load of ``index`` is written before it is renamed into place."""
+    p = Path(index)
+    return p.with_name(p.name + ".build")
+
+
+def helper_path(index: Path | str) -> Path:
+    """Where the full-text helper process of a bulk load builds its indexes."""
+    p = Path(index)
+    return p.with_name(p.name + ".fts")
+
+
+def remove_db(path: Path | str) -> None:
+    """Delete a database file and its WAL, shared-memory and journal files (if any)."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.unlink(f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
+
+
+def fsync_path(path: Path | str, *, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

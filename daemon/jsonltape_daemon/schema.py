@@ -31,8 +31,25 @@ __all__ = [
 ]
 
 BUSY_TIMEOUT_MS = 10_000
+#: Page size of a new index: raw lines and message texts fill 8 KiB pages better than 4 KiB
+#: (a bulk load measured ~15% faster), and small appends still touch few bytes.
+PAGE_SIZE = 8192
+#: Page cache per connection (KiB); a bulk load gets more (it writes every table at once).
+CACHE_KIB = 32 * 1024
+BULK_CACHE_KIB = 256 * 1024
 
-_M001 = """
+#: The external-content full-text tables over ``messages`` (the bulk-load helper process
+#: builds identical ones, whose shadow tables are then copied in: see ``fts_helper.py``).
+FTS_WORDS = (
+    "CREATE VIRTUAL TABLE messages_fts USING fts5(text, content='messages', "
+    "content_rowid='id', tokenize='unicode61 remove_diacritics 2')"
+)
+FTS_TRIGRAM = (
+    "CREATE VIRTUAL TABLE messages_trigram USING fts5(text, content='messages', "
+    "content_rowid='id', tokenize='trigram')"
+)
+
+_M001 = f"""
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -87,7 +104,7 @@ CREATE TABLE events (
     PRIMARY KEY (sid, seq)
 );
 CREATE TABLE messages (
-    id        INTEGER PRIMARY KEY,
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
     sid       INTEGER NOT NULL,
     seq       INTEGER NOT NULL,
     type      TEXT NOT NULL,
@@ -96,19 +113,25 @@ CREATE TABLE messages (
     status    TEXT NOT NULL,
     anchor    INTEGER,
     call_id   TEXT,
+    calls     TEXT,
     text      TEXT NOT NULL,
     truncated INTEGER NOT NULL,
     UNIQUE (sid, seq)
 );
 CREATE INDEX messages_surface ON messages (sid, anchor) WHERE status = 'current';
-CREATE VIRTUAL TABLE messages_fts USING fts5(
-    text, content='messages', content_rowid='id',
-    tokenize='unicode61 remove_diacritics 2'
-);
-CREATE VIRTUAL TABLE messages_trigram USING fts5(
-    text, content='messages', content_rowid='id', tokenize='trigram'
-);
+CREATE INDEX messages_answers ON messages (sid, call_id)
+    WHERE status = 'current' AND call_id IS NOT NULL;
+CREATE TABLE tool_calls (
+    sid     INTEGER NOT NULL,
+    call_id TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    PRIMARY KEY (sid, call_id, seq)
+) WITHOUT ROWID;
+{FTS_WORDS};
+{FTS_TRIGRAM};
+CREATE VIRTUAL TABLE messages_cjk USING fts5(uni, bi, tokenize='ascii');
 INSERT INTO meta (key, value) VALUES ('fts', 'live');
+INSERT INTO meta (key, value) VALUES ('substrings', '0');
 """
 
 #: (version, name, SQL). Append only; never edit a released step.
@@ -162,14 +185,24 @@ def _create_private(path: Path) -> None:
 
 
 def connect(
-    path: Path | str, *, readonly: bool = False, create: bool = False
+    path: Path | str, *, readonly: bool = False, create: bool = False, bulk: bool = False
 ) -> sqlite3.Connection:
-    """Open the index. Readers use ``mode=ro``; the writer creates it (0600 in a 0700 dir)."""
+    """Open the index. Readers use ``mode=ro``; the writer creates it (0600 in a 0700 dir).
+
+    ``bulk`` is for a private file that nobody else opens until it is complete (a first load
+    or a rebuild, see ``SqliteStore.start_bulk``): no journal, no syncs, an exclusive lock and
+    a big page cache. A crash mid-way leaves a broken file that is deleted, never published.
+    """
     p = Path(path)
     if str(path) != ":memory:":
         if create:
             _create_private(p)
         elif not p.exists():
+            if p.with_name(p.name + ".build").exists():
+                raise IndexStateError(
+                    f"{p}: the index is being built by a first sync; it can be searched as "
+                    "soon as that sync has loaded the files"
+                )
             raise IndexStateError(
                 f"{p}: no index here yet; run `jsonltape sync ROOT` or start the daemon"
             )
@@ -184,10 +217,18 @@ def connect(
     try:
         con.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not readonly:
+            con.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # only takes on a new, empty file
+        if bulk:
+            con.execute("PRAGMA locking_mode = EXCLUSIVE")
+            con.execute("PRAGMA journal_mode = OFF")
+            con.execute("PRAGMA synchronous = OFF")
+            con.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
+        elif not readonly:
             con.execute("PRAGMA journal_mode = WAL")
             con.execute("PRAGMA synchronous = NORMAL")
+        if not bulk:
+            con.execute(f"PRAGMA cache_size = {-CACHE_KIB}")
         con.execute("PRAGMA temp_store = MEMORY")
-        con.execute("PRAGMA cache_size = -32768")
         version = con.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as exc:
         con.close()

@@ -5,22 +5,26 @@ beginnings; everything else is literal text (there is no FTS syntax to get wrong
 served by the cheapest index that can answer it:
 
 1. words: the ``unicode61`` table (diacritics folded), ranked by bm25, recency breaking ties;
-2. substrings: the ``trigram`` table, for identifiers inside identifiers and CJK text of three
-   or more characters; it adds the hits the word pass did not find;
-3. scan: ``LIKE``, newest first, for terms of one or two characters that no tokenizer serves.
+2. substrings: the ``trigram`` table, for identifiers inside identifiers and any text of three
+   or more characters; it adds the hits the word pass did not find. Terms made of CJK
+   characters only (any length, one character too) are served by the CJK bigram table;
+3. scan: ``LIKE``, newest first, for other terms of one or two characters (``->``, ``#``).
 
-Terms of the other kinds join a pass as filters, so every hit contains every term.
+Terms of the other kinds join a pass as filters, so every hit contains every term. While the
+substring index is still being built (after a first sync), substring terms are found in the
+messages it does not cover yet by a scan, so results stay complete; :func:`notes` says so.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
+
+from .cjk import is_cjk, is_cjk_term, match_expr
 
 __all__ = [
     "MARK_CLOSE",
@@ -30,6 +34,7 @@ __all__ = [
     "SessionInfo",
     "Term",
     "Turn",
+    "notes",
     "parse_query",
     "resolve_session",
     "search",
@@ -54,18 +59,16 @@ class Term:
     @property
     def wordy(self) -> bool:
         """The unicode61 tokenizer gives this term as words (no CJK, some letter or digit)."""
-        return any(c.isalnum() for c in self.text) and not any(_is_cjk(c) for c in self.text)
+        return any(c.isalnum() for c in self.text) and not any(map(is_cjk, self.text))
+
+    @property
+    def cjk(self) -> bool:
+        """Only CJK characters: the bigram table serves it, whatever its length."""
+        return is_cjk_term(self.text)
 
     @property
     def trigram_ok(self) -> bool:
         return len(self.text) >= 3
-
-
-def _is_cjk(c: str) -> bool:
-    if ord(c) < 0x2E80:
-        return False
-    name = unicodedata.name(c, "")
-    return name.startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "FULLWIDTH", "HALFWIDTH"))
 
 
 def parse_query(query: str) -> list[Term]:
@@ -146,6 +149,32 @@ def _like(term: Term) -> str:
 
 
 _COLUMNS = "m.id, s.id, s.path, m.seq, m.time, m.role, m.type, m.status, s.title, m.text"
+_LIKE = " AND m.text LIKE ? ESCAPE '\\'"
+_IN_CJK = " AND m.id IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)"
+_IN_TRIGRAM = " AND m.id IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)"
+
+
+def substrings_upto(con: sqlite3.Connection) -> int | None:
+    """The last message id the substring index covers, or None when it covers all."""
+    row = con.execute("SELECT value FROM meta WHERE key = 'substrings'").fetchone()
+    upto = int(row[0]) if row else 0
+    top = con.execute("SELECT max(id) FROM messages").fetchone()[0]
+    return None if top is None or upto >= top else upto
+
+
+def notes(con: sqlite3.Connection) -> list[str]:
+    """What a searcher should know about the state of the index (shown as warnings)."""
+    out = []
+    if con.execute("SELECT value FROM meta WHERE key = 'fts'").fetchone() == ("stale",):
+        out.append("the word index is still being built; word matches may be missing")
+    upto = substrings_upto(con)
+    if upto is not None:
+        top = con.execute("SELECT max(id) FROM messages").fetchone()[0]
+        out.append(
+            f"the substring index is still being built ({100 * upto // top}% done); substring "
+            "matches in the rest are found by a slower scan"
+        )
+    return out
 
 
 def search(
@@ -157,23 +186,30 @@ def search(
         return []
     filters = filters or Filters()
     base_where, base_params = filters.sql()
-    words = [t for t in terms if t.wordy]
-    substr = [t for t in terms if not t.wordy and t.trigram_ok]
-    short = [t for t in terms if not t.wordy and not t.trigram_ok]
+    upto = substrings_upto(con)
     hits: list[Hit] = []
     seen: set[int] = set()
 
-    def extra(trigram_terms: list[Term], like_terms: list[Term]) -> tuple[str, list[object]]:
+    def as_substrings(ts: list[Term]) -> tuple[str, list[object]]:
+        """Filters that keep messages containing each term as a substring."""
         sql = ""
         params: list[object] = []
-        if trigram_terms:
-            sql += (
-                " AND m.id IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)"
-            )
-            params.append(" ".join(_fts_string(Term(t.text)) for t in trigram_terms))
-        for t in like_terms:
-            sql += " AND m.text LIKE ? ESCAPE '\\'"
-            params.append(_like(t))
+        for t in ts:
+            if t.cjk:
+                sql += _IN_CJK
+                params.append(match_expr(t.text))
+            elif t.trigram_ok and upto is None:
+                sql += _IN_TRIGRAM
+                params.append(_fts_string(Term(t.text)))
+            elif t.trigram_ok:
+                sql += (
+                    " AND (m.id IN (SELECT rowid FROM messages_trigram WHERE messages_trigram "
+                    "MATCH ?) OR (m.id > ? AND m.text LIKE ? ESCAPE '\\'))"
+                )
+                params += [_fts_string(Term(t.text)), upto, _like(t)]
+            else:
+                sql += _LIKE
+                params.append(_like(t))
         return sql, params
 
     def run(
@@ -226,16 +262,29 @@ def search(
                 )
             )
 
+    words = [t for t in terms if t.wordy]
     if words:
-        more, params = extra(substr, short)
+        more, params = as_substrings([t for t in terms if not t.wordy])
         run("messages_fts", " ".join(_fts_string(t) for t in words), "word", more, params)
-    trigram_terms = [t for t in terms if t.trigram_ok]
-    if trigram_terms:
-        more, params = extra([], [t for t in terms if not t.trigram_ok])
-        match = " ".join(_fts_string(Term(t.text)) for t in trigram_terms)
+    # Then every term as a substring, served by the trigram table, the CJK table or a scan.
+    tri = [t for t in terms if t.trigram_ok and not t.cjk]
+    cjk = [t for t in terms if t.cjk]
+    if tri:
+        more, params = as_substrings([t for t in terms if t not in tri])
+        match = " ".join(_fts_string(Term(t.text)) for t in tri)
         run("messages_trigram", match, "substring", more, params)
+        if upto is not None:  # what the substring index does not cover yet
+            more, params = as_substrings([t for t in terms if t not in tri])
+            likes = "".join(_LIKE for _ in tri)
+            run(
+                None, None, "scan", f" AND m.id > ?{likes}{more}", [upto, *map(_like, tri), *params]
+            )
+    elif cjk:
+        more, params = as_substrings([t for t in terms if not t.cjk])
+        match = " AND ".join(match_expr(t.text) for t in cjk)
+        run("messages_cjk", match, "substring", more, params)
     else:
-        more, params = extra([], terms)
+        more, params = as_substrings(terms)
         run(None, None, "scan", more, params)
     return hits
 

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import filelock
-
-from .errors import DaemonError, IndexBusyError
+from .errors import DaemonError
 from .ingest import Budget, Ingestor, SyncStats
-from .paths import ensure_private_dir, lock_file, log_file, pid_file, status_file
+from .lock import daemon_status, index_lock, running_pid, write_private
+from .paths import ensure_private_dir, log_file, pid_file, status_file
 from .store import SqliteStore
 from .watcher import Hints, ObserverFactory, Watcher
 
@@ -41,75 +40,13 @@ class Config:
     debounce: float = 0.1
     max_wait: float = 0.5
     budget: Budget = field(default_factory=Budget)
+    #: Longest write transaction of the substring index's catch-up after a first sync (it runs
+    #: between syncs, so this bounds how long a change waits behind it).
+    substring_step: float = 0.25
+    #: Messages from which a first (bulk) load builds its full-text indexes in a helper
+    #: process (None: never).
+    helper_from: int | None = 20_000
     observer_factory: ObserverFactory | None = None
-
-
-def index_lock(index: Path, timeout: float = 0.0) -> filelock.BaseFileLock:
-    """Take the index's writer lock (daemon or sync); IndexBusyError names the holder."""
-    ensure_private_dir(index.parent)
-    lock = filelock.FileLock(
-        lock_file(index), timeout=timeout, mode=0o600, thread_local=False, fallback_to_soft=False
-    )
-    try:
-        lock.acquire()
-    except filelock.Timeout:
-        pid = _read_pid(index)
-        who = f"the daemon (pid {pid})" if pid is not None else "another sync"
-        raise IndexBusyError(
-            f"{who} is writing this index; it keeps it up to date (`jsonltape daemon stop` "
-            "first, or use another --index)",
-            path=index,
-        ) from None
-    return lock
-
-
-def _write_private(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
-def _read_pid(index: Path) -> int | None:
-    try:
-        return int(pid_file(index).read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover - another user's process
-        return True
-    return True
-
-
-def running_pid(index: Path) -> int | None:
-    """The pid of the daemon serving ``index``, or None (a stale pid file does not count)."""
-    pid = _read_pid(index)
-    if pid is None or not _alive(pid):
-        return None
-    lock = filelock.FileLock(lock_file(index), timeout=0, thread_local=False)
-    try:
-        lock.acquire()
-    except filelock.Timeout:
-        return pid
-    lock.release()
-    return None
-
-
-def daemon_status(index: Path) -> dict[str, Any] | None:
-    try:
-        data: dict[str, Any] = json.loads(status_file(index).read_text())
-    except (OSError, ValueError):
-        return None
-    return data
 
 
 class Daemon:
@@ -138,9 +75,9 @@ class Daemon:
             ensure_private_dir(Path(root))
         lock = index_lock(cfg.index)
         try:
-            _write_private(pid_file(cfg.index), f"{os.getpid()}\n")
+            write_private(pid_file(cfg.index), f"{os.getpid()}\n")
             self._install_signals()
-            store = SqliteStore(cfg.index)
+            store = SqliteStore(cfg.index, helper_from=cfg.helper_from)
             self.store = store
             store.add_root(root)
             engine = Ingestor(store, root, budget=cfg.budget, should_stop=self.stop_event.is_set)
@@ -184,12 +121,15 @@ class Daemon:
 
     def _loop(self, engine: Ingestor, watcher: Watcher) -> None:
         cfg = self.config
+        store = engine.store
         self._account(engine.rescan(), rescan=True)
         self.status["state"] = "running"
         self._write_status(force=True)
         next_rescan = time.monotonic() + cfg.rescan_interval
         while not self.stop_event.is_set():
-            wait = max(0.0, next_rescan - time.monotonic())
+            # While the substring index catches up, look for hints without waiting.
+            building = store.substrings_pending()
+            wait = 0.0 if building else max(0.0, next_rescan - time.monotonic())
             paths, rescan = self.hints.take(
                 min(wait, 1.0), quiet=cfg.debounce, max_wait=cfg.max_wait, stop=self.stop_event
             )
@@ -201,12 +141,22 @@ class Daemon:
                     next_rescan = time.monotonic() + cfg.rescan_interval
                 elif paths:
                     self._account(engine.sync_paths(paths), rescan=False)
+                elif building:
+                    stats = engine.build_substrings(
+                        cfg.substring_step, tx_seconds=cfg.substring_step
+                    )
+                    self.status["substrings"] = self.status.get("substrings", 0) + stats.substrings
+                    if not store.substrings_pending():
+                        self.log("the substring index is complete")
             except Exception as exc:  # a bad moment (disk full, ...) must not end the mirror
                 self._errors = ([*self._errors, f"{time.strftime('%H:%M:%S')} {exc}"])[-10:]
                 self.log(f"sync failed, retrying at the next rescan: {exc}")
                 next_rescan = min(next_rescan, time.monotonic() + 5.0)
+                if building:
+                    self.stop_event.wait(1.0)  # do not spin on a failing catch-up step
             watcher.check()
             self.status["watcher"] = watcher.mode
+            self.status["substrings_ready"] = not store.substrings_pending()
             self._write_status()
 
     def _account(self, stats: SyncStats, *, rescan: bool) -> None:
@@ -234,7 +184,7 @@ class Daemon:
         self.status["lag"] = round(self.hints.oldest_age(), 3)
         self.status["updated"] = _now_ms()
         try:
-            _write_private(status_file(self.config.index), json.dumps(self.status) + "\n")
+            write_private(status_file(self.config.index), json.dumps(self.status) + "\n")
         except OSError as exc:  # pragma: no cover - status is best effort
             self.log(f"cannot write the status file: {exc}")
 

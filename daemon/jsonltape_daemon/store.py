@@ -1,111 +1,49 @@
-"""The storage interface of the index, and its SQLite implementation.
-
-The ingest engine talks to storage only through :class:`Store` (a Protocol): registry rows,
-session rows, event and message rows, and the few surface look-ups the incremental fold needs.
-Nothing in ingest writes SQL, so a PostgreSQL backend is another class with these methods.
+"""The SQLite implementation of the index's storage interface (``rows.Store``).
 
 Every change happens inside ``begin()`` ... ``commit()``; the engine bounds what goes into one
-transaction. Full-text tables are kept in step explicitly (not by triggers) so that a bulk
-load can skip them and rebuild them once at the end: the ``meta.fts`` flag says ``stale``
-while that is pending, and a later sync finishes the job even after a crash.
+transaction. Full-text tables are kept in step explicitly (not by triggers):
+
+* ``messages_fts`` (words) on every insert and delete, except during a bulk load, which builds
+  it once at the end (``meta.fts`` says ``stale`` until then; a later sync finishes the job);
+* ``messages_cjk`` (CJK unigrams and bigrams) always;
+* ``messages_trigram`` (substrings) behind a cursor, ``meta.substrings``: messages with an id up
+  to it are indexed. New messages are indexed at once while the cursor is at the end; after a
+  bulk load it is not, and :meth:`SqliteStore.build_substrings` catches up in small steps
+  (message ids only grow, so everything past the cursor is exactly what is missing).
+
+A bulk load into an empty index (the first sync of an archive) or ``index rebuild`` writes a
+private file beside the index with no journal and no syncs, then syncs it and renames it into
+place: a crash leaves the old index (or none) and a stray file that the next writer deletes,
+never half an index. A big one hands the texts to a helper process (``fts_helper.py``).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple, Protocol
 
 import msgspec
 
+from .cjk import grams
+from .fts_helper import SHADOW_TABLES, Helper
+from .paths import build_path, fsync_path, helper_path, remove_db
+from .rows import EventRow, FileRow, MessageRow, Node, SessionRow, Store
 from .schema import connect, migrate, probe
 
-__all__ = ["FileRow", "MessageRow", "SessionRow", "SqliteStore", "Store"]
-
-
-class FileRow(msgspec.Struct, kw_only=True):
-    """The registry entry of one file under a root (the sync cursor lives here)."""
-
-    path: str
-    status: str  #: indexed | foreign | error | pending
-    sid: int | None = None
-    error: str | None = None
-    dev: int | None = None
-    ino: int | None = None
-    size: int | None = None  #: size and mtime seen when fully synced (None mid-file)
-    mtime_ns: int | None = None
-    offset: int = 0  #: end of the last ingested line
-    last_seq: int | None = None
-    last_crc: str | None = None
-
-
-class SessionRow(msgspec.Struct, kw_only=True):
-    sid: int = 0
-    id: str
-    path: str
-    header_crc: str
-    title: str | None = None
-    cwd: str | None = None
-    agent: str | None = None
-    created: int = 0
-    updated: int = 0
-    parent: str | None = None
-    parent_seq: int | None = None
-    events: int = 0
-    messages: int = 0
-    state: str = "clean"
-    error: str | None = None
-    open_turn: int | None = None
-    closed: bool = False
-
-
-class MessageRow(NamedTuple):
-    sid: int
-    seq: int
-    type: str
-    role: str
-    time: int
-    status: str
-    anchor: int | None
-    call_id: str | None
-    text: str
-    truncated: int
-
-
-EventRow = tuple[int, int, str, int, int, str]  # sid, seq, type, time, offset, raw
-
-
-class Store(Protocol):
-    """What the ingest engine needs from a backend."""
-
-    commits: int
-
-    def begin(self) -> None: ...
-    def commit(self) -> None: ...
-    def rollback(self) -> None: ...
-    def close(self) -> None: ...
-    def files(self, under: str | None = None) -> dict[str, FileRow]: ...
-    def file(self, path: str) -> FileRow | None: ...
-    def put_file(self, row: FileRow) -> None: ...
-    def delete_file(self, path: str) -> None: ...
-    def move_file(self, old: str, new: str) -> None: ...
-    def session(self, sid: int) -> SessionRow | None: ...
-    def sessions_with(self, session_id: str, header_crc: str) -> list[SessionRow]: ...
-    def add_session(self, row: SessionRow) -> int: ...
-    def put_session(self, row: SessionRow) -> None: ...
-    def drop_session(self, sid: int) -> None: ...
-    def add_events(self, rows: Sequence[EventRow]) -> None: ...
-    def add_messages(self, rows: Sequence[MessageRow]) -> None: ...
-    def current(self, sid: int, seq: int) -> tuple[int, str | None, str] | None: ...
-    def current_between(self, sid: int, lo: int, hi: int) -> list[tuple[int, str | None, str]]: ...
-    def has_compaction(self, sid: int, seqs: Iterable[int], before: int) -> bool: ...
-    def set_status(self, sid: int, seqs: Sequence[int], status: str) -> None: ...
-    @property
-    def fts_live(self) -> bool: ...
-    def set_fts_stale(self) -> None: ...
-    def rebuild_fts(self) -> None: ...
-    def is_empty(self) -> bool: ...
+__all__ = [
+    "EventRow",
+    "FileRow",
+    "MessageRow",
+    "Node",
+    "SessionRow",
+    "SqliteStore",
+    "Store",
+    "build_path",
+    "helper_path",
+    "remove_db",
+]
 
 
 _FILE_COLS = "path, status, sid, error, dev, ino, size, mtime_ns, offset, last_seq, last_crc"
@@ -113,7 +51,13 @@ _SESSION_COLS = (
     "sid, id, path, header_crc, title, cwd, agent, created, updated, parent, parent_seq, "
     "events, messages, state, error, open_turn, closed"
 )
-_FTS_TABLES = ("messages_fts", "messages_trigram")
+_MESSAGE_INSERT = (
+    "INSERT INTO messages (id, sid, seq, type, role, time, status, anchor, call_id, calls, text, "
+    "truncated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+#: The full-text tables ``index optimize`` merges.
+FTS_TABLES = ("messages_fts", "messages_trigram", "messages_cjk")
+_calls_dec = msgspec.json.Decoder(list[str])
 
 
 def _file(r: tuple[object, ...]) -> FileRow:
@@ -126,16 +70,38 @@ def _session(r: tuple[object, ...]) -> SessionRow:
     return SessionRow(**d)  # type: ignore[arg-type]
 
 
-class SqliteStore:
-    """:class:`Store` over one SQLite file (``:memory:`` works too)."""
+def _calls(text: str | None) -> tuple[str, ...]:
+    return tuple(_calls_dec.decode(text)) if text else ()
 
-    def __init__(self, path: Path | str) -> None:
+
+class SqliteStore:
+    """:class:`Store` over one SQLite file (``:memory:`` works too). Opening one makes you
+    the writer: hold the index lock (``lock.index_lock``) first."""
+
+    def __init__(self, path: Path | str, *, helper_from: int | None = 20_000) -> None:
+        """``helper_from``: a bulk load with this many messages starts a helper process for
+        its full-text indexes (None: never)."""
         probe()
         self.path = path
+        self._memory = str(path) == ":memory:"
+        self._main: sqlite3.Connection | None = None  # the published index during a bulk load
+        self._bulk = False
+        self._bulk_messages = 0
+        self._helper_from = None if self._memory else helper_from
+        self._helper: Helper | None = None
+        if not self._memory:
+            remove_db(build_path(path))  # left by a bulk load that was killed
+            remove_db(helper_path(path))
         self.con = connect(path, create=True)
         migrate(self.con)
         self.commits = 0
+        self._load_state()
+
+    def _load_state(self) -> None:
         self._fts_live = self._meta("fts") != "stale"
+        self._sub_upto = int(self._meta("substrings") or 0)
+        r = self.con.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
+        self._next_id = (int(r[0]) if r else 0) + 1
 
     # -- transactions --------------------------------------------------------------------
 
@@ -149,9 +115,12 @@ class SqliteStore:
     def rollback(self) -> None:
         if self.con.in_transaction:
             self.con.execute("ROLLBACK")
-        self._fts_live = self._meta("fts") != "stale"
+        self._load_state()
 
     def close(self) -> None:
+        if self._bulk:
+            self.abort_bulk()
+        self._drop_helper()
         try:
             self.rollback()
             self.con.execute("PRAGMA optimize")
@@ -178,6 +147,90 @@ class SqliteStore:
         self.begin()
         self.set_meta("roots", msgspec.json.encode(sorted([*roots, root])).decode())
         self.commit()
+
+    # -- bulk loads ----------------------------------------------------------------------
+
+    def is_empty(self) -> bool:
+        return self.con.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
+
+    @property
+    def in_bulk(self) -> bool:
+        return self._bulk
+
+    def start_bulk(self) -> None:
+        """Load into a private copy (see the module docs) until :meth:`finish_bulk`. Word
+        full-text upkeep is deferred to the end and substring indexing to later. The copy
+        starts empty but for the settings (``meta``): this is a first load or a rebuild."""
+        assert not self._bulk and not self.con.in_transaction
+        self._bulk = True
+        self._bulk_messages = 0
+        self._drop_helper()
+        if self._memory:
+            self.begin()
+            self.set_fts_stale()
+            self.commit()
+            return
+        tmp = build_path(self.path)
+        remove_db(tmp)
+        con = connect(tmp, create=True, bulk=True)
+        try:
+            migrate(con)
+            con.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                self.con.execute("SELECT key, value FROM meta WHERE key = 'roots'").fetchall(),
+            )
+            con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts', 'stale')")
+        except BaseException:
+            con.close()
+            remove_db(tmp)
+            self._bulk = False
+            raise
+        self._main, self.con = self.con, con
+        self._load_state()
+
+    def finish_bulk(self) -> None:
+        """Publish the load: sync the file and rename it over the index. The word index is
+        built before (``rebuild_fts``), or left ``stale`` for the next sync to build."""
+        assert self._bulk and not self.con.in_transaction
+        self._bulk = False
+        if not self._fts_live:
+            self._drop_helper()  # stopped early: the next sync builds both indexes here
+        if self._memory:
+            return
+        main, self._main = self._main, None
+        assert main is not None
+        tmp = build_path(self.path)
+        self.con.close()
+        main.close()
+        fsync_path(tmp)
+        # A WAL left beside the index would be replayed into the new file: remove it first.
+        # Only writers create WAL frames, and we hold the writer lock.
+        for suffix in ("-wal", "-shm"):
+            try:
+                os.unlink(f"{self.path}{suffix}")
+            except FileNotFoundError:
+                pass
+        os.replace(tmp, self.path)
+        fsync_path(Path(self.path).parent, directory=True)
+        self.con = connect(self.path, create=True)
+        self._load_state()
+
+    def abort_bulk(self) -> None:
+        """Throw a bulk load away; the published index is untouched."""
+        if not self._bulk:
+            return
+        self._bulk = False
+        self._drop_helper()
+        if self._memory:
+            self.rollback()
+            return
+        try:
+            self.con.close()
+        finally:
+            assert self._main is not None
+            self.con, self._main = self._main, None
+            remove_db(build_path(self.path))
+            self._load_state()
 
     # -- registry ------------------------------------------------------------------------
 
@@ -256,17 +309,34 @@ class SqliteStore:
         )
 
     def drop_session(self, sid: int) -> None:
+        con = self.con
+        if self._bulk:
+            self._drop_helper()  # its copy would hold the dropped texts: build in-process
         if self._fts_live:
-            for table in _FTS_TABLES:
-                self.con.execute(
-                    f"INSERT INTO {table} ({table}, rowid, text) "
-                    "SELECT 'delete', id, text FROM messages WHERE sid = ?",
-                    (sid,),
-                )
-        self.con.execute("DELETE FROM messages WHERE sid = ?", (sid,))
-        self.con.execute("DELETE FROM events WHERE sid = ?", (sid,))
-        self.con.execute("DELETE FROM sessions WHERE sid = ?", (sid,))
-        self.con.execute("UPDATE files SET sid = NULL WHERE sid = ?", (sid,))
+            con.execute(
+                "INSERT INTO messages_fts (messages_fts, rowid, text) "
+                "SELECT 'delete', id, text FROM messages WHERE sid = ?",
+                (sid,),
+            )
+        if self._sub_upto:
+            con.execute(
+                "INSERT INTO messages_trigram (messages_trigram, rowid, text) "
+                "SELECT 'delete', id, text FROM messages WHERE sid = ? AND id <= ?",
+                (sid, self._sub_upto),
+            )
+        con.executemany(
+            "DELETE FROM messages_cjk WHERE rowid = ?",
+            [
+                (i,)
+                for i, text in con.execute("SELECT id, text FROM messages WHERE sid = ?", (sid,))
+                if grams(text) is not None
+            ],
+        )
+        con.execute("DELETE FROM tool_calls WHERE sid = ?", (sid,))
+        con.execute("DELETE FROM messages WHERE sid = ?", (sid,))
+        con.execute("DELETE FROM events WHERE sid = ?", (sid,))
+        con.execute("DELETE FROM sessions WHERE sid = ?", (sid,))
+        con.execute("UPDATE files SET sid = NULL WHERE sid = ?", (sid,))
 
     # -- rows ----------------------------------------------------------------------------
 
@@ -277,54 +347,107 @@ class SqliteStore:
         )
 
     def add_messages(self, rows: Sequence[MessageRow]) -> None:
+        """Insert message rows with ids from the store's own counter (ids are never reused,
+        which the substring cursor relies on), and keep the full-text tables in step."""
         if not rows:
             return
         con = self.con
-        if not self._fts_live:
-            con.executemany(
-                "INSERT OR IGNORE INTO messages (sid, seq, type, role, time, status, anchor, "
-                "call_id, text, truncated) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                rows,
-            )
-            return
-        first = con.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+        first = self._next_id
+        self._next_id += len(rows)
+        ids = range(first, self._next_id)
         con.executemany(
-            "INSERT OR IGNORE INTO messages (sid, seq, type, role, time, status, anchor, "
-            "call_id, text, truncated) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            rows,
+            _MESSAGE_INSERT,
+            [
+                (
+                    i,
+                    r.sid,
+                    r.seq,
+                    r.type,
+                    r.role,
+                    r.time,
+                    r.status,
+                    r.anchor,
+                    r.call_id,
+                    msgspec.json.encode(r.calls).decode() if r.calls else None,
+                    r.text,
+                    r.truncated,
+                )
+                for i, r in zip(ids, rows, strict=True)
+            ],
         )
-        for table in _FTS_TABLES:
-            con.execute(
-                f"INSERT INTO {table} (rowid, text) SELECT id, text FROM messages WHERE id > ?",
-                (first,),
+        declared = [(r.sid, c, r.seq) for r in rows for c in r.calls]
+        if declared:
+            con.executemany(
+                "INSERT OR IGNORE INTO tool_calls (sid, call_id, seq) VALUES (?, ?, ?)", declared
             )
+        if self._bulk:
+            self._feed_helper(first, rows)
+        cjk = [(i, *g) for i, r in zip(ids, rows, strict=True) if (g := grams(r.text)) is not None]
+        if cjk:
+            con.executemany("INSERT INTO messages_cjk (rowid, uni, bi) VALUES (?, ?, ?)", cjk)
+        if self._fts_live:
+            con.executemany(
+                "INSERT INTO messages_fts (rowid, text) VALUES (?, ?)",
+                [(i, r.text) for i, r in zip(ids, rows, strict=True)],
+            )
+        if self._sub_upto >= first - 1 and not self._bulk:  # complete: keep it so
+            con.executemany(
+                "INSERT INTO messages_trigram (rowid, text) VALUES (?, ?)",
+                [(i, r.text) for i, r in zip(ids, rows, strict=True)],
+            )
+            self._sub_upto = self._next_id - 1
+            self.set_meta("substrings", str(self._sub_upto))
 
-    def current(self, sid: int, seq: int) -> tuple[int, str | None, str] | None:
+    # -- the surface -------------------------------------------------------------------------
+
+    def current(self, sid: int, seq: int) -> tuple[int, str] | None:
+        """``(anchor, type)`` of a current surface node."""
         r = self.con.execute(
-            "SELECT anchor, call_id, type FROM messages "
-            "WHERE sid = ? AND seq = ? AND status = 'current'",
+            "SELECT anchor, type FROM messages WHERE sid = ? AND seq = ? AND status = 'current'",
             (sid, seq),
         ).fetchone()
-        return None if r is None else (int(r[0]), r[1], str(r[2]))
+        return None if r is None else (int(r[0]), str(r[1]))
 
-    def current_between(self, sid: int, lo: int, hi: int) -> list[tuple[int, str | None, str]]:
+    def current_between(self, sid: int, lo: int, hi: int) -> list[Node]:
+        """The current nodes with anchors in ``[lo, hi]``, in surface order."""
         return [
-            (int(r[0]), r[1], str(r[2]))
+            Node(int(r[0]), int(r[1]), str(r[2]), r[3], _calls(r[4]))
             for r in self.con.execute(
-                "SELECT seq, call_id, type FROM messages INDEXED BY messages_surface "
-                "WHERE sid = ? AND status = 'current' AND anchor BETWEEN ? AND ? "
+                "SELECT seq, anchor, type, call_id, calls FROM messages INDEXED BY "
+                "messages_surface WHERE sid = ? AND status = 'current' AND anchor BETWEEN ? AND ? "
                 "ORDER BY anchor",
                 (sid, lo, hi),
             )
         ]
 
+    def declared(self, sid: int, call_id: str) -> int:
+        """How many current assistant messages declare tool call ``call_id``."""
+        r = self.con.execute(
+            "SELECT count(*) FROM tool_calls t JOIN messages m ON m.sid = t.sid AND m.seq = t.seq "
+            "WHERE t.sid = ? AND t.call_id = ? AND m.status = 'current'",
+            (sid, call_id),
+        ).fetchone()
+        return int(r[0])
+
+    def answers(self, sid: int, call_id: str) -> list[tuple[int, int]]:
+        """``(seq, anchor)`` of the current tool results answering ``call_id``."""
+        return [
+            (int(r[0]), int(r[1]))
+            for r in self.con.execute(
+                "SELECT seq, anchor FROM messages WHERE sid = ? AND call_id = ? "
+                "AND status = 'current' AND call_id IS NOT NULL AND type = 'tool/result'",
+                (sid, call_id),
+            )
+        ]
+
     def has_compaction(self, sid: int, seqs: Iterable[int], before: int) -> bool:
+        """True if one of ``seqs`` (below ``before``) is a compaction, prune or handoff event."""
         wanted = sorted({s for s in seqs if isinstance(s, int) and s < before})
         for i in range(0, len(wanted), 500):
             part = wanted[i : i + 500]
             r = self.con.execute(
                 "SELECT 1 FROM events WHERE sid = ? AND type IN "
-                "('compaction/summary', 'compaction/prune') "
+                "('compaction/summary', 'compaction/prune', 'handoff/anchor') "
                 f"AND seq IN ({', '.join('?' * len(part))}) LIMIT 1",
                 (sid, *part),
             ).fetchone()
@@ -349,10 +472,129 @@ class SqliteStore:
         self._fts_live = False
 
     def rebuild_fts(self) -> None:
-        for table in _FTS_TABLES:
-            self.con.execute(f"INSERT INTO {table} ({table}) VALUES ('rebuild')")
-        self.set_meta("fts", "live")
+        """Build the word index (after a bulk load), in its own transaction: adopt the helper's
+        if one built it, else rebuild it from the messages table."""
+        assert not self.con.in_transaction
+        h = self._helper
+        if h is not None and self._bulk and h.finish_words():
+            self._adopt(h, "messages_fts", [])
+            h.go()  # now the trigram index
+        else:
+            self._drop_helper()
+            self.begin()
+            self.con.execute("INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')")
+            self.set_meta("fts", "live")
+            self.commit()
         self._fts_live = True
 
-    def is_empty(self) -> bool:
-        return self.con.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is None
+    # -- the helper process --------------------------------------------------------------
+
+    def _feed_helper(self, first: int, rows: Sequence[MessageRow]) -> None:
+        self._bulk_messages += len(rows)
+        h = self._helper
+        if h is None:
+            if self._helper_from is None or self._bulk_messages < self._helper_from:
+                return
+            try:
+                self._helper = h = Helper(helper_path(self.path))
+            except OSError:  # pragma: no cover - cannot start a process: do it all here
+                self._helper_from = None
+                return
+            h.add(self.con.execute("SELECT id, text FROM messages ORDER BY id").fetchall())
+        else:
+            h.add([(first + i, r.text) for i, r in enumerate(rows)])
+
+    def _drop_helper(self) -> None:
+        if self._helper is not None:
+            self._helper.close()
+            self._helper = None
+
+    def _adopt(self, h: Helper, table: str, meta: list[tuple[str, str]]) -> None:
+        """Copy the helper's index ``table`` in, with ``meta`` settings, in one transaction."""
+        con = self.con
+        con.execute("ATTACH DATABASE ? AS fts_helper", (str(h.path),))
+        try:
+            self.begin()
+            for shadow in SHADOW_TABLES:
+                name = f"{table}_{shadow}"
+                con.execute(f"DELETE FROM main.{name}")
+                con.execute(f"INSERT INTO main.{name} SELECT * FROM fts_helper.{name}")
+            if table == "messages_fts":
+                self.set_meta("fts", "live")
+            for key, value in meta:
+                self.set_meta(key, value)
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        finally:
+            con.execute("DETACH DATABASE fts_helper")
+
+    def substrings_waiting(self) -> bool:
+        """True while a helper builds the substring index (nothing to do here meanwhile);
+        once it is done, its index is copied in."""
+        h = self._helper
+        if h is None or self._bulk:
+            return False
+        state = h.trigram_state()
+        if state == "working":
+            return True
+        if state == "ready":
+            con = self.con
+            con.execute("ATTACH DATABASE ? AS fts_helper", (str(h.path),))
+            try:
+                # Messages dropped since the snapshot leave the helper's index first.
+                gone = [
+                    r[0]
+                    for r in con.execute(
+                        "SELECT id FROM fts_helper.messages h WHERE NOT EXISTS "
+                        "(SELECT 1 FROM main.messages m WHERE m.id = h.id)"
+                    )
+                ]
+                top = con.execute("SELECT max(id) FROM fts_helper.messages").fetchone()[0]
+            finally:
+                con.execute("DETACH DATABASE fts_helper")
+            if (not gone or h.delete(gone)) and self._sub_upto == 0:
+                self._adopt(h, "messages_trigram", [("substrings", str(top))])
+                # FTS5 caches index structure per connection: start afresh after the copy.
+                self.con.close()
+                self.con = connect(self.path, create=True)
+                self._load_state()
+        self._drop_helper()
+        return False
+
+    def substrings_pending(self) -> bool:
+        return self._sub_upto < self._next_id - 1
+
+    def build_substrings(self, limit: int) -> int:
+        """Index up to ``limit`` more messages for substring search; return how many."""
+        con = self.con
+        ids = [
+            r[0]
+            for r in con.execute(
+                "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT ?", (self._sub_upto, limit)
+            )
+        ]
+        hi = ids[-1] if len(ids) == limit else self._next_id - 1
+        if ids:
+            con.execute(
+                "INSERT INTO messages_trigram (rowid, text) "
+                "SELECT id, text FROM messages WHERE id > ? AND id <= ?",
+                (self._sub_upto, hi),
+            )
+        if hi > self._sub_upto:
+            self._sub_upto = hi
+            self.set_meta("substrings", str(hi))
+        return len(ids)
+
+    def substring_progress(self) -> tuple[int, int]:
+        """``(indexed, total)`` messages of the substring index."""
+        done, total = self.con.execute(
+            "SELECT count(*) FILTER (WHERE id <= ?), count(*) FROM messages", (self._sub_upto,)
+        ).fetchone()
+        return int(done), int(total)
+
+    def optimize(self) -> None:
+        """Merge every full-text index into one segment (slow; ``index optimize``)."""
+        for table in FTS_TABLES:
+            self.con.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")

@@ -46,7 +46,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "sessions": ("_index", "sessions"),
     "show": ("_index", "show"),
     "index": ("_index", "index"),
-    "daemon": ("_index", "daemon"),
+    "daemon": ("_daemon_cmds", "daemon"),
     "import": ("_interop", "import_"),
     "export": ("_interop", "export"),
 }

@@ -1,62 +1,45 @@
-"""Index commands: sync, search, sessions, show, index ..., daemon ....
+"""Index commands: sync, search, sessions, show, index ...; and ``daemon`` (from
+``_daemon_cmds``, re-exported here for the lazy command table).
 
-The daemon package (and with it sqlite3 and watchdog) is imported inside the command bodies
-only, so neither ``import jsonltape`` nor ``jsonltape --help`` loads them.
+This module loads the daemon package (and with it sqlite3), so ``jsonltape.cli`` imports it
+only when one of these commands runs: neither ``import jsonltape`` nor ``jsonltape --help``
+loads sqlite3 or watchdog.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import os
 import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
 import msgspec
+from jsonltape_daemon import search as s
+from jsonltape_daemon.errors import IndexBusyError, IndexStateError
+from jsonltape_daemon.ingest import Ingestor, SyncStats, walk
+from jsonltape_daemon.lock import daemon_status, index_lock, running_pid
+from jsonltape_daemon.store import SqliteStore, remove_db
 
 from . import CliError
-
-_enc = msgspec.json.Encoder()
-
-index_option = click.option(
-    "--index",
-    "index_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Index file (default: $JSONLTAPE_INDEX or <data dir>/index.db).",
+from ._daemon_cmds import (
+    daemon,
+    echo_json,
+    index_of,
+    index_option,
+    index_stats,
+    reader,
+    root_arg,
+    root_of,
 )
-root_arg = click.argument("root", required=False, type=click.Path(file_okay=False, path_type=Path))
 
-
-def _daemon(module: str) -> Any:
-    """A module of the daemon package, imported on first use (it pulls in sqlite3/watchdog)."""
-    return importlib.import_module(f"jsonltape_daemon.{module}")
-
-
-def _index(path: Path | None) -> Path:
-    default_index = _daemon("paths").default_index
-
-    return (path or default_index()).absolute()
-
-
-def _root(path: Path | None) -> Path:
-    default_root = _daemon("paths").default_root
-
-    return (path or default_root()).absolute()
-
-
-def _reader(index: Path) -> Any:
-    connect = _daemon("schema").connect
-
-    return connect(index, readonly=True)
-
-
-def _echo_json(obj: Any) -> None:
-    click.echo(_enc.encode(obj).decode())
+__all__ = ["daemon", "index", "search", "sessions", "show", "sync"]
 
 
 def _when(ms: int) -> str:
@@ -90,6 +73,55 @@ def _parse_date(text: str, *, end: bool) -> int:
     return int(value.timestamp() * 1000)
 
 
+class _GracefulStop:
+    """The first Ctrl-C stops at the next transaction boundary (whatever is loaded stays and
+    the next sync goes on from there); a second one interrupts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._old: Any = None
+
+    def __call__(self) -> bool:
+        return self.requested
+
+    def _handle(self, _sig: int, _frame: FrameType | None) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        click.echo("\njsonltape: stopping at the next commit (Ctrl-C again to abort)", err=True)
+
+    def __enter__(self) -> _GracefulStop:
+        self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._old)
+
+
+def _build_substrings(
+    store: SqliteStore, engine: Ingestor, label: str, *, quiet: bool = False
+) -> SyncStats:
+    """Finish the substring index in the foreground, with a progress bar on a terminal."""
+    done, total = store.substring_progress()
+    show = not quiet and sys.stderr.isatty()
+    if not show or store.substrings_waiting():  # a helper process builds it: no steps to count
+        if show:
+            click.echo(f"{label}: building in a helper process ({total} messages)", err=True)
+        return engine.build_substrings(tx_seconds=1.0)
+    stats = SyncStats()
+    with click.progressbar(
+        length=max(total - done, 1), label=label, file=sys.stderr, show_eta=True
+    ) as bar:
+        while store.substrings_pending() and not engine.should_stop():
+            step = engine.build_substrings(2.0, tx_seconds=1.0)
+            stats.substrings += step.substrings
+            stats.transactions += step.transactions
+            stats.seconds += step.seconds
+            stats.add("substrings", step.seconds)
+            bar.update(step.substrings)
+    return stats
+
+
 # -- sync ---------------------------------------------------------------------------------
 
 
@@ -101,46 +133,58 @@ def sync(root: Path | None, index_path: Path | None, as_json: bool) -> None:
     """Bring the index up to date with every session file under ROOT, once.
 
     Only new complete lines are read; renamed, truncated, replaced and deleted files are
-    reconciled. ROOT defaults to $JSONLTAPE_ROOT or <data dir>/sessions.
+    reconciled. The first sync of an archive loads it in bulk; the index is searchable as soon
+    as that is done, and the substring index is built right after. Ctrl-C stops at the next
+    commit: the next sync (or the daemon) goes on from there. ROOT defaults to $JSONLTAPE_ROOT
+    or <data dir>/sessions.
     """
-    IndexBusyError = _daemon("errors").IndexBusyError
-    Ingestor = _daemon("ingest").Ingestor
-    daemon_status = _daemon("service").daemon_status
-    index_lock = _daemon("service").index_lock
-    running_pid = _daemon("service").running_pid
-    SqliteStore = _daemon("store").SqliteStore
-
-    r, index = _root(root), _index(index_path)
+    r, idx = root_of(root), index_of(index_path)
     if not r.is_dir():
         raise CliError(f"{r}: no such directory", 2)
     try:
-        lock = index_lock(index)
+        lock = index_lock(idx)
     except IndexBusyError:
-        pid = running_pid(index)
-        status = daemon_status(index) or {}
+        pid = running_pid(idx)
+        status = daemon_status(idx) or {}
         if pid is None or status.get("root") != str(r):
             raise
         os.kill(pid, signal.SIGUSR1)
-        click.echo(f"the daemon (pid {pid}) keeps {index} in sync with {r}; asked it to rescan")
+        click.echo(f"the daemon (pid {pid}) keeps {idx} in sync with {r}; asked it to rescan")
         return
     try:
-        store = SqliteStore(index)
-        try:
-            store.add_root(str(r))
-            stats = Ingestor(store, r).rescan()
-            errors = [f for f in store.files(under=str(r)).values() if f.status == "error"]
-        finally:
-            store.close()
+        with _GracefulStop() as stop:
+            store = SqliteStore(idx)
+            try:
+                store.add_root(str(r))
+                engine = Ingestor(store, r, should_stop=stop)
+                stats = engine.rescan()
+                searchable = stats.seconds
+                if store.substrings_pending() and not stop():
+                    before = store.substring_progress()[0]
+                    more = _build_substrings(store, engine, "substring index", quiet=as_json)
+                    stats.substrings = store.substring_progress()[0] - before
+                    stats.transactions += more.transactions
+                    stats.seconds += more.seconds
+                    stats.add("substrings", more.seconds)
+                pending = store.substrings_pending()
+                errors = [f for f in store.files(under=str(r)).values() if f.status == "error"]
+            finally:
+                store.close()
     finally:
         lock.release()
     if as_json:
-        _echo_json(stats)
+        echo_json(stats)
     else:
         click.echo(
             f"{r}: {stats.files} files read, {stats.sessions_added} sessions added, "
             f"{stats.sessions_removed} removed, +{stats.events} events, "
             f"+{stats.messages} messages in {stats.seconds:.2f} s"
+            + (f" (searchable after {searchable:.2f} s)" if "substrings" in stats.phases else "")
         )
+    if stop():
+        click.echo("jsonltape: stopped early; the next sync (or the daemon) goes on", err=True)
+    elif pending:  # pragma: no cover - only when the substring build was cut short
+        click.echo("jsonltape: the substring index is not complete yet", err=True)
     for f in errors:
         click.echo(f"jsonltape: warning: {f.path}: {f.error}", err=True)
 
@@ -148,15 +192,12 @@ def sync(root: Path | None, index_path: Path | None, as_json: bool) -> None:
 # -- search -------------------------------------------------------------------------------
 
 
-def _highlighter(styled: bool) -> Any:
-    MARK_CLOSE = _daemon("search").MARK_CLOSE
-    MARK_OPEN = _daemon("search").MARK_OPEN
-
+def _highlighter(styled: bool) -> Callable[[str], str]:
     if styled:
         on, off = click.style("", bold=True, fg="yellow", reset=False), click.style("", reset=True)
     else:
         on, off = "[", "]"
-    return lambda text: text.replace(MARK_OPEN, on).replace(MARK_CLOSE, off)
+    return lambda text: text.replace(s.MARK_OPEN, on).replace(s.MARK_CLOSE, off)
 
 
 @click.command()
@@ -188,10 +229,9 @@ def search(
 
     Words are ANDed, "quoted phrases" match in order, prefix* matches word starts; any
     other character is literal. Substrings (NotFound in FileNotFoundError) and Japanese or
-    Chinese text are found too. Best matches first (bm25), newer first among equals.
+    Chinese text of any length are found too. Best matches first (bm25), newer first among
+    equals.
     """
-    s = _daemon("search")
-
     text = " ".join(query)
     if not s.parse_query(text):
         raise CliError("nothing to search for", 2)
@@ -204,10 +244,10 @@ def search(
         path=path_glob,
         all=all_,
     )
-    con = _reader(_index(index_path))
+    con = reader(index_of(index_path))
     try:
-        if con.execute("SELECT value FROM meta WHERE key = 'fts'").fetchone() == ("stale",):
-            click.echo("jsonltape: warning: the index is still being built", err=True)
+        for note in s.notes(con):
+            click.echo(f"jsonltape: warning: {note}", err=True)
         hits = s.search(con, text, filters, limit)
     except Exception as exc:
         if type(exc).__module__ == "sqlite3":
@@ -219,7 +259,7 @@ def search(
     if as_json:
         for hit in hits:
             hit.snippet = mark(hit.snippet)
-            _echo_json(hit)
+            echo_json(hit)
         return
     if not hits:
         click.echo("no matches", err=True)
@@ -243,16 +283,14 @@ def sessions(
     index_path: Path | None, limit: int | None, path_glob: str | None, as_json: bool
 ) -> None:
     """List sessions, most recent activity first (the last event's time, not the mtime)."""
-    s = _daemon("search")
-
-    con = _reader(_index(index_path))
+    con = reader(index_of(index_path))
     try:
         rows = s.sessions(con, limit=limit, path=path_glob)
     finally:
         con.close()
     for info in rows:
         if as_json:
-            _echo_json(info)
+            echo_json(info)
             continue
         state = "" if info.state == "clean" else f" [{info.state}]"
         click.echo(
@@ -261,7 +299,7 @@ def sessions(
         )
 
 
-def _print_window(info: Any, turns: list[Any], more: int | None, ref: str) -> None:
+def _print_window(info: s.SessionInfo, turns: list[s.Turn], more: int | None, ref: str) -> None:
     click.echo(f"{info.session}  {info.title or '(untitled)'}")
     click.echo(f"{info.path}  ·  {info.events} events  ·  {info.state}")
     if more is not None:
@@ -288,25 +326,22 @@ def show(
 
     Without an index (or when the session is not in it) a session file is read directly.
     """
-    s = _daemon("search")
-    IndexStateError = _daemon("errors").IndexStateError
-
-    index = _index(index_path)
+    idx = index_of(index_path)
     ref = os.path.abspath(session) if os.path.isfile(session) else session
     con = None
     try:
-        con = _reader(index)
+        con = reader(idx)
     except IndexStateError:
         if not os.path.isfile(session):
             raise
     try:
         found = s.resolve_session(con, ref) if con is not None else []
         if not found and con is not None and not os.path.isfile(session):
-            raise CliError(f"{session}: no such session in {index}", 2)
+            raise CliError(f"{session}: no such session in {idx}", 2)
         if len({info.session for _sid, info in found}) > 1:
             ids = ", ".join(sorted({info.session for _sid, info in found})[:5])
             raise CliError(f"{session}: ambiguous; matches {ids}", 2)
-        if found:
+        if found and con is not None:
             sid, info = found[0]
             win = s.window(con, sid, last=last, before=before)
         else:
@@ -316,16 +351,12 @@ def show(
             con.close()
     if as_json:
         for t in win.messages:
-            _echo_json({"session": info.session, "path": info.path, **msgspec.to_builtins(t)})
+            echo_json({"session": info.session, "path": info.path, **msgspec.to_builtins(t)})
         return
     _print_window(info, win.messages, win.more_before, session)
 
 
-def _window_from_file(path: Path, last: int, before: int | None) -> tuple[Any, Any]:
-    s = _daemon("search")
-    Ingestor = _daemon("ingest").Ingestor
-    SqliteStore = _daemon("store").SqliteStore
-
+def _window_from_file(path: Path, last: int, before: int | None) -> tuple[s.SessionInfo, Any]:
     store = SqliteStore(":memory:")
     try:
         Ingestor(store, path.parent).sync_file(str(path))
@@ -351,60 +382,7 @@ def index() -> None:
 @index_option
 def index_path_cmd(index_path: Path | None) -> None:
     """Print where the index is."""
-    click.echo(str(_index(index_path)))
-
-
-def _stats(index: Path) -> dict[str, Any]:
-    SCHEMA_VERSION = _daemon("schema").SCHEMA_VERSION
-    features = _daemon("schema").features
-
-    con = _reader(index)
-    try:
-
-        def one(sql: str) -> Any:
-            return con.execute(sql).fetchone()[0]
-
-        files = dict(con.execute("SELECT status, count(*) FROM files GROUP BY status").fetchall())
-        problems = con.execute(
-            "SELECT path, status, error FROM files WHERE status IN ('error', 'foreign') "
-            "UNION ALL SELECT path, state, error FROM sessions WHERE state = 'corrupt' "
-            "ORDER BY path LIMIT 50"
-        ).fetchall()
-        import sqlite3
-
-        behind = 0
-        for path, offset, size in con.execute(
-            "SELECT path, offset, size FROM files WHERE status = 'indexed'"
-        ):
-            try:
-                now = os.stat(path).st_size
-            except OSError:
-                continue
-            if size is None or now != size:
-                behind += max(0, now - offset)
-        out = {
-            "index": str(index),
-            "bytes": sum(
-                os.path.getsize(p) for p in (index, Path(f"{index}-wal")) if os.path.exists(p)
-            ),
-            "schema": one("PRAGMA user_version"),
-            "schema_supported": SCHEMA_VERSION,
-            "sqlite": sqlite3.sqlite_version,
-            "features": features(con),
-            "fts": one("SELECT value FROM meta WHERE key = 'fts'"),
-            "roots": msgspec.json.decode(
-                (con.execute("SELECT value FROM meta WHERE key = 'roots'").fetchone() or ["[]"])[0]
-            ),
-            "sessions": one("SELECT count(*) FROM sessions"),
-            "events": one("SELECT count(*) FROM events"),
-            "messages": one("SELECT count(*) FROM messages"),
-            "files": files,
-            "bytes_behind": behind,
-            "problems": [{"path": p, "status": st, "error": e} for p, st, e in problems],
-        }
-    finally:
-        con.close()
-    return out
+    click.echo(str(index_of(index_path)))
 
 
 @index.command("status")
@@ -412,15 +390,12 @@ def _stats(index: Path) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def index_status(index_path: Path | None, as_json: bool) -> None:
     """Counts, files that could not be indexed, and whether a daemon keeps it current."""
-    daemon_status = _daemon("service").daemon_status
-    running_pid = _daemon("service").running_pid
-
-    idx = _index(index_path)
-    info = _stats(idx)
+    idx = index_of(index_path)
+    info = index_stats(idx)
     pid = running_pid(idx)
     info["daemon"] = {"pid": pid, **(daemon_status(idx) or {})} if pid else None
     if as_json:
-        _echo_json(info)
+        echo_json(info)
         return
     files = info["files"]
     click.echo(
@@ -435,7 +410,13 @@ def index_status(index_path: Path | None, as_json: bool) -> None:
     if info["bytes_behind"]:
         click.echo(f"behind:    {info['bytes_behind']} bytes not indexed yet")
     if info["fts"] != "live":
-        click.echo("search:    still being built")
+        click.echo("search:    the word index is still being built")
+    sub = info["substrings"]
+    if sub["indexed"] < sub["messages"]:
+        click.echo(
+            f"search:    substring index {sub['indexed']} of {sub['messages']} messages "
+            "(the rest is scanned)"
+        )
     d = info["daemon"]
     click.echo(
         f"daemon:    running (pid {pid}, {d.get('watcher', '?')})"
@@ -454,38 +435,34 @@ def index_rebuild(roots: tuple[Path, ...], index_path: Path | None) -> None:
 
     The new index is built beside the old one, which stays searchable until it is replaced.
     """
-    Ingestor = _daemon("ingest").Ingestor
-    walk = _daemon("ingest").walk
-    index_lock = _daemon("service").index_lock
-    SqliteStore = _daemon("store").SqliteStore
-
-    idx = _index(index_path)
+    idx = index_of(index_path)
     lock = index_lock(idx)
     try:
-        chosen = [str(r.absolute()) for r in roots]
-        if not chosen and idx.exists():
-            try:
-                chosen = SqliteStore(idx).roots()
-            except Exception:
-                chosen = []
-        chosen = chosen or [str(_root(None))]
-        tmp = idx.with_name(idx.name + ".rebuild")
-        _remove_db(tmp)
-        total = sum(_size(p) for r in chosen for p in walk(r))
-        store = SqliteStore(tmp)
         try:
+            store = SqliteStore(idx)
+        except IndexStateError:  # unreadable, or written by a newer jsonltape: start over
+            remove_db(idx)
+            store = SqliteStore(idx)
+        try:
+            chosen = [str(r.absolute()) for r in roots] or store.roots() or [str(root_of(None))]
+            total = sum(_size(p) for r in chosen for p in walk(r))
+            store.start_bulk()
+            store.begin()
+            store.set_meta("roots", msgspec.json.encode(sorted(chosen)).decode())
+            store.commit()
             with click.progressbar(
                 length=max(total, 1), label="rebuilding", file=sys.stderr, show_eta=True
             ) as bar:
                 for r in chosen:
-                    store.add_root(r)
                     Ingestor(store, r, progress=bar.update).rescan()
+            store.rebuild_fts()
+            store.finish_bulk()
+            engine = Ingestor(store, chosen[0])
+            _build_substrings(store, engine, "substring index")
             n = store.con.execute("SELECT count(*) FROM sessions").fetchone()[0]
             store.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             store.close()
-        _remove_db(idx)
-        os.replace(tmp, idx)
     finally:
         lock.release()
     click.echo(f"{idx}: rebuilt from {', '.join(chosen)}: {n} sessions")
@@ -498,22 +475,11 @@ def _size(path: str) -> int:
         return 0
 
 
-def _remove_db(path: Path) -> None:
-    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
-
-
 @index.command("optimize")
 @index_option
 def index_optimize(index_path: Path | None) -> None:
     """Merge the full-text indexes into one segment each (slow; faster searches after)."""
-    index_lock = _daemon("service").index_lock
-    SqliteStore = _daemon("store").SqliteStore
-
-    idx = _index(index_path)
+    idx = index_of(index_path)
     if not idx.exists():
         raise CliError(f"{idx}: no index here yet", 2)
     lock = index_lock(idx)
@@ -521,219 +487,10 @@ def index_optimize(index_path: Path | None) -> None:
         store = SqliteStore(idx)
         try:
             store.begin()
-            for table in ("messages_fts", "messages_trigram"):
-                store.con.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+            store.optimize()
             store.commit()
         finally:
             store.close()
     finally:
         lock.release()
     click.echo(f"{idx}: optimized")
-
-
-# -- daemon -------------------------------------------------------------------------------
-
-
-@click.group()
-def daemon() -> None:
-    """The sync daemon: keeps the index current while agents write."""
-
-
-def _daemon_options(fn: Any) -> Any:
-    for opt in reversed(
-        [
-            root_arg,
-            index_option,
-            click.option("--poll", is_flag=True, help="Poll instead of inotify/FSEvents (NFS)."),
-            click.option(
-                "--poll-interval",
-                type=click.FloatRange(0.1),
-                default=2.0,
-                show_default=True,
-                help="Seconds between polls.",
-            ),
-            click.option(
-                "--rescan-interval",
-                type=click.FloatRange(1),
-                default=60.0,
-                show_default=True,
-                help="Seconds between full rescans.",
-            ),
-            click.option(
-                "--debounce",
-                type=click.FloatRange(0),
-                default=0.1,
-                show_default=True,
-                help="Seconds of quiet before a changed file is synced.",
-            ),
-        ]
-    ):
-        fn = opt(fn)
-    return fn
-
-
-@daemon.command("run")
-@_daemon_options
-def daemon_run(
-    root: Path | None,
-    index_path: Path | None,
-    poll: bool,
-    poll_interval: float,
-    rescan_interval: float,
-    debounce: float,
-) -> None:
-    """Run the daemon in the foreground (for systemd, launchd or a terminal)."""
-    Config = _daemon("service").Config
-    Daemon = _daemon("service").Daemon
-
-    config = Config(
-        root=_root(root),
-        index=_index(index_path),
-        poll=poll,
-        poll_interval=poll_interval,
-        rescan_interval=rescan_interval,
-        debounce=debounce,
-    )
-    sys.exit(Daemon(config).run())
-
-
-@daemon.command("start")
-@_daemon_options
-def daemon_start(
-    root: Path | None,
-    index_path: Path | None,
-    poll: bool,
-    poll_interval: float,
-    rescan_interval: float,
-    debounce: float,
-) -> None:
-    """Start the daemon in the background (pid and log files beside the index)."""
-    log_file = _daemon("paths").log_file
-    start = _daemon("service").start
-
-    idx, r = _index(index_path), _root(root)
-    args = [
-        str(r),
-        "--index",
-        str(idx),
-        "--poll-interval",
-        str(poll_interval),
-        "--rescan-interval",
-        str(rescan_interval),
-        "--debounce",
-        str(debounce),
-    ]
-    if poll:
-        args.append("--poll")
-    pid = start(args, idx)
-    click.echo(f"daemon started (pid {pid}); log: {log_file(idx)}")
-
-
-@daemon.command("stop")
-@index_option
-def daemon_stop(index_path: Path | None) -> None:
-    """Stop the daemon (it finishes its current transaction first)."""
-    stop = _daemon("service").stop
-
-    pid = stop(_index(index_path))
-    click.echo(f"daemon stopped (pid {pid})" if pid else "the daemon is not running")
-
-
-@daemon.command("status")
-@index_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def daemon_status_cmd(index_path: Path | None, as_json: bool) -> None:
-    """Pid, root, index, files tracked, events indexed, lag and errors. Exit 1 if stopped."""
-    daemon_status = _daemon("service").daemon_status
-    running_pid = _daemon("service").running_pid
-
-    idx = _index(index_path)
-    pid = running_pid(idx)
-    status = daemon_status(idx) or {}
-    info: dict[str, Any] = {"running": pid is not None, "pid": pid, "index": str(idx)}
-    if pid is not None:
-        info.update({k: v for k, v in status.items() if k not in ("pid", "index")})
-    if idx.exists():
-        stats = _stats(idx)
-        info["files"] = sum(stats["files"].values())
-        info["events_indexed"] = stats["events"]
-        info["sessions"] = stats["sessions"]
-        info["bytes_behind"] = stats["bytes_behind"]
-        info["problems"] = len(stats["problems"])
-    if as_json:
-        _echo_json(info)
-    elif pid is None:
-        click.echo("the daemon is not running")
-    else:
-        ago = (time.time() * 1000 - status.get("last_sync", 0)) / 1000
-        click.echo(f"running:  pid {pid} ({status.get('watcher', '?')})")
-        click.echo(f"root:     {status.get('root')}")
-        click.echo(f"index:    {idx}")
-        click.echo(
-            f"files:    {info.get('files', 0)} tracked, {info.get('problems', 0)} with problems"
-        )
-        click.echo(f"events:   {info.get('events_indexed', 0)} indexed")
-        click.echo(f"lag:      {status.get('lag', 0):.3f} s pending, last sync {ago:.1f} s ago")
-        for err in status.get("errors") or []:
-            click.echo(f"error:    {err}")
-    sys.exit(0 if pid is not None else 1)
-
-
-def _service_text(kind: str, root: Path, index: Path) -> str:
-    units = _daemon("units")
-    log_file = _daemon("paths").log_file
-
-    if kind == "launchd":
-        return str(units.launchd(sys.executable, str(root), str(index), str(log_file(index))))
-    return str(units.systemd(sys.executable, str(root), str(index)))
-
-
-_kind_option = click.option(
-    "--kind",
-    type=click.Choice(["systemd", "launchd"]),
-    default=None,
-    help="Service manager (default: launchd on macOS, systemd elsewhere).",
-)
-
-
-@daemon.command("print-service")
-@root_arg
-@index_option
-@_kind_option
-def daemon_print_service(root: Path | None, index_path: Path | None, kind: str | None) -> None:
-    """Print a systemd user unit or a launchd agent that runs the daemon."""
-    default_kind = _daemon("units").default_kind
-
-    click.echo(_service_text(kind or default_kind(), _root(root), _index(index_path)), nl=False)
-
-
-@daemon.command("install-service")
-@root_arg
-@index_option
-@_kind_option
-@click.option("--force", is_flag=True, help="Overwrite an existing service file.")
-def daemon_install_service(
-    root: Path | None, index_path: Path | None, kind: str | None, force: bool
-) -> None:
-    """Write the service file into place and print the commands that enable it."""
-    LAUNCHD_LABEL = _daemon("units").LAUNCHD_LABEL
-    SYSTEMD_NAME = _daemon("units").SYSTEMD_NAME
-    default_kind = _daemon("units").default_kind
-    install_path = _daemon("units").install_path
-
-    k = kind or default_kind()
-    dest = install_path(k)
-    if dest.exists() and not force:
-        raise CliError(f"{dest} exists; --force overwrites it", 2)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(_service_text(k, _root(root), _index(index_path)))
-    click.echo(f"wrote {dest}")
-    if k == "systemd":
-        click.echo(
-            f"enable it:  systemctl --user daemon-reload && "
-            f"systemctl --user enable --now {SYSTEMD_NAME}"
-        )
-        click.echo("keep it running after logout:  loginctl enable-linger $USER")
-    else:
-        click.echo(f"enable it:  launchctl bootstrap gui/$(id -u) {dest}")
-        click.echo(f"stop it:    launchctl bootout gui/$(id -u)/{LAUNCHD_LABEL}")

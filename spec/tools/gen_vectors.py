@@ -1465,14 +1465,20 @@ def _n28() -> Any:
     return _with_body(_header_line(format=None)), expect_refused("not-jsonltape")
 
 
-@case("read", "n_header_title_number", "data.title is a number: a header member of the wrong "
-      "type (§7) makes the file not a session.")
+@case(
+    "read",
+    "n_header_title_number",
+    "data.title is a number: a header member of the wrong type (§7) makes the file not a session.",
+)
 def _n28a() -> Any:
     return _with_body(_header_line(title=5)), expect_refused("not-jsonltape")
 
 
-@case("read", "n_header_parent_string", "data.parent is a string, not {session, seq}: not a "
-      "session (§7).")
+@case(
+    "read",
+    "n_header_parent_string",
+    "data.parent is a string, not {session, seq}: not a session (§7).",
+)
 def _n28b() -> Any:
     return _with_body(_header_line(parent="abc")), expect_refused("not-jsonltape")
 

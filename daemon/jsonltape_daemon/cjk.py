@@ -1,0 +1,76 @@
+"""Short CJK queries served from an index: character unigrams and bigrams of CJK runs.
+
+SQLite's ``unicode61`` tokenizer takes a whole run of CJK characters for one token, and the
+``trigram`` tokenizer cannot match fewer than three characters, so a one- or two-character
+Japanese, Chinese or Korean query would need a scan. The ``messages_cjk`` table indexes, per
+message, every distinct CJK character (column ``uni``) and every pair of adjacent CJK characters
+in order (column ``bi``), with a filler token between runs so that a phrase never spans two
+runs. With the ``ascii`` tokenizer (non-ASCII characters are token characters, nothing is
+folded) this is an exact substring index for terms made of CJK characters only:
+
+* one character ``雨``: ``uni : "雨"``;
+* two or more ``東京都``: ``bi : "東京 京都"`` (consecutive bigrams of one run).
+
+A term matches exactly the messages whose text contains it, as ``text LIKE '%term%'`` would
+(both are exact for these characters); a test holds the two to the same result.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["CJK_CHARS", "grams", "is_cjk", "is_cjk_term", "match_expr"]
+
+#: The characters treated as CJK, here and when queries are classified (U+3000, the ideographic
+#: space, is whitespace and never part of a term).
+CJK_CHARS = (
+    "\u1100-\u11ff"  # Hangul Jamo
+    "\u2e80-\u2fff"  # CJK and Kangxi radicals, ideographic description characters
+    "\u3001-\u303f"  # CJK symbols and punctuation
+    "\u3040-\u33ff"  # Hiragana, Katakana, Bopomofo, Hangul compatibility Jamo, Kanbun, ...
+    "\u3400-\u4dbf"  # CJK Unified Ideographs Extension A
+    "\u4e00-\u9fff"  # CJK Unified Ideographs
+    "\ua960-\ua97f"  # Hangul Jamo Extended-A
+    "\uac00-\ud7ff"  # Hangul syllables, Hangul Jamo Extended-B
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\ufe30-\ufe4f"  # CJK compatibility forms
+    "\uff00-\uffef"  # halfwidth and fullwidth forms
+    "\U0001b000-\U0001b2ff"  # Kana supplement and extensions
+    "\U00020000-\U0003134f"  # CJK Unified Ideographs Extensions B-G, compatibility supplement
+)
+_RUN = re.compile(f"[{CJK_CHARS}]+")
+_ONLY = re.compile(f"[{CJK_CHARS}]+\\Z")
+_GAP = "0"  # an ASCII token between runs: no query ever contains it
+
+
+def is_cjk(c: str) -> bool:
+    return _ONLY.match(c) is not None
+
+
+def is_cjk_term(text: str) -> bool:
+    """True when every character of ``text`` is CJK (the index serves such terms)."""
+    return _ONLY.match(text) is not None
+
+
+def grams(text: str) -> tuple[str, str] | None:
+    """``(uni, bi)`` column values for a message text, or None when it has no CJK."""
+    if text.isascii():
+        return None
+    runs = _RUN.findall(text)
+    if not runs:
+        return None
+    uni = dict.fromkeys("".join(runs))
+    bi: list[str] = []
+    for run in runs:
+        if len(run) > 1:
+            if bi:
+                bi.append(_GAP)
+            bi.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return " ".join(uni), " ".join(bi)
+
+
+def match_expr(term: str) -> str:
+    """The ``messages_cjk`` MATCH expression for a CJK-only term (see the module docs)."""
+    if len(term) == 1:
+        return f'({{uni}} : "{term}")'
+    return '({bi} : "' + " ".join(term[i : i + 2] for i in range(len(term) - 1)) + '")'

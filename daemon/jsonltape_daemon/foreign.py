@@ -1,0 +1,310 @@
+"""Claude Code, Codex and pi files indexed in place, read-only, through the importer's mapping.
+
+A foreign file is not made of jsonltape lines, so this kind *synthesizes* them: the file is
+mapped from its start (``jsonltape.interop.foreign.scan``, deterministic) and every mapped event
+becomes a framed jsonltape line (what ``events.raw`` stores). Nothing is ever written: files are
+opened read-only and the mapping reads through its own read-only handle.
+
+* Identity: the mapped header of the session (its id and the crc of the synthetic header line;
+  the header records the source file's absolute path, so a moved file is a new session).
+* Offsets: an event's *cursor* (where the engine's next read starts, ``files.offset``) is the
+  end, in the source file, of the last source line that any event up to and including it was
+  made from (a running maximum per session, at least the end of line 1). The header's cursor
+  is 0. The
+  engine stores ``cursor - len(line)`` as the event's offset: for foreign sessions
+  ``events.offset`` is therefore *not* a byte offset into the source file
+  (``json_extract(raw, '$.data.import.lines')`` gives the source line numbers).
+* Continuity: the file is mapped again from its start; the engine's stored cursor, seq and crc
+  must equal those of the event with that seq in the new mapping. An appended source line only
+  adds events, except that a reply still streaming is revised: the revised event then covers a
+  source line past the stored cursor, which moves the running maximum of every later event, so
+  the check fails and the engine reingests the session -- the rows always equal a rebuild.
+  ``intact`` (asked after a rewrite in place or a new inode) says no: such a file is reingested.
+* Several sessions in one file (Claude Code sidechains): the first is the file's own session;
+  every other one is a *member* at the virtual path ``FILE#SESSION-ID`` with its own registry
+  row and session row. :class:`ForeignIngestor` syncs members together with their file.
+* Damage: a last source line still being written is left for later (the session is
+  ``torn-tail``); bad lines inside the file are mapped to ``import/raw`` events, never damage.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+import msgspec
+
+from jsonltape import _framing
+from jsonltape._prepare import encode_event
+from jsonltape.errors import FormatError, JsonltapeError
+from jsonltape.events import HeaderData, Line
+from jsonltape.interop import foreign as mapping
+from jsonltape.interop._engine import SOURCES, session_id_for
+
+from .ingest import _O_READ, Budget, Ingestor
+from .rows import FileRow, Store
+from .source import Damage, Header
+
+__all__ = [
+    "ForeignFiles",
+    "ForeignIngestor",
+    "engine_for",
+    "member_path",
+    "parse_source",
+    "split_member",
+]
+
+MEMBER = "#"
+_BUDGET = Budget()
+
+
+def member_path(path: str, session_id: str) -> str:
+    """The virtual path of a session that is not the file's own (a Claude Code sidechain)."""
+    return f"{path}{MEMBER}{session_id}"
+
+
+def split_member(path: str) -> tuple[str, str | None]:
+    """``(file, member session id or None)`` of a registry path."""
+    base = os.path.basename(path)
+    if MEMBER in base:
+        head, _, sid = path.rpartition(MEMBER)
+        return head, sid
+    return path, None
+
+
+def parse_source(spec: str) -> tuple[str, str]:
+    """``KIND:PATH`` (``claude-code:~/.claude/projects``) as ``(kind, absolute path)``."""
+    kind, sep, path = spec.partition(":")
+    if not sep or kind not in SOURCES or not path:
+        raise ValueError(f"expected KIND:PATH with KIND one of {', '.join(SOURCES)}: {spec!r}")
+    return kind, os.path.abspath(os.path.expanduser(path))
+
+
+class _Mapped(NamedTuple):
+    key: tuple[str, int, int, int, int]
+    main: str
+    sessions: dict[str, list[Line]]  #: session id -> synthetic lines, seq = index
+    torn: tuple[int, int] | None  #: (source line, byte offset) of a line still being written
+
+
+def _line_ends(data: bytes) -> list[int]:
+    """End offset of each source line (1-based line n ends at ``ends[n - 1]``)."""
+    ends: list[int] = []
+    at = data.find(b"\n")
+    while at >= 0:
+        ends.append(at + 1)
+        at = data.find(b"\n", at + 1)
+    if data and not data.endswith(b"\n"):
+        ends.append(len(data))  # a last line without its newline (yielded if it parses)
+    return ends
+
+
+class ForeignFiles:
+    """The :class:`~jsonltape_daemon.source.FileKind` of one foreign source (``claude-code``,
+    ``codex`` or ``pi``). Stateful: ``header`` maps the file, the calls that follow on the same
+    descriptor read that mapping (the engine is single-threaded)."""
+
+    def __init__(self, source: str) -> None:
+        if source not in SOURCES:
+            raise ValueError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
+        self.source = source
+        self.last: _Mapped | None = None
+        self._fd = -1
+        self._lines: list[Line] = []
+        self._member: str | None = None
+
+    def wants(self, name: str) -> bool:
+        if MEMBER in name or not name.endswith(".jsonl"):
+            return False
+        return self.source != "codex" or name.startswith("rollout-")
+
+    # -- the mapping ---------------------------------------------------------------------
+
+    def mapped(self, fd: int, path: str) -> _Mapped:
+        """The mapping of the file open at ``fd`` (cached while its stat is unchanged)."""
+        st = os.fstat(fd)
+        key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if self.last is not None and self.last.key == key:
+            return self.last
+        data = os.pread(fd, st.st_size, 0)
+        ends = _line_ends(data)
+        sessions: dict[str, list[Line]] = {}
+        scan = mapping.scan_file(self.source, path, raw=False)
+        reach: dict[str, int] = {}  # per session: a line of another one moves no cursor
+        try:
+            for sid, event in scan.events():
+                out = sessions.setdefault(sid, [])
+                if event.seq == 0:
+                    cursor = 0
+                else:
+                    info = event.data.get("import")
+                    lines = info.get("lines") if isinstance(info, dict) else None
+                    top = max((int(n) for n in lines or ()), default=0)
+                    if top > len(ends):
+                        break  # the file grew after fstat: the rest waits for the next sync
+                    cursor = max(reach.get(sid, ends[0]), ends[top - 1] if top else 0)
+                    reach[sid] = cursor
+                if event.seq != len(out):
+                    raise FormatError(f"mapping gave seq {event.seq}, expected {len(out)}")
+                raw, ev = encode_event(
+                    event.seq, event.type, event.time, event.data, event.surface,
+                    event.sources, event.key, event.ignorable,
+                )  # fmt: skip
+                out.append(Line(cursor - len(raw), raw, ev))
+        except OSError as exc:
+            raise FormatError(exc.strerror or str(exc), path=path) from None
+        sessions = {sid: lines for sid, lines in sessions.items() if lines}
+        torn = scan.report.torn
+        self.last = _Mapped(
+            key,
+            session_id_for(self.source, path),
+            sessions,
+            (torn.line, torn.offset) if torn is not None else None,
+        )
+        return self.last
+
+    # -- FileKind ------------------------------------------------------------------------
+
+    def header(self, fd: int, path: str) -> Header:
+        real, member = split_member(path)
+        self._fd, self._lines, self._member = -1, [], member
+        try:
+            m = self.mapped(fd, real)
+        except JsonltapeError as exc:
+            raise FormatError(exc.message, path=real) from None
+        lines = m.sessions.get(member or m.main)
+        if not lines:
+            raise FormatError(f"no {self.source} session {member or m.main} here", path=real)
+        first = lines[0]
+        data = msgspec.convert(first.event.data, type=HeaderData)
+        self._fd, self._lines = fd, lines
+        return Header(data, first.offset + len(first.raw), _framing.crc_of(first.raw) or "")
+
+    def _current(self, fd: int) -> list[Line]:
+        assert fd == self._fd, "header() maps the file before its lines are read"
+        return self._lines
+
+    def lines(
+        self, fd: int, start: int, end: int, seq: int, room: Callable[[], int]
+    ) -> Iterator[list[Line] | Damage]:
+        lines = self._current(fd)
+        while seq < len(lines):
+            n = room()
+            yield lines[seq : seq + n]
+            seq += n
+        torn = self.last.torn if self.last is not None else None
+        if torn is not None and self._member is None:
+            at = lines[-1].offset + len(lines[-1].raw) if lines else 0
+            yield Damage(at, f"source line {torn[0]} (byte {torn[1]}) is incomplete")
+
+    def continues(self, fd: int, end: int, seq: int, crc: str | None, stop: int) -> bool:
+        lines = self._current(fd)
+        if not 0 <= seq < len(lines):
+            return False
+        off, raw, _event = lines[seq]
+        return off + len(raw) == end and _framing.crc_of(raw) == crc
+
+    def intact(self, fd: int, start: int, end: int) -> bool:
+        return False  # rewritten in place or replaced: reingest (rows equal a rebuild)
+
+    def corrupt_after(self, fd: int, start: int, end: int) -> bool:
+        return False  # only a last line still being written is damage
+
+
+class ForeignIngestor(Ingestor):
+    """:class:`Ingestor` over a tree of one foreign source, that also syncs the *members* of a
+    file (its further sessions, at ``FILE#SESSION-ID``) whenever the file itself changed."""
+
+    kind: ForeignFiles
+
+    def __init__(
+        self,
+        store: Store,
+        root: str | os.PathLike[str],
+        source: str,
+        *,
+        budget: Budget = _BUDGET,
+        should_stop: Callable[[], bool] = lambda: False,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        super().__init__(
+            store,
+            root,
+            budget=budget,
+            kind=ForeignFiles(source),
+            should_stop=should_stop,
+            progress=progress,
+        )
+
+    def _sync_path(self, path: str, reg: FileRow | None) -> None:
+        real, member = split_member(path)
+        if member is not None:
+            self._sync_member(real, path, reg)
+            return
+        super()._sync_path(path, reg)
+        if reg is not None and self.store.file(path) == reg and os.path.lexists(path):
+            return  # unchanged: so are its members (they share its stat)
+        found: set[str] = set()
+        m = self.kind.last
+        if m is not None and m.key[0] == path:
+            found = {member_path(path, sid) for sid in m.sessions if sid != m.main}
+        prefix = path + MEMBER
+        known = {
+            p: r
+            for p, r in self.store.files(under=os.path.dirname(path)).items()
+            if p.startswith(prefix)
+        }
+        for vpath in sorted(found | set(known)):
+            self._sync_member(path, vpath, known.get(vpath))
+
+    def _sync_member(self, real: str, vpath: str, reg: FileRow | None) -> None:
+        """``Ingestor._sync_path`` for a virtual path: stat and open the file it lives in."""
+        try:
+            st = os.lstat(real)
+            fd = os.open(real, _O_READ) if stat.S_ISREG(st.st_mode) else -1
+        except OSError:
+            fd = -1
+        if fd < 0:
+            if reg is not None:
+                self._forget(reg)
+            return
+        try:
+            st = os.fstat(fd)
+            if reg is not None and (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (
+                reg.dev,
+                reg.ino,
+                reg.size,
+                reg.mtime_ns,
+            ):
+                return
+            m = self.kind.mapped(fd, real)
+            if split_member(vpath)[1] not in m.sessions:
+                if reg is not None:
+                    self._forget(reg)  # that session is gone from the file
+                return
+            self._stats.files += 1
+            self._sync_fd(fd, vpath, reg)
+        except (OSError, JsonltapeError) as exc:
+            self._record(vpath, reg, None, "error", str(exc))
+        finally:
+            os.close(fd)
+
+
+def engine_for(
+    store: Store,
+    root: str,
+    *,
+    budget: Budget = _BUDGET,
+    should_stop: Callable[[], bool] = lambda: False,
+    progress: Callable[[int], None] | None = None,
+) -> Ingestor:
+    """The engine for a root as ``meta.roots`` records it: a directory of jsonltape sessions,
+    or ``KIND:PATH`` for a foreign tree."""
+    if not os.path.isabs(root):
+        kind, path = parse_source(root)
+        return ForeignIngestor(
+            store, path, kind, budget=budget, should_stop=should_stop, progress=progress
+        )
+    return Ingestor(store, root, budget=budget, should_stop=should_stop, progress=progress)

@@ -1,0 +1,137 @@
+"""Kinds of session files the ingest engine reads.
+
+The engine (``ingest.py``) owns the registry, continuity, transactions and rows; a *kind* owns
+what is particular to one file format: which files it wants, the header (the session's
+identity), the good lines from an offset on, how to check that the line at the cursor is still
+the same, and whether damage is a torn tail or corruption. :class:`JsonltapeFiles` is the native
+kind; an importer's mapping (Claude Code, Codex, pi files read as jsonltape events) is another
+class with these methods, passed as ``Ingestor(kind=...)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import NamedTuple, Protocol
+
+import msgspec
+
+from jsonltape import _framing
+from jsonltape._scan import check, is_witness, read_header
+from jsonltape.events import HeaderData, Line
+
+__all__ = ["Damage", "FileKind", "Header", "JsonltapeFiles"]
+
+
+class Header(NamedTuple):
+    """Line 1 of a session: its data, where it ends, and its crc (with the id, the identity)."""
+
+    data: HeaderData
+    end: int
+    crc: str
+
+
+class Damage(NamedTuple):
+    """The first line that is not good: where it starts and what is wrong with it."""
+
+    offset: int
+    problem: str
+
+
+class FileKind(Protocol):
+    def wants(self, name: str) -> bool:
+        """Whether a file name (not a dot-name) is one of this kind's files."""
+        ...
+
+    def header(self, fd: int, path: str) -> Header:
+        """The header, or FormatError (not this kind's file) / CorruptError (damaged)."""
+        ...
+
+    def lines(
+        self, fd: int, start: int, end: int, seq: int, room: Callable[[], int]
+    ) -> Iterator[list[Line] | Damage]:
+        """Good lines from ``start`` (the first has seq ``seq``) in lists of up to ``room()``
+        lines (asked before each list), then the first bad one (if any)."""
+        ...
+
+    def continues(self, fd: int, end: int, seq: int, crc: str | None, stop: int) -> bool:
+        """True if the line ending at ``end`` (not before ``stop``) still has this seq/crc."""
+        ...
+
+    def intact(self, fd: int, start: int, end: int) -> bool:
+        """True if every line in ``[start, end)`` is still good, with seqs 1, 2, ..."""
+        ...
+
+    def corrupt_after(self, fd: int, start: int, end: int) -> bool:
+        """True if the damage at ``start`` is corruption, not a torn tail."""
+        ...
+
+
+class _Seq(msgspec.Struct):
+    seq: int
+
+
+_seq_decoder = msgspec.json.Decoder(_Seq)
+
+
+class JsonltapeFiles:
+    """jsonltape session files: ``*.jsonl``, framed lines with a crc and dense seqs. A line is
+    good exactly when ``jsonltape verify`` says so (the library's ``check``, one full decode
+    whose result is reused)."""
+
+    def wants(self, name: str) -> bool:
+        return name.endswith(".jsonl")
+
+    def header(self, fd: int, path: str) -> Header:
+        data, end, _time = read_header(fd, path)
+        return Header(data, end, _framing.crc_of(os.pread(fd, end, 0)) or "")
+
+    def lines(
+        self, fd: int, start: int, end: int, seq: int, room: Callable[[], int]
+    ) -> Iterator[list[Line] | Damage]:
+        out: list[Line] = []
+        chunk = room()
+        for off, raw in _framing.iter_lines(fd, start, end):
+            event, problem = check(raw, seq)
+            if problem is not None or event is None:
+                if out:
+                    yield out
+                yield Damage(off, problem or "bad line")
+                return
+            out.append(Line(off, raw, event))
+            seq += 1
+            if len(out) >= chunk:
+                yield out
+                out = []
+                chunk = room()
+        if out:
+            yield out
+
+    def continues(self, fd: int, end: int, seq: int, crc: str | None, stop: int) -> bool:
+        for _start, raw in _framing.iter_lines_reverse(fd, end, stop):
+            if not _framing.frame_ok(raw) or _framing.crc_of(raw) != crc:
+                return False
+            try:
+                return _seq_decoder.decode(raw).seq == seq
+            except msgspec.DecodeError:
+                return False
+        return False
+
+    def intact(self, fd: int, start: int, end: int) -> bool:
+        expected = 1
+        for _off, raw in _framing.iter_lines(fd, start, end):
+            if not _framing.frame_ok(raw):
+                return False
+            try:
+                if _seq_decoder.decode(raw).seq != expected:
+                    return False
+            except msgspec.DecodeError:
+                return False
+            expected += 1
+        return True
+
+    def corrupt_after(self, fd: int, start: int, end: int) -> bool:
+        # The library's witness rule: a good checkpoint line anywhere after the bad one.
+        lines = _framing.iter_lines(fd, start, end)
+        next(lines, None)  # the bad line itself
+        return any(is_witness(raw) for _off, raw in lines)

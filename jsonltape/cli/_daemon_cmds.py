@@ -1,0 +1,304 @@
+"""The ``daemon`` command group, and what the index commands share (``_index`` imports it).
+
+The daemon package (sqlite3) is imported here at module level, so only commands that need it
+load it; ``service`` and ``units`` (watchdog, plistlib) only inside the commands that use them.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+from jsonltape_daemon import paths, schema
+from jsonltape_daemon.lock import daemon_status, running_pid
+
+from . import CliError
+
+__all__ = ["daemon", "echo_json", "index_option", "index_stats", "reader", "root_arg"]
+
+_enc = msgspec.json.Encoder()
+
+index_option = click.option(
+    "--index",
+    "index_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Index file (default: $JSONLTAPE_INDEX or <data dir>/index.db).",
+)
+root_arg = click.argument("root", required=False, type=click.Path(file_okay=False, path_type=Path))
+
+
+def index_of(path: Path | None) -> Path:
+    return (path or paths.default_index()).absolute()
+
+
+def root_of(path: Path | None) -> Path:
+    return (path or paths.default_root()).absolute()
+
+
+def reader(index: Path) -> sqlite3.Connection:
+    return schema.connect(index, readonly=True)
+
+
+def echo_json(obj: Any) -> None:
+    click.echo(_enc.encode(obj).decode())
+
+
+def index_stats(index: Path) -> dict[str, Any]:
+    """Counts and problems of an index (``index status``, ``daemon status``)."""
+    con = reader(index)
+    try:
+
+        def one(sql: str) -> Any:
+            return con.execute(sql).fetchone()[0]
+
+        files = dict(con.execute("SELECT status, count(*) FROM files GROUP BY status").fetchall())
+        problems = con.execute(
+            "SELECT path, status, error FROM files WHERE status IN ('error', 'foreign') "
+            "UNION ALL SELECT path, state, error FROM sessions WHERE state = 'corrupt' "
+            "ORDER BY path LIMIT 50"
+        ).fetchall()
+        behind = 0
+        for path, offset, size in con.execute(
+            "SELECT path, offset, size FROM files WHERE status = 'indexed'"
+        ):
+            try:
+                now = os.stat(path).st_size
+            except OSError:
+                continue
+            if size is None or now != size:
+                behind += max(0, now - offset)
+        upto = int(one("SELECT value FROM meta WHERE key = 'substrings'"))
+        covered, messages = con.execute(
+            "SELECT count(*) FILTER (WHERE id <= ?), count(*) FROM messages", (upto,)
+        ).fetchone()
+        out = {
+            "index": str(index),
+            "bytes": sum(
+                os.path.getsize(p) for p in (index, Path(f"{index}-wal")) if os.path.exists(p)
+            ),
+            "schema": one("PRAGMA user_version"),
+            "schema_supported": schema.SCHEMA_VERSION,
+            "sqlite": sqlite3.sqlite_version,
+            "features": schema.features(con),
+            "fts": one("SELECT value FROM meta WHERE key = 'fts'"),
+            "substrings": {"indexed": covered, "messages": messages},
+            "roots": msgspec.json.decode(
+                (con.execute("SELECT value FROM meta WHERE key = 'roots'").fetchone() or ["[]"])[0]
+            ),
+            "sessions": one("SELECT count(*) FROM sessions"),
+            "events": one("SELECT count(*) FROM events"),
+            "messages": messages,
+            "files": files,
+            "bytes_behind": behind,
+            "problems": [{"path": p, "status": st, "error": e} for p, st, e in problems],
+        }
+    finally:
+        con.close()
+    return out
+
+
+@click.group()
+def daemon() -> None:
+    """The sync daemon: keeps the index current while agents write."""
+
+
+def _daemon_options(fn: Any) -> Any:
+    for opt in reversed(
+        [
+            root_arg,
+            index_option,
+            click.option("--poll", is_flag=True, help="Poll instead of inotify/FSEvents (NFS)."),
+            click.option(
+                "--poll-interval",
+                type=click.FloatRange(0.1),
+                default=2.0,
+                show_default=True,
+                help="Seconds between polls.",
+            ),
+            click.option(
+                "--rescan-interval",
+                type=click.FloatRange(1),
+                default=60.0,
+                show_default=True,
+                help="Seconds between full rescans.",
+            ),
+            click.option(
+                "--debounce",
+                type=click.FloatRange(0),
+                default=0.1,
+                show_default=True,
+                help="Seconds of quiet before a changed file is synced.",
+            ),
+        ]
+    ):
+        fn = opt(fn)
+    return fn
+
+
+@daemon.command("run")
+@_daemon_options
+def daemon_run(
+    root: Path | None,
+    index_path: Path | None,
+    poll: bool,
+    poll_interval: float,
+    rescan_interval: float,
+    debounce: float,
+) -> None:
+    """Run the daemon in the foreground (for systemd, launchd or a terminal)."""
+    from jsonltape_daemon.service import Config, Daemon
+
+    config = Config(
+        root=root_of(root),
+        index=index_of(index_path),
+        poll=poll,
+        poll_interval=poll_interval,
+        rescan_interval=rescan_interval,
+        debounce=debounce,
+    )
+    sys.exit(Daemon(config).run())
+
+
+@daemon.command("start")
+@_daemon_options
+def daemon_start(
+    root: Path | None,
+    index_path: Path | None,
+    poll: bool,
+    poll_interval: float,
+    rescan_interval: float,
+    debounce: float,
+) -> None:
+    """Start the daemon in the background (pid and log files beside the index)."""
+    from jsonltape_daemon.service import start
+
+    idx, r = index_of(index_path), root_of(root)
+    args = [
+        str(r),
+        "--index",
+        str(idx),
+        "--poll-interval",
+        str(poll_interval),
+        "--rescan-interval",
+        str(rescan_interval),
+        "--debounce",
+        str(debounce),
+    ]
+    if poll:
+        args.append("--poll")
+    pid = start(args, idx)
+    click.echo(f"daemon started (pid {pid}); log: {paths.log_file(idx)}")
+
+
+@daemon.command("stop")
+@index_option
+def daemon_stop(index_path: Path | None) -> None:
+    """Stop the daemon (it finishes its current transaction first)."""
+    from jsonltape_daemon.service import stop
+
+    pid = stop(index_of(index_path))
+    click.echo(f"daemon stopped (pid {pid})" if pid else "the daemon is not running")
+
+
+@daemon.command("status")
+@index_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def daemon_status_cmd(index_path: Path | None, as_json: bool) -> None:
+    """Pid, root, index, files tracked, events indexed, lag and errors. Exit 1 if stopped."""
+    idx = index_of(index_path)
+    pid = running_pid(idx)
+    status = daemon_status(idx) or {}
+    info: dict[str, Any] = {"running": pid is not None, "pid": pid, "index": str(idx)}
+    if pid is not None:
+        info.update({k: v for k, v in status.items() if k not in ("pid", "index")})
+    if idx.exists():
+        stats = index_stats(idx)
+        info["files"] = sum(stats["files"].values())
+        info["events_indexed"] = stats["events"]
+        info["sessions"] = stats["sessions"]
+        info["bytes_behind"] = stats["bytes_behind"]
+        info["problems"] = len(stats["problems"])
+        info["substrings"] = stats["substrings"]
+    if as_json:
+        echo_json(info)
+    elif pid is None:
+        click.echo("the daemon is not running")
+    else:
+        ago = (time.time() * 1000 - status.get("last_sync", 0)) / 1000
+        click.echo(f"running:  pid {pid} ({status.get('watcher', '?')})")
+        click.echo(f"root:     {status.get('root')}")
+        click.echo(f"index:    {idx}")
+        click.echo(
+            f"files:    {info.get('files', 0)} tracked, {info.get('problems', 0)} with problems"
+        )
+        click.echo(f"events:   {info.get('events_indexed', 0)} indexed")
+        sub = info.get("substrings") or {}
+        if sub and sub["indexed"] < sub["messages"]:
+            click.echo(f"building: substring index, {sub['indexed']} of {sub['messages']} messages")
+        click.echo(f"lag:      {status.get('lag', 0):.3f} s pending, last sync {ago:.1f} s ago")
+        for err in status.get("errors") or []:
+            click.echo(f"error:    {err}")
+    sys.exit(0 if pid is not None else 1)
+
+
+def _service_text(kind: str, root: Path, index: Path) -> str:
+    from jsonltape_daemon import units
+
+    if kind == "launchd":
+        return units.launchd(sys.executable, str(root), str(index), str(paths.log_file(index)))
+    return units.systemd(sys.executable, str(root), str(index))
+
+
+_kind_option = click.option(
+    "--kind",
+    type=click.Choice(["systemd", "launchd"]),
+    default=None,
+    help="Service manager (default: launchd on macOS, systemd elsewhere).",
+)
+
+
+@daemon.command("print-service")
+@root_arg
+@index_option
+@_kind_option
+def daemon_print_service(root: Path | None, index_path: Path | None, kind: str | None) -> None:
+    """Print a systemd user unit or a launchd agent that runs the daemon."""
+    from jsonltape_daemon import units
+
+    text = _service_text(kind or units.default_kind(), root_of(root), index_of(index_path))
+    click.echo(text, nl=False)
+
+
+@daemon.command("install-service")
+@root_arg
+@index_option
+@_kind_option
+@click.option("--force", is_flag=True, help="Overwrite an existing service file.")
+def daemon_install_service(
+    root: Path | None, index_path: Path | None, kind: str | None, force: bool
+) -> None:
+    """Write the service file into place and print the commands that enable it."""
+    from jsonltape_daemon import units
+
+    k = kind or units.default_kind()
+    dest = units.install_path(k)
+    if dest.exists() and not force:
+        raise CliError(f"{dest} exists; --force overwrites it", 2)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(_service_text(k, root_of(root), index_of(index_path)))
+    click.echo(f"wrote {dest}")
+    if k == "systemd":
+        click.echo(
+            f"enable it:  systemctl --user daemon-reload && "
+            f"systemctl --user enable --now {units.SYSTEMD_NAME}"
+        )
+        click.echo("keep it running after logout:  loginctl enable-linger $USER")
+    else:
+        click.echo(f"enable it:  launchctl bootstrap gui/$(id -u) {dest}")
+        click.echo(f"stop it:    launchctl bootout gui/$(id -u)/{units.LAUNCHD_LABEL}")
