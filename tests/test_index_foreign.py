@@ -3,6 +3,7 @@ mapping: real sample files, the real engine and real SQLite."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -263,3 +264,39 @@ def test_engine_for_a_recorded_root(tmp_path: Path) -> None:
         assert codex.root == str(tmp_path)
     finally:
         store.close()
+
+
+def test_cli_sync_source_mirrors_a_foreign_tree_read_only(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    cc = tmp_path / "claude"
+    cc.mkdir()
+    shutil.copy(SAMPLES / "claude-code-v1.0.108-japanese.jsonl", cc)
+    (tmp_path / "root").mkdir()
+    before = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in cc.iterdir())
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "jsonltape", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    idx = str(tmp_path / "index.db")
+    first = run("sync", str(tmp_path / "root"), "--index", idx, "--source", f"claude-code:{cc}")
+    assert first.returncode == 0, first.stderr
+    hit = run("search", "最新の状態", "--index", idx, "--json")
+    assert hit.returncode == 0 and "最新の状態" in hit.stdout
+    again = run(
+        "sync", str(tmp_path / "root"), "--index", idx, "--source", f"claude-code:{cc}", "--json"
+    )
+    assert json.loads(again.stdout)["events"] == 0
+    rebuilt = run("index", "rebuild", "--index", idx)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "最新の状態" in run("search", "最新の状態", "--index", idx, "--json").stdout
+    bad = run("sync", str(tmp_path / "root"), "--index", idx, "--source", "nope:/x")
+    assert bad.returncode == 2 and "KIND:PATH" in bad.stderr
+    after = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in cc.iterdir())
+    assert after == before  # nothing written in the source tree

@@ -23,6 +23,7 @@ import click
 import msgspec
 from jsonltape_daemon import search as s
 from jsonltape_daemon.errors import IndexBusyError, IndexStateError
+from jsonltape_daemon.foreign import engine_for, parse_source
 from jsonltape_daemon.ingest import Ingestor, SyncStats, walk
 from jsonltape_daemon.lock import daemon_status, index_lock, running_pid
 from jsonltape_daemon.store import SqliteStore, remove_db
@@ -128,8 +129,18 @@ def _build_substrings(
 @click.command()
 @root_arg
 @index_option
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    metavar="KIND:PATH",
+    help="Also mirror a Claude Code / Codex / pi tree in place, read-only "
+    "(claude-code:PATH, codex:PATH, pi:PATH). Repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the sync statistics as JSON.")
-def sync(root: Path | None, index_path: Path | None, as_json: bool) -> None:
+def sync(
+    root: Path | None, index_path: Path | None, sources: tuple[str, ...], as_json: bool
+) -> None:
     """Bring the index up to date with every session file under ROOT, once.
 
     Only new complete lines are read; renamed, truncated, replaced and deleted files are
@@ -141,6 +152,13 @@ def sync(root: Path | None, index_path: Path | None, as_json: bool) -> None:
     r, idx = root_of(root), index_of(index_path)
     if not r.is_dir():
         raise CliError(f"{r}: no such directory", 2)
+    try:
+        foreign = [parse_source(spec) for spec in sources]
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    for _kind, path in foreign:
+        if not os.path.isdir(path):
+            raise CliError(f"{path}: no such directory", 2)
     try:
         lock = index_lock(idx)
     except IndexBusyError:
@@ -158,6 +176,20 @@ def sync(root: Path | None, index_path: Path | None, as_json: bool) -> None:
                 store.add_root(str(r))
                 engine = Ingestor(store, r, should_stop=stop)
                 stats = engine.rescan()
+                for kind, path in foreign:  # read-only, through the importers' mapping
+                    store.add_root(f"{kind}:{path}")
+                    more = engine_for(store, f"{kind}:{path}", should_stop=stop).rescan()
+                    for name in (
+                        "files",
+                        "sessions_added",
+                        "sessions_removed",
+                        "events",
+                        "messages",
+                        "errors",
+                        "transactions",
+                        "seconds",
+                    ):
+                        setattr(stats, name, getattr(stats, name) + getattr(more, name))
                 searchable = stats.seconds
                 if store.substrings_pending() and not stop():
                     before = store.substring_progress()[0]
@@ -167,7 +199,12 @@ def sync(root: Path | None, index_path: Path | None, as_json: bool) -> None:
                     stats.seconds += more.seconds
                     stats.add("substrings", more.seconds)
                 pending = store.substrings_pending()
-                errors = [f for f in store.files(under=str(r)).values() if f.status == "error"]
+                errors = [
+                    f
+                    for under in [str(r), *(path for _kind, path in foreign)]
+                    for f in store.files(under=under).values()
+                    if f.status == "error"
+                ]
             finally:
                 store.close()
     finally:
@@ -445,7 +482,7 @@ def index_rebuild(roots: tuple[Path, ...], index_path: Path | None) -> None:
             store = SqliteStore(idx)
         try:
             chosen = [str(r.absolute()) for r in roots] or store.roots() or [str(root_of(None))]
-            total = sum(_size(p) for r in chosen for p in walk(r))
+            total = sum(_size(p) for r in chosen if os.path.isabs(r) for p in walk(r))
             store.start_bulk()
             store.begin()
             store.set_meta("roots", msgspec.json.encode(sorted(chosen)).decode())
@@ -453,11 +490,11 @@ def index_rebuild(roots: tuple[Path, ...], index_path: Path | None) -> None:
             with click.progressbar(
                 length=max(total, 1), label="rebuilding", file=sys.stderr, show_eta=True
             ) as bar:
-                for r in chosen:
-                    Ingestor(store, r, progress=bar.update).rescan()
+                for r in chosen:  # a KIND:PATH root is a foreign tree (sync --source)
+                    engine_for(store, r, progress=bar.update).rescan()
             store.rebuild_fts()
             store.finish_bulk()
-            engine = Ingestor(store, chosen[0])
+            engine = engine_for(store, chosen[0])
             _build_substrings(store, engine, "substring index")
             n = store.con.execute("SELECT count(*) FROM sessions").fetchone()[0]
             store.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
