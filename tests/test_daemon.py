@@ -404,3 +404,39 @@ def _no_thread_leaks() -> Iterator[None]:
 
 
 _ = BaseObserver
+
+
+def test_the_daemon_mirrors_a_foreign_tree_and_follows_its_appends(
+    root: Path, tmp_path: Path
+) -> None:
+    """daemon run --source codex:PATH: a Codex rollout is indexed read-only, and a line the
+    agent appends later shows up in search (through a watcher hint)."""
+    from jsonltape_daemon import search as s
+    from jsonltape_daemon.schema import connect as connect_index
+
+    src = tmp_path / "codex"
+    src.mkdir()
+    sample = REPO.parent / "shared" / "samples" / "codex-0.104-rollout-complete.jsonl"
+    if not sample.exists():
+        sample = Path("/work/shared/samples/codex-0.104-rollout-complete.jsonl")
+    lines = sample.read_bytes().splitlines(keepends=True)
+    rollout = src / "rollout-2026-02-23T19-36-00-test.jsonl"
+    rollout.write_bytes(b"".join(lines[:-4]))
+    cfg = Config(root, tmp_path / "i.db", sources=(("codex", str(src)),), debounce=0.05)
+
+    def hits(query: str) -> int:
+        con = connect_index(cfg.index, readonly=True)
+        try:
+            return len(s.search(con, query, s.Filters(), limit=5))
+        finally:
+            con.close()
+
+    with _Running(Daemon(cfg, log=lambda _m: None)):
+        wait_for(lambda: indexed_events(cfg.index) > 0)
+        assert (
+            hits("10502814") == 0
+        )  # the final answer (its text ends in this hash) is not there yet
+        with open(rollout, "ab") as f:
+            f.write(b"".join(lines[-4:]))
+        wait_for(lambda: hits("10502814") > 0)
+    assert rollout.read_bytes() == sample.read_bytes()  # never written by the daemon

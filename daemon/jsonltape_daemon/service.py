@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DaemonError
+from .foreign import engine_for
 from .ingest import Budget, Ingestor, SyncStats
 from .lock import daemon_status, index_lock, running_pid, write_private
 from .paths import ensure_private_dir, log_file, pid_file, status_file
@@ -47,6 +48,8 @@ class Config:
     #: process (None: never).
     helper_from: int | None = 20_000
     observer_factory: ObserverFactory | None = None
+    #: Foreign trees mirrored read-only beside the root: (kind, absolute path) pairs.
+    sources: tuple[tuple[str, str], ...] = ()
 
 
 class Daemon:
@@ -63,6 +66,7 @@ class Daemon:
         self._errors: list[str] = []
         self._status_at = 0.0
         self.store: SqliteStore | None = None
+        self.extra: list[tuple[Ingestor, Watcher]] = []
 
     def request_stop(self) -> None:
         self.stop_event.set()
@@ -89,6 +93,23 @@ class Daemon:
                 observer_factory=cfg.observer_factory,
                 log=self.log,
             )
+            # Foreign trees: their own engine (the importers' mapping) and watcher; every hint
+            # goes to every engine, which ignores paths outside its root.
+            self.extra = []
+            for kind, path in cfg.sources:
+                store.add_root(f"{kind}:{path}")
+                fe = engine_for(
+                    store, f"{kind}:{path}", budget=cfg.budget, should_stop=self.stop_event.is_set
+                )
+                fw = Watcher(
+                    path,
+                    self.hints,
+                    poll=cfg.poll,
+                    poll_interval=cfg.poll_interval,
+                    observer_factory=cfg.observer_factory,
+                    log=self.log,
+                )
+                self.extra.append((fe, fw))
             self.status = {
                 "pid": os.getpid(),
                 "root": root,
@@ -102,11 +123,15 @@ class Daemon:
             }
             try:
                 watcher.start()
+                for _fe, fw in self.extra:
+                    fw.start()
                 self.status["watcher"] = watcher.mode
                 self.log(f"watching {root} ({watcher.mode}); index {cfg.index}")
                 self._loop(engine, watcher)
             finally:
                 watcher.stop()
+                for _fe, fw in self.extra:
+                    fw.stop()
                 store.close()
                 self.status["state"] = "stopped"
                 self._write_status(force=True)
@@ -123,6 +148,8 @@ class Daemon:
         cfg = self.config
         store = engine.store
         self._account(engine.rescan(), rescan=True)
+        for fe, _fw in self.extra:
+            self._account(fe.rescan(), rescan=True)
         self.status["state"] = "running"
         self._write_status(force=True)
         next_rescan = time.monotonic() + cfg.rescan_interval
@@ -138,9 +165,13 @@ class Daemon:
             try:
                 if rescan or time.monotonic() >= next_rescan:
                     self._account(engine.rescan(), rescan=True)
+                    for fe, _fw in self.extra:
+                        self._account(fe.rescan(), rescan=True)
                     next_rescan = time.monotonic() + cfg.rescan_interval
                 elif paths:
                     self._account(engine.sync_paths(paths), rescan=False)
+                    for fe, _fw in self.extra:
+                        self._account(fe.sync_paths(paths), rescan=False)
                 elif building:
                     stats = engine.build_substrings(
                         cfg.substring_step, tx_seconds=cfg.substring_step
@@ -155,6 +186,8 @@ class Daemon:
                 if building:
                     self.stop_event.wait(1.0)  # do not spin on a failing catch-up step
             watcher.check()
+            for _fe, fw in self.extra:
+                fw.check()
             self.status["watcher"] = watcher.mode
             self.status["substrings_ready"] = not store.substrings_pending()
             self._write_status()

@@ -135,10 +135,33 @@ def _daemon_options(fn: Any) -> Any:
                 show_default=True,
                 help="Seconds of quiet before a changed file is synced.",
             ),
+            click.option(
+                "--source",
+                "sources",
+                multiple=True,
+                metavar="KIND:PATH",
+                help="Also mirror a Claude Code / Codex / pi tree, read-only "
+                "(claude-code:PATH, codex:PATH, pi:PATH). Repeatable.",
+            ),
         ]
     ):
         fn = opt(fn)
     return fn
+
+
+def _sources(specs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    from jsonltape_daemon.foreign import parse_source
+
+    out = []
+    for spec in specs:
+        try:
+            kind, path = parse_source(spec)
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from None
+        if not os.path.isdir(path):
+            raise CliError(f"{path}: no such directory", 2)
+        out.append((kind, path))
+    return tuple(out)
 
 
 @daemon.command("run")
@@ -150,6 +173,7 @@ def daemon_run(
     poll_interval: float,
     rescan_interval: float,
     debounce: float,
+    sources: tuple[str, ...],
 ) -> None:
     """Run the daemon in the foreground (for systemd, launchd or a terminal)."""
     from jsonltape_daemon.service import Config, Daemon
@@ -161,6 +185,7 @@ def daemon_run(
         poll_interval=poll_interval,
         rescan_interval=rescan_interval,
         debounce=debounce,
+        sources=_sources(sources),
     )
     sys.exit(Daemon(config).run())
 
@@ -174,6 +199,7 @@ def daemon_start(
     poll_interval: float,
     rescan_interval: float,
     debounce: float,
+    sources: tuple[str, ...],
 ) -> None:
     """Start the daemon in the background (pid and log files beside the index)."""
     from jsonltape_daemon.service import start
@@ -192,6 +218,8 @@ def daemon_start(
     ]
     if poll:
         args.append("--poll")
+    for kind, path in _sources(sources):
+        args += ["--source", f"{kind}:{path}"]
     pid = start(args, idx)
     click.echo(f"daemon started (pid {pid}); log: {paths.log_file(idx)}")
 
