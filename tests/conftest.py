@@ -21,6 +21,23 @@ settings.load_profile("long" if os.environ.get("JSONLTAPE_LONG") else "ci")
 LONG = bool(os.environ.get("JSONLTAPE_LONG"))
 
 
+def _samples() -> Path:
+    """The real session files of other agents (read-only): shared/samples beside the checkout,
+    or $JSONLTAPE_SAMPLES."""
+    candidates = [
+        os.environ.get("JSONLTAPE_SAMPLES", ""),
+        str(Path(__file__).resolve().parents[2] / "shared" / "samples"),
+        "/work/shared/samples",
+    ]
+    for c in candidates:
+        if c and (Path(c) / "SOURCES.md").exists():
+            return Path(c)
+    return Path(candidates[1])
+
+
+SAMPLES = _samples()
+
+
 @pytest.fixture
 def tape_path(tmp_path: Path) -> Path:
     """Where a test's session file goes (inside a fresh 0700 directory)."""

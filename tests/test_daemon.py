@@ -416,9 +416,9 @@ def test_the_daemon_mirrors_a_foreign_tree_and_follows_its_appends(
 
     src = tmp_path / "codex"
     src.mkdir()
-    sample = REPO.parent / "shared" / "samples" / "codex-0.104-rollout-complete.jsonl"
-    if not sample.exists():
-        sample = Path("/work/shared/samples/codex-0.104-rollout-complete.jsonl")
+    from .conftest import SAMPLES
+
+    sample = SAMPLES / "codex-0.104-rollout-complete.jsonl"
     lines = sample.read_bytes().splitlines(keepends=True)
     rollout = src / "rollout-2026-02-23T19-36-00-test.jsonl"
     rollout.write_bytes(b"".join(lines[:-4]))

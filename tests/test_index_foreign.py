@@ -25,9 +25,9 @@ from jsonltape_daemon.store import SqliteStore
 from jsonltape.interop import foreign
 from jsonltape.interop._engine import session_id_for
 
+from .conftest import SAMPLES
 from .test_index_helpers import dump, fts_ok
 
-SAMPLES = Path("/work/shared/samples")
 pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason="no shared samples")
 
 SOURCE_OF = {

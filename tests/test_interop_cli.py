@@ -13,7 +13,8 @@ from pathlib import Path
 import jsonltape
 from jsonltape.interop import foreign, import_file
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
+from .conftest import SAMPLES
+
 FIXTURES = Path(__file__).parent / "fixtures" / "interop"
 
 

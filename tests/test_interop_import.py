@@ -20,7 +20,8 @@ import jsonltape
 from jsonltape import fold
 from jsonltape.interop import FileReport, import_file
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
+from .conftest import SAMPLES
+
 FIXTURES = Path(__file__).parent / "fixtures" / "interop"
 SOURCE_OF = {
     "claude-code-v1.0.98-init.jsonl": "claude-code",
