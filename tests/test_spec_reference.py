@@ -121,3 +121,20 @@ def test_sessions_written_by_jsonltape_read_and_fold_the_same_in_javascript(
     for blob in (raw, raw[:cut] if cut > raw.index(b"\n") else raw):
         for cmd in ("read", "verify", "fold"):
             assert _node(cmd, blob) == _python(cmd, blob), (cmd, len(blob))
+
+
+def test_retracting_a_lone_orphan_tool_result_folds_the_same(tmp_path: Path) -> None:
+    """Regression (found by the property test above): rule 4 of §8.7.2 binds replaces only, so
+    a retract may remove a single tool result whose call was never declared."""
+    path = tmp_path / "s.jsonl"
+    with jsonltape.open(path, create=True) as tape:
+        tape.user("hi")
+        orphan = tape.tool_result("orphan", "stray output")
+        tape.user("again")
+        tape.append(
+            "surface/retract", {}, surface={"op": "retract", "start": orphan.seq, "end": orphan.seq}
+        )
+    blob = path.read_bytes()
+    py = _python("fold", blob)
+    assert [m["seq"] for m in py["messages"]] == [1, 3]
+    assert _node("fold", blob) == py

@@ -726,7 +726,8 @@ class Surface {
         this.fail(ev, rec, `$.surface: would leave tool call ${n.ev.data.call_id} without its result`);
       }
     }
-    if ((N && N.type === 'tool/result') || (range.length === 1 && range[0].ev.type === 'tool/result')) {
+    // Rule 4 is about replaces (a revision or prune of one result); a retract has no N.
+    if (N && ((N.type === 'tool/result') || (range.length === 1 && range[0].ev.type === 'tool/result'))) {
       if (!(range.length === 1 && range[0].ev.type === 'tool/result' && N && N.type === 'tool/result' && N.data.call_id === range[0].ev.data.call_id)) {
         this.fail(ev, rec, '$.surface: a tool result is replaced only in place, by a tool/result with the same call_id');
       }
