@@ -49,6 +49,7 @@ def _messages(path: Path) -> list[int]:
     return out
 
 
+@pytest.mark.timeout(3600 if LONG else 300)  # the long sweep kills 200 writers
 def test_sigkilled_writer_never_loses_flushed_events(tmp_path: Path) -> None:
     d = tmp_path / "kill"
     d.mkdir(mode=0o700)
