@@ -97,15 +97,6 @@ class Line(NamedTuple):
     event: Event
 
 
-class _Head(msgspec.Struct):
-    """Just enough of a line to check seq and spot checkpoints and turn boundaries."""
-
-    seq: int
-    type: str
-    time: int
-    data: msgspec.Raw
-
-
 # ---------------------------------------------------------------------------------------------
 # Data shapes of the core vocabulary. Unknown members inside data are allowed (minor versions
 # add optional members); the writer schema in spec/schema/ is the closed variant.

@@ -27,7 +27,7 @@ from ._scan import (
 from .errors import CorruptError
 from .events import Event, HeaderData, Line
 
-__all__ = ["Report", "header", "lines", "read", "verify", "witness_after"]
+__all__ = ["Report", "header", "lines", "read", "tail_scan", "verify", "witness_after"]
 
 _decoder = msgspec.json.Decoder(Event)
 

@@ -18,9 +18,10 @@ from pathlib import Path
 import msgspec
 
 from . import _fs
-from ._scan import State, scan_full, scan_tail
+from ._scan import State, scan_full
 from ._session import acquire
 from .errors import CorruptError
+from .reader import tail_scan
 from .writer import Tape
 
 __all__ = ["RepairResult", "repair"]
@@ -86,17 +87,9 @@ def repair(
     return RepairResult(
         path=str(p),
         state_before=scan.state,
-        state_after=scan_tail_state(p),
+        state_after=tail_scan(p).state,
         cut_offset=scan.committed if sidecar is not None else None,
         cut_bytes=size - scan.committed if sidecar is not None else 0,
         sidecar=str(sidecar) if sidecar is not None else None,
         closers=closers,
     )
-
-
-def scan_tail_state(path: Path) -> State:
-    fd = _fs.open_for_read(path)
-    try:
-        return scan_tail(fd, str(path)).state
-    finally:
-        os.close(fd)

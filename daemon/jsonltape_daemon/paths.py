@@ -20,6 +20,8 @@ import os
 import sys
 from pathlib import Path
 
+from jsonltape import _fs
+
 __all__ = [
     "build_path",
     "data_dir",
@@ -61,18 +63,8 @@ def default_index() -> Path:
 
 
 def ensure_private_dir(path: Path) -> None:
-    """Create ``path`` (and missing parents) 0700; tighten a directory we created earlier."""
-    missing: list[Path] = []
-    p = path
-    while not p.exists():
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):
-        try:
-            os.mkdir(d, 0o700)
-        except FileExistsError:
-            continue
-        os.chmod(d, 0o700)
+    """Create ``path`` (and missing parents) 0700, as the library creates session dirs."""
+    _fs.make_dirs(path)
 
 
 def _beside(index: Path, suffix: str) -> Path:
