@@ -107,42 +107,37 @@ def lines(
     ``from_offset`` must be the start of a line (for example a ``Line.offset`` seen before);
     ``from_seq`` is found by bisection, so starting late in a big file is cheap.
     """
-    return _iter(Path(path), from_seq, from_offset, True)  # type: ignore[return-value]
+    return _lines(Path(path), from_seq, from_offset)
 
 
 def read(
     path: str | os.PathLike[str], *, from_seq: int = 0, from_offset: int | None = None
 ) -> Iterator[Event]:
     """Yield the committed events of a session in seq order, in constant memory."""
-    return _iter(Path(path), from_seq, from_offset, False)  # type: ignore[return-value]
+    return _events(Path(path), from_seq, from_offset)
 
 
-_CRC_HEAD = b',"crc":"'
+#: The last 18 bytes of a good line (before its newline), with ``%08x`` for its CRC.
+_SUFFIX = _framing.LINE_END[:-1]
 _READ_CHUNK = 1 << 20
 
+# The two loops below are the hot path of every read, so the good-line test of
+# jsonltape._scan.check is unrolled into them (a call per line costs a third of the time):
+# the line ends with exactly the suffix its own CRC gives (one format and one compare check
+# the crc member's place, spelling and value at once; anything shorter than a suffix fails),
+# starts with "{" and decodes as an Event with the expected seq. ``check`` runs only to name
+# the problem of a line that fails. The loops differ only in keeping each line's offset,
+# which ``read`` needs only when a line is bad.
 
-def _iter(
-    p: Path, min_seq: int, from_offset: int | None, with_lines: bool
-) -> Iterator[Line | Event]:
-    """The hot loop of every read: split big chunks, check each line inline (the same test as
-    :func:`jsonltape._scan.check`, unrolled because a call per line costs a third of the
-    time), and fall back to ``check`` only to name the problem of a bad line."""
+
+def _events(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Event]:
     fd = _fs.open_for_read(p)
     try:
-        path = str(p)
-        _hdr, hend, _ = read_header(fd, path)
-        seq: int | None
-        if from_offset is not None:
-            start, seq = from_offset, None
-        elif min_seq <= 0:
-            start, seq = 0, 0
-        else:
-            start, seq = _seek_seq(fd, min_seq, hend)
-        expected = seq
+        start, expected = _start(fd, str(p), min_seq, from_offset)
         decode = _decoder.decode
         crc32 = zlib.crc32
-        pos = start
-        base = start  # offset of the first byte of carry
+        suffix = _SUFFIX
+        pos = base = start  # base: the file offset of parts[0]
         carry = b""
         while True:
             chunk = os.pread(fd, _READ_CHUNK, pos)
@@ -152,32 +147,83 @@ def _iter(
             parts = (carry + chunk if carry else chunk).split(b"\n")
             carry = parts.pop()
             for body in parts:
-                n = len(body) - 18
-                event = None
-                if (
-                    n > 1
-                    and body[0] == 0x7B  # "{"
-                    and body.startswith(_CRC_HEAD, n)
-                    and body.endswith(b'"}')
-                    and body.startswith(b"%08x" % crc32(body[:n]), n + 8)
-                ):
+                if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:  # "{"
                     try:
                         event = decode(body)
                     except msgspec.DecodeError:
-                        event = None
-                if event is None or (expected is not None and event.seq != expected):
-                    raw = body + b"\n"
-                    problem = check(raw, expected)[1] or "bad line"
-                    if witness_after(fd, base + len(raw)):
-                        line = (expected + 1) if expected is not None else None
-                        raise CorruptError(problem, path=path, line=line, offset=base)
-                    return  # torn tail: not committed, not served
-                expected = event.seq + 1
-                if expected > min_seq:
-                    yield Line(base, body + b"\n", event) if with_lines else event
-                base += len(body) + 1
+                        pass
+                    else:
+                        if event.seq == expected or expected < 0:
+                            expected = event.seq + 1
+                            if expected > min_seq:
+                                yield event
+                            continue
+                at = base + sum(len(b) + 1 for b in parts[: _index(parts, body)])
+                _stop(fd, str(p), body, expected, at)
+                return
+            base = pos - len(carry)
     finally:
         os.close(fd)
+
+
+def _lines(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Line]:
+    fd = _fs.open_for_read(p)
+    try:
+        start, expected = _start(fd, str(p), min_seq, from_offset)
+        decode = _decoder.decode
+        crc32 = zlib.crc32
+        suffix = _SUFFIX
+        pos = base = start  # base: the file offset of the line at hand
+        carry = b""
+        while True:
+            chunk = os.pread(fd, _READ_CHUNK, pos)
+            if not chunk:
+                return
+            pos += len(chunk)
+            parts = (carry + chunk if carry else chunk).split(b"\n")
+            carry = parts.pop()
+            for body in parts:
+                if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:
+                    try:
+                        event = decode(body)
+                    except msgspec.DecodeError:
+                        pass
+                    else:
+                        if event.seq == expected or expected < 0:
+                            expected = event.seq + 1
+                            if expected > min_seq:
+                                yield Line(base, body + b"\n", event)
+                            base += len(body) + 1
+                            continue
+                _stop(fd, str(p), body, expected, base)
+                return
+    finally:
+        os.close(fd)
+
+
+def _start(fd: int, path: str, min_seq: int, from_offset: int | None) -> tuple[int, int]:
+    """Where a read starts and the seq expected there (-1: whatever the first line has)."""
+    _hdr, hend, _ = read_header(fd, path)
+    if from_offset is not None:
+        return from_offset, -1
+    if min_seq <= 0:
+        return 0, 0
+    return _seek_seq(fd, min_seq, hend)
+
+
+def _index(parts: list[bytes], body: bytes) -> int:
+    return next(i for i, b in enumerate(parts) if b is body)
+
+
+def _stop(fd: int, path: str, body: bytes, expected: int, at: int) -> None:
+    """A bad line at offset ``at``: raise if a witness proves it corruption; otherwise it is
+    a torn tail, not committed, and the read simply ends before it."""
+    raw = body + b"\n"
+    want = expected if expected >= 0 else None
+    problem = check(raw, want)[1] or "bad line"
+    if witness_after(fd, at + len(raw)):
+        line = (want + 1) if want is not None else None
+        raise CorruptError(problem, path=path, line=line, offset=at)
 
 
 def witness_after(fd: int, start: int) -> bool:
