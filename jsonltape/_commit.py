@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from . import _fs
-from ._prepare import encode_event, now_ms, write_all
+from . import _framing, _fs
+from ._gate import encoder
+from ._prepare import now_ms, write_all
 from .errors import ConcurrentModificationError, JsonltapeError, WriterFailedError
 from .events import Event, FlushData, TurnRef
 
@@ -25,6 +26,24 @@ __all__ = ["MAX_BUFFER", "Committer"]
 
 #: Queued bytes beyond which lines are written out before the next sync.
 MAX_BUFFER = 1 << 20
+_TURN_TYPES = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
+
+
+class _FlushOut(msgspec.Struct, omit_defaults=True):
+    """A checkpoint line's envelope in canonical member order (``_Out`` with typed data)."""
+
+    seq: int
+    type: str
+    time: int
+    data: FlushData
+    ignorable: bool  # no default: always written, like every ignorable event's flag
+
+
+def _checkpoint_line(seq: int, now: int, data: FlushData) -> bytes:
+    """The framed ``session/flush`` line at ``seq``. The writer's own data needs no lossless
+    gate or shape check; this runs once per append in durability "always"."""
+    body = encoder.encode(_FlushOut(seq, "session/flush", now, data, True))
+    return _framing.frame(body)
 
 
 class Committer:
@@ -66,17 +85,8 @@ class Committer:
             self._buf.append(line)
             if self._keys is not None and event.key is not None:
                 self._keys[event.key] = start
-            t = event.type
-            if t == "turn/start":
-                self._turn = TurnRef(event.seq, start)
-                self._step = None
-            elif t == "turn/end":
-                self._turn = None
-                self._step = None
-            elif t == "step/start":
-                self._step = event.seq
-            elif t == "step/end":
-                self._step = None
+            if event.type in _TURN_TYPES:
+                self._track_turn(event, start)
             start += len(line)
         self._size = start
         self._next_seq = prepared[-1][1].seq + 1
@@ -85,16 +95,46 @@ class Committer:
         if self._size - self._written > MAX_BUFFER:
             self._drain()
 
-    def _drain(self) -> None:
+    def _stage_one(self, line: bytes, event: Event) -> None:
+        """:meth:`_stage` for one event without a key (the plain ``append``), unrolled: it
+        runs once per event, and the general loop costs a third of an append's bookkeeping."""
+        self._buf.append(line)
+        if event.type in _TURN_TYPES:
+            self._track_turn(event, self._size)
+        self._size += len(line)
+        self._next_seq = event.seq + 1
+        self._last_time = event.time
+        self._pending += 1
+        if self._size - self._written > MAX_BUFFER:
+            self._drain()
+
+    def _track_turn(self, event: Event, start: int) -> None:
+        t = event.type
+        if t == "turn/start":
+            self._turn = TurnRef(event.seq, start)
+            self._step = None
+        elif t == "turn/end":
+            self._turn = None
+            self._step = None
+        elif t == "step/start":
+            self._step = event.seq
+        elif t == "step/end":
+            self._step = None
+
+    def _drain(self, *, identity: bool = False) -> None:
         """Hand the queued lines to the OS in one write (no sync), after checking that nobody
-        else changed the file since our last write."""
+        else changed the file since our last write. ``identity``: a sync follows, so check
+        now that the path still names our file (one check before the write instead of two
+        around it; a replacement can race either way)."""
         if not self._buf:
+            if identity:
+                self._check_unchanged(identity=True)
             return
         while self._syncing:  # a background round owns the file's end until its checkpoint
             self._cond.wait()
         if self._failed is not None:
             self._check_usable()
-        self._check_unchanged(identity=False)
+        self._check_unchanged(identity=identity)
         blob = b"".join(self._buf)
         self._buf.clear()
         try:
@@ -186,13 +226,10 @@ class Committer:
         self._deadline = None
         if self._pending == 0:
             return
-        self._drain()
-        self._check_unchanged(identity=True)
+        self._drain(identity=True)
         offset, covered, pending = self._written, self._next_seq - 1, self._pending
-        data = msgspec.to_builtins(FlushData(offset=offset, seq=covered, turn=self._turn))
-        line, _ev = encode_event(
-            covered + 1, "session/flush", now_ms(), data, None, None, None, True
-        )
+        data = FlushData(offset=offset, seq=covered, turn=self._turn)
+        line = _checkpoint_line(covered + 1, now_ms(), data)
         self._next_seq += 1
         self._size += len(line)
         self._syncing = True
@@ -254,8 +291,7 @@ class Committer:
                 if final:
                     self._sync()
             return
-        self._drain()
-        self._check_unchanged(identity=True)
+        self._drain(identity=True)
         self._sync()
         self._durable_seq = self._next_seq - 1
         if defer:
@@ -263,11 +299,9 @@ class Committer:
             self._pending = 0
             return
         seq = self._next_seq
-        data = msgspec.to_builtins(
-            FlushData(offset=self._size, seq=seq - 1, turn=self._turn, closed=marker)
+        self._stage_checkpoint(
+            seq, FlushData(offset=self._size, seq=seq - 1, turn=self._turn, closed=marker)
         )
-        line = encode_event(seq, "session/flush", now_ms(), data, None, None, None, True)
-        self._stage([line])
         self._drain()
         self._pending = 0
         if final:
@@ -279,10 +313,16 @@ class Committer:
         offset, covered, turn = self._ckpt_due
         self._ckpt_due = None
         assert offset == self._size, "nothing may be queued between a sync and its checkpoint"
-        data = msgspec.to_builtins(FlushData(offset=offset, seq=covered, turn=turn))
-        line = encode_event(covered + 1, "session/flush", now_ms(), data, None, None, None, True)
-        self._stage([line])
-        self._pending -= 1  # a checkpoint line needs no sync of its own
+        self._stage_checkpoint(covered + 1, FlushData(offset=offset, seq=covered, turn=turn))
+
+    def _stage_checkpoint(self, seq: int, data: FlushData) -> None:
+        """Queue a checkpoint line (it needs no sync of its own, so it adds nothing pending)."""
+        now = now_ms()
+        line = _checkpoint_line(seq, now, data)
+        self._buf.append(line)
+        self._last_time = now
+        self._size += len(line)
+        self._next_seq = seq + 1
 
     def _sync(self) -> None:
         try:

@@ -1,11 +1,12 @@
-"""Fast validation of a core event's data, done by decoding its encoded line once more.
+"""Fast validation of a core event's data, done on the copy the lossless gate decoded anyway.
 
 :func:`jsonltape.events.validate_data` converts a dict into the data Struct and then checks each
 content part in Python; that is the precise path that names what is wrong. Here the same shapes
-are compiled into one typed decoder per core type (content parts as a tagged union), so a valid
-event is checked in a single C-level decode of the line the writer has to produce anyway. Only
-when that decode fails (a bad event, or an extension part type the union does not know) does the
-writer fall back to the precise path, which raises the error or accepts the extension.
+are compiled into one typed data Struct per core type (content parts as a tagged union), so a
+valid event is checked by a single C-level ``msgspec.convert`` of the data the gate decoded
+(cheaper than decoding the line once more). Only when that fails (a bad event, or an extension
+part type the union does not know) does the writer fall back to the precise path, which raises
+the error or accepts the extension.
 """
 
 from __future__ import annotations
@@ -56,31 +57,30 @@ def _fast_data(shape: type[msgspec.Struct]) -> Any:
     return msgspec.defstruct(f"_Fast{shape.__name__}", fields)
 
 
-def _decoder_for(shape: type[msgspec.Struct]) -> msgspec.json.Decoder[Any]:
-    env = msgspec.defstruct(f"_Env{shape.__name__}", [("data", _fast_data(shape))])
-    return msgspec.json.Decoder(env)
+_SHAPES = {t: _fast_data(shape) for t, shape in CORE_TYPES.items()}
 
 
-_DECODERS = {t: _decoder_for(shape) for t, shape in CORE_TYPES.items()}
+def validate_fast(type_: str, decoded: dict[str, Any], data: dict[str, Any]) -> None:
+    """Check a core type's data; raise InvalidEventError.
 
-
-def validate_fast(type_: str, line: bytes, data: dict[str, Any]) -> None:
-    """Check a core type's data (already encoded in ``line``); raise InvalidEventError."""
-    decoder = _DECODERS.get(type_)
-    if decoder is None:
+    ``decoded`` is the data as read back from the encoded line (plain JSON values), ``data``
+    what the caller gave (used only to name a problem on the precise path).
+    """
+    shape = _SHAPES.get(type_)
+    if shape is None:
         return  # an extension type: its data is the extender's business
     try:
-        decoded = decoder.decode(line).data
+        typed = msgspec.convert(decoded, shape)
     except msgspec.ValidationError:
         validate_data(type_, data)  # names the problem, or accepts an extension part type
         return
     roles = _ROLES.get(type_)
     if roles is None:
         return
-    message = decoded.message
+    message = typed.message
     ok = message.role in roles
     if ok and type_ == "tool/result":
         responses = [p for p in message.parts if type(p) is _RESPONSE]
-        ok = len(responses) == 1 and responses[0].id == decoded.call_id
+        ok = len(responses) == 1 and responses[0].id == typed.call_id
     if not ok:
         validate_data(type_, data)  # raises with the precise reason

@@ -36,6 +36,7 @@ from ._prepare import (
     load_keys,
     now_ms,
     prepare_event,
+    prepare_plain,
     read_line,
     spec_of,
 )
@@ -398,13 +399,17 @@ class Tape(AgentHelpers, Committer):
             }
             return self.append_batch([item])[0]
         with self._mutex:
-            self._check_usable()
+            if self._closed or self._failed is not None:
+                self._check_usable()
             due = self._ckpt_due is not None  # a due checkpoint takes the next seq first
             try:
-                line = prepare_event(
-                    type, data, surface, sources, None, ignorable, self._next_seq + due, now_ms()
-                )
-                event = line[1]
+                seq = self._next_seq + due
+                if surface is None and sources is None and ignorable is None:
+                    line, event = prepare_plain(type, data, seq)
+                else:
+                    line, event = prepare_event(
+                        type, data, surface, sources, None, ignorable, seq, now_ms()
+                    )
                 if self._surface is not None or isinstance(event.surface, (Replace, Retract)):
                     fold = self._surface if self._surface is not None else self._fold_surface([])
                     fold.apply(event)  # validates first: on error the fold is unchanged
@@ -415,8 +420,15 @@ class Tape(AgentHelpers, Committer):
                 raise
             if due:
                 self._emit_due()
-            self._stage([line])
-            self._after_append()
+            self._stage_one(line, event)
+            # Group commit with its deadline already set and the group not full has nothing
+            # to do after an append; skip the call in that (most frequent) case.
+            if (
+                self._deadline is None
+                or self._pending >= self._group_events
+                or self._durability != "group"
+            ):
+                self._after_append()
             return event
 
     def append_batch(self, items: Iterable[Mapping[str, Any]]) -> list[Event]:

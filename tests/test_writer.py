@@ -215,6 +215,8 @@ def test_digits_inside_strings_are_not_mistaken_for_big_ints(tape_path: Path) ->
     ("kwargs", "fragment"),
     [
         ({"type": "Bad Type"}, "namespaced"),
+        ({"type": ["user/message"]}, "namespaced"),  # unhashable: no TypeError
+        ({"type": {"a": 1}}, "namespaced"),
         ({"type": "session/flush"}, "written by the writer"),
         (
             {
