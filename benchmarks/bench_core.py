@@ -1,13 +1,17 @@
 """Core benchmarks (issue 2), each side by side with its baseline in the same run.
 
-    python benchmarks/bench_core.py [--events N] [--read-events N] [--big-mb MB] [--out FILE]
+    python benchmarks/bench_core.py [--events N] [--durable-events N] [--read-events N]
+                                    [--big-mb MB] [--rounds R]
 
 (a) append, default group commit, vs a naive stdlib writer (json.dumps + write, no fsync)
 (b) append, durability="always", vs a bare os.write + os.fdatasync loop
 (c) full read of a 1M-event file vs bare msgspec decoding of each line
 (d) open + repair of a torn 1 MB session vs a torn 1 GB session
 
-Prints a markdown table with absolute numbers and ratios (higher ratio = jsonltape better).
+(a)-(c) alternate jsonltape and baseline ``--rounds`` times (each round: jsonltape, then the
+baseline) and report medians, plus the lowest and highest per-round ratio: on a shared VM one
+run says little. Prints a markdown table with absolute numbers and ratios (higher ratio =
+jsonltape better).
 """
 
 from __future__ import annotations
@@ -39,16 +43,36 @@ def message(i: int) -> dict[str, object]:
     }
 
 
-def timed(fn: Callable[[], object], repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
-def bench_append_group(root: Path, n: int) -> tuple[float, float]:
+class Pair:
+    """Per-round times of jsonltape and its baseline, alternated."""
+
+    def __init__(self, ours: Callable[[], None], base: Callable[[], None], rounds: int) -> None:
+        self.ours: list[float] = []
+        self.base: list[float] = []
+        for _ in range(rounds):
+            self.ours.append(timed(ours))
+            self.base.append(timed(base))
+
+    @property
+    def o(self) -> float:
+        return statistics.median(self.ours)
+
+    @property
+    def b(self) -> float:
+        return statistics.median(self.base)
+
+    def ratio(self) -> str:
+        per_round = [b / o for o, b in zip(self.ours, self.base, strict=True)]
+        return f"{self.b / self.o:.2f}x ({min(per_round):.2f}-{max(per_round):.2f})"
+
+
+def bench_append_group(root: Path, n: int) -> tuple[Callable[[], None], Callable[[], None]]:
     def ours() -> None:
         p = root / f"g{time.perf_counter_ns()}.jsonl"
         with jsonltape.open(p, create=True) as tape:
@@ -65,10 +89,10 @@ def bench_append_group(root: Path, n: int) -> tuple[float, float]:
                 )
                 f.flush()  # a plain append-only logger hands every line to the OS
 
-    return timed(ours), timed(naive)
+    return ours, naive
 
 
-def bench_append_durable(root: Path, n: int) -> tuple[float, float]:
+def bench_append_durable(root: Path, n: int) -> tuple[Callable[[], None], Callable[[], None]]:
     def ours() -> None:
         p = root / f"a{time.perf_counter_ns()}.jsonl"
         with jsonltape.open(p, create=True, durability="always") as tape:
@@ -87,7 +111,7 @@ def bench_append_durable(root: Path, n: int) -> tuple[float, float]:
         finally:
             os.close(fd)
 
-    return timed(ours, 1), timed(bare, 1)
+    return ours, bare
 
 
 def write_fast(path: Path, n: int, pad: int = 0) -> None:
@@ -132,7 +156,7 @@ def write_fast(path: Path, n: int, pad: int = 0) -> None:
     os.close(fd)
 
 
-def bench_read(root: Path, n: int) -> tuple[float, float]:
+def bench_read(root: Path, n: int) -> tuple[Callable[[], None], Callable[[], None]]:
     p = root / "read.jsonl"
     write_fast(p, n)
 
@@ -152,7 +176,7 @@ def bench_read(root: Path, n: int) -> tuple[float, float]:
                 count += 1
         assert count == n
 
-    return timed(ours, 2), timed(bare, 2)
+    return ours, bare
 
 
 def bench_open_repair(root: Path, small_mb: int, big_mb: int) -> tuple[float, float]:
@@ -183,41 +207,40 @@ def main() -> int:
     ap.add_argument("--read-events", type=int, default=1_000_000)
     ap.add_argument("--small-mb", type=int, default=1)
     ap.add_argument("--big-mb", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=5, help="alternated rounds for (a)-(c)")
     ap.add_argument("--dir", help="where to write (default: a temp dir on the same disk)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="jsonltape-bench-", dir=args.dir))
     os.chmod(root, 0o700)
     try:
-        a = bench_append_group(root, args.events)
-        b = bench_append_durable(root, args.durable_events)
-        c = bench_read(root, args.read_events)
+        a = Pair(*bench_append_group(root, args.events), args.rounds)
+        b = Pair(*bench_append_durable(root, args.durable_events), args.rounds)
+        c = Pair(*bench_read(root, args.read_events), args.rounds)
         d = bench_open_repair(root, args.small_mb, args.big_mb)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, {platform.system()} {platform.release()}; "
-        f"{time.strftime('%Y-%m-%d')}"
+        f"{time.strftime('%Y-%m-%d')}; medians of {args.rounds} alternated rounds"
     )
     print()
-    print("| benchmark | jsonltape | baseline | ratio (baseline/jsonltape time) | target |")
+    print("| benchmark | jsonltape | baseline | ratio (baseline/jsonltape time; range) | target |")
     print("| --- | --- | --- | --- | --- |")
     n = args.events
     print(
         f"| (a) append {n:,} msgs, group commit vs json.dumps+write | "
-        f"{a[0] / n * 1e6:.2f} µs/event | {a[1] / n * 1e6:.2f} µs/event | "
-        f"{a[1] / a[0]:.2f}x | >= 1.0x |"
+        f"{a.o / n * 1e6:.2f} µs/event | {a.b / n * 1e6:.2f} µs/event | {a.ratio()} | >= 1.0x |"
     )
     n = args.durable_events
     print(
         f"| (b) append {n:,} msgs, fsync each vs write+fdatasync | "
-        f"{b[0] / n * 1e6:.0f} µs/event | {b[1] / n * 1e6:.0f} µs/event | "
-        f"{b[1] / b[0]:.2f}x | >= 0.8x |"
+        f"{b.o / n * 1e6:.0f} µs/event | {b.b / n * 1e6:.0f} µs/event | {b.ratio()} | >= 0.8x |"
     )
     n = args.read_events
     print(
-        f"| (c) read {n:,} events vs msgspec.decode per line | {c[0]:.2f} s | {c[1]:.2f} s | "
-        f"{c[1] / c[0]:.2f}x | >= 0.7x |"
+        f"| (c) read {n:,} events vs msgspec.decode per line | {c.o:.2f} s | {c.b:.2f} s | "
+        f"{c.ratio()} | >= 0.7x |"
     )
     print(
         f"| (d) open+repair torn {args.small_mb} MB vs {args.big_mb} MB session | "

@@ -410,7 +410,11 @@ class Tape(AgentHelpers, Committer):
                     line, event = prepare_event(
                         type, data, surface, sources, None, ignorable, seq, now_ms()
                     )
-                if self._surface is not None or isinstance(event.surface, (Replace, Retract)):
+                # Only a given surface can be a replace or retract; a plain append just keeps
+                # an already folded surface current.
+                if self._surface is not None or (
+                    surface is not None and isinstance(event.surface, (Replace, Retract))
+                ):
                     fold = self._surface if self._surface is not None else self._fold_surface([])
                     fold.apply(event)  # validates first: on error the fold is unchanged
                     self._surface = fold

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for fold tests, and the reference model they are checked against.
+"""Hypothesis strategies for fold and writer tests, and the reference model fold tests use.
 
 :class:`SurfaceModel` is the spec's surface semantics written the slow, obvious way (a Python
 list, recomputed from scratch on every operation), independent of the incremental
@@ -13,7 +13,16 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-__all__ = ["MNode", "Op", "Refused", "SurfaceModel", "message_text", "operation"]
+__all__ = [
+    "PLAIN_TYPES",
+    "MNode",
+    "Op",
+    "Refused",
+    "SurfaceModel",
+    "event_request",
+    "message_text",
+    "operation",
+]
 
 #: Short texts, including the awkward ones (quotes, backslashes, newlines, non-ASCII).
 message_text = st.text(
@@ -246,3 +255,101 @@ def operation(draw: st.DrawFn, model: SurfaceModel, seq: int) -> Op:
     op = {"op": "replace", "start": start, "end": end}
     message = _item(summary, text, surface=op, sources=sorted(set(sources)))
     return Op(kind, [summary_event, message], refused=refused)
+
+
+# -- event requests for the writer's two validation paths --------------------------------------
+
+#: Plain-append event types: core types with a data shape, an ignorable one, extensions.
+PLAIN_TYPES = (
+    "user/message",
+    "assistant/message",
+    "tool/call",
+    "tool/result",
+    "turn/start",
+    "turn/end",
+    "step/start",
+    "step/end",
+    "todo/write",
+    "assistant/chunk",
+    "x.test/data",
+)
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53) + 1, 2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False).filter(bool)
+    | message_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(message_text, inner, max_size=3),
+    max_leaves=8,
+)
+_id = st.sampled_from(["c", "d"]) | _json
+_part = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(
+            ["text", "reasoning", "tool_call", "tool_call_response", "blob", "x-ext", 3]
+        )
+    },
+    optional={"content": message_text | _json, "id": _id, "name": message_text},
+)
+_message = st.fixed_dictionaries(
+    {
+        "id": message_text | _json,
+        "role": st.sampled_from(["user", "assistant", "tool", "system", "robot"]),
+        "parts": st.lists(_part, max_size=3) | _json,
+    },
+    optional={"name": message_text | _json},
+)
+_good_message = st.fixed_dictionaries(
+    {
+        "id": message_text,
+        "role": st.sampled_from(["user", "assistant", "system"]),
+        "parts": st.lists(
+            st.fixed_dictionaries({"type": st.just("text"), "content": message_text}), max_size=2
+        ),
+    }
+)
+_members = {
+    "message": _good_message | _message,
+    "call_id": _id,
+    "name": message_text,
+    "turn": st.integers(-1, 9) | _json,
+    "step": st.integers(0, 9),
+    "reason": st.sampled_from(["completed", "error", "interrupted", "finished"]),
+    "todos": st.lists(
+        st.fixed_dictionaries(
+            {"content": message_text, "status": st.sampled_from(["pending", "done"])}
+        ),
+        max_size=2,
+    )
+    | _json,
+    "synthetic": st.booleans(),
+}
+_REQUIRED = {
+    "user/message": ["message"],
+    "assistant/message": ["message"],
+    "tool/call": ["call_id", "name"],
+    "tool/result": ["call_id", "message"],
+    "turn/end": ["turn", "reason"],
+    "step/end": ["step"],
+    "todo/write": ["todos"],
+}
+
+
+@st.composite
+def event_request(draw: st.DrawFn) -> tuple[str, Any]:
+    """(type, data): mostly the members the type needs, each valid or broken, plus others;
+    now and then a value the lossless gate refuses (NaN, a big integer, a tuple, -0.0)."""
+    type_ = draw(st.sampled_from(PLAIN_TYPES))
+    # sampled_from, not integers: hypothesis favours the bounds of a range, not of a sample.
+    keys = [k for k in _REQUIRED.get(type_, []) if draw(st.sampled_from(range(10))) != 3]
+    keys += draw(st.lists(st.sampled_from(sorted(_members)), max_size=2, unique=True))
+    data: dict[str, Any] = {k: draw(_members[k]) for k in keys}
+    if type_ == "tool/result" and draw(st.booleans()):  # a good one needs a matching response
+        call = draw(message_text)
+        response = {"type": "tool_call_response", "id": call, "response": draw(_json)}
+        message = {"id": draw(message_text), "role": "tool", "parts": [response]}
+        data.update(call_id=call, message=message)
+    if draw(st.sampled_from(range(10))) == 3:
+        data["odd"] = draw(st.sampled_from([float("nan"), 2**60, (1, 2), -0.0]))
+    return type_, data
