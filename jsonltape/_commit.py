@@ -157,15 +157,16 @@ class Committer:
         """Fail if someone else changed the file: its size before every write (so we never
         append after a foreign truncation or append), and with ``identity`` (before every
         sync) that the path still names our file (a git checkout replaces it by rename)."""
-        st = os.fstat(self._fd)
-        same = True
         if identity:
+            # One lstat of the path answers both: when it names our inode, its size is ours.
             try:
-                at_path = os.stat(self.path, follow_symlinks=False)
-                same = (at_path.st_dev, at_path.st_ino) == self._ident
+                st = os.stat(self.path, follow_symlinks=False)
+                same = (st.st_dev, st.st_ino) == self._ident
             except FileNotFoundError:
                 same = False
-        if st.st_size != self._written or not same:
+        else:
+            st, same = os.fstat(self._fd), True
+        if not same or st.st_size != self._written:
             what = (
                 "was replaced or removed"
                 if not same
