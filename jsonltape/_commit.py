@@ -121,20 +121,16 @@ class Committer:
         elif t == "step/end":
             self._step = None
 
-    def _drain(self, *, identity: bool = False) -> None:
+    def _drain(self) -> None:
         """Hand the queued lines to the OS in one write (no sync), after checking that nobody
-        else changed the file since our last write. ``identity``: a sync follows, so check
-        now that the path still names our file (one check before the write instead of two
-        around it; a replacement can race either way)."""
+        else changed the file since our last write."""
         if not self._buf:
-            if identity:
-                self._check_unchanged(identity=True)
             return
         while self._syncing:  # a background round owns the file's end until its checkpoint
             self._cond.wait()
         if self._failed is not None:
             self._check_usable()
-        self._check_unchanged(identity=identity)
+        self._check_unchanged(identity=False)
         blob = b"".join(self._buf)
         self._buf.clear()
         try:
@@ -155,8 +151,10 @@ class Committer:
 
     def _check_unchanged(self, *, identity: bool) -> None:
         """Fail if someone else changed the file: its size before every write (so we never
-        append after a foreign truncation or append), and with ``identity`` (before every
-        sync) that the path still names our file (a git checkout replaces it by rename)."""
+        append after a foreign truncation or append), and with ``identity`` (after the last
+        write, before every sync: so a change that raced that write is never reported durable)
+        its size and that the path still names our file (a git checkout replaces it by
+        rename)."""
         if identity:
             # One lstat of the path answers both: when it names our inode, its size is ours.
             try:
@@ -227,7 +225,8 @@ class Committer:
         self._deadline = None
         if self._pending == 0:
             return
-        self._drain(identity=True)
+        self._drain()
+        self._check_unchanged(identity=True)  # after the write: it may have raced a change
         offset, covered, pending = self._written, self._next_seq - 1, self._pending
         data = FlushData(offset=offset, seq=covered, turn=self._turn)
         line = _checkpoint_line(covered + 1, now_ms(), data)
@@ -292,7 +291,8 @@ class Committer:
                 if final:
                     self._sync()
             return
-        self._drain(identity=True)
+        self._drain()
+        self._check_unchanged(identity=True)  # after the write: it may have raced a change
         self._sync()
         self._durable_seq = self._next_seq - 1
         if defer:

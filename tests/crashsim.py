@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,8 +36,13 @@ class RecordingOps(_fs.FileOps):
         self.trace: list[tuple[str, int, bytes]] = []
         self.fail_sync_at: int | None = None
         self.syncs = 0
+        #: Run once, right before the next write: another program's move in a race window.
+        self.before_write: Callable[[], None] | None = None
 
     def write(self, fd: int, data: bytes) -> int:
+        if self.before_write is not None:
+            action, self.before_write = self.before_write, None
+            action()
         n = os.write(fd, data)
         self.trace.append(("write", os.fstat(fd).st_size, bytes(data[:n])))
         return n

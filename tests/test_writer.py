@@ -17,6 +17,7 @@ import pytest
 import jsonltape
 from jsonltape import _framing
 
+from .crashsim import RecordingOps, recording_tape
 from .helpers import one_turn, raw_lines
 
 
@@ -345,6 +346,46 @@ def test_file_replaced_under_writer_is_detected_before_anything_is_reported_dura
         with pytest.raises(jsonltape.WriterFailedError):
             tape.user("c")
     assert tape_path.read_bytes() == replaced  # the new file was never appended to
+
+
+@pytest.mark.parametrize("mode", ["manual", "group", "always"])
+@pytest.mark.parametrize("change", ["append", "replace"])
+def test_a_change_racing_the_data_write_is_never_reported_durable(
+    tape_path: Path, tmp_path: Path, mode: str, change: str
+) -> None:
+    # The size is checked before each write, but another program can still get in between
+    # that check and the write itself; the check after the write, before the sync, catches it.
+    ops = RecordingOps()
+    tape = recording_tape(tape_path, ops, durability=mode, group_events=1000, group_ms=5.0)
+    tape.user("a")
+    tape.flush()
+    durable = tape.durable_seq
+
+    def foreign() -> None:
+        if change == "append":
+            with open(tape_path, "ab") as f:
+                f.write(b'{"from":"someone else"}\n')
+        else:
+            replacement = tmp_path / "other.jsonl"
+            replacement.write_bytes(tape_path.read_bytes())
+            os.replace(replacement, tape_path)  # what a git checkout does
+
+    ops.before_write = foreign
+    with pytest.raises(
+        (jsonltape.ConcurrentModificationError, jsonltape.WriterFailedError),
+        match="behind this writer's back",
+    ):
+        tape.user("b")  # "always" syncs here
+        tape.flush()  # "manual" here; "group" here or in its flusher thread just before
+    assert ops.before_write is None  # the race really ran
+    assert tape.durable_seq == durable
+    tape.close()
+    off = 0  # every checkpoint in the file lands where it says, none follows the change
+    for raw in tape_path.read_bytes().splitlines(keepends=True):
+        if b'"type":"session/flush"' in raw:
+            assert json.loads(raw)["data"]["offset"] == off
+            assert json.loads(raw)["data"]["seq"] <= durable
+        off += len(raw)
 
 
 def test_modes_are_owner_only_under_permissive_umask(
