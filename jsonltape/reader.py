@@ -153,7 +153,7 @@ def _events(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Event]:
                     except msgspec.DecodeError:
                         pass
                     else:
-                        if event.seq == expected or expected < 0:
+                        if event.seq == expected or expected is None:
                             expected = event.seq + 1
                             if expected > min_seq:
                                 yield event
@@ -189,7 +189,7 @@ def _lines(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Line]:
                     except msgspec.DecodeError:
                         pass
                     else:
-                        if event.seq == expected or expected < 0:
+                        if event.seq == expected or expected is None:
                             expected = event.seq + 1
                             if expected > min_seq:
                                 yield Line(base, body + b"\n", event)
@@ -201,11 +201,11 @@ def _lines(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Line]:
         os.close(fd)
 
 
-def _start(fd: int, path: str, min_seq: int, from_offset: int | None) -> tuple[int, int]:
-    """Where a read starts and the seq expected there (-1: whatever the first line has)."""
+def _start(fd: int, path: str, min_seq: int, from_offset: int | None) -> tuple[int, int | None]:
+    """Where a read starts and the seq expected there (None: whatever the first line has)."""
     _hdr, hend, _ = read_header(fd, path)
     if from_offset is not None:
-        return from_offset, -1
+        return from_offset, None
     if min_seq <= 0:
         return 0, 0
     return _seek_seq(fd, min_seq, hend)
@@ -215,14 +215,13 @@ def _index(parts: list[bytes], body: bytes) -> int:
     return next(i for i, b in enumerate(parts) if b is body)
 
 
-def _stop(fd: int, path: str, body: bytes, expected: int, at: int) -> None:
+def _stop(fd: int, path: str, body: bytes, expected: int | None, at: int) -> None:
     """A bad line at offset ``at``: raise if a witness proves it corruption; otherwise it is
     a torn tail, not committed, and the read simply ends before it."""
     raw = body + b"\n"
-    want = expected if expected >= 0 else None
-    problem = check(raw, want)[1] or "bad line"
+    problem = check(raw, expected)[1] or "bad line"
     if witness_after(fd, at + len(raw)):
-        line = (want + 1) if want is not None else None
+        line = (expected + 1) if expected is not None else None
         raise CorruptError(problem, path=path, line=line, offset=at)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import jsonltape
+from jsonltape import _framing
 
 from .helpers import golden, one_turn, raw_lines
 
@@ -33,6 +34,23 @@ def test_read_from_offset_resumes_where_a_line_starts(tape_path: Path) -> None:
     resumed = list(jsonltape.lines(tape_path, from_offset=mid.offset))
     assert resumed == lines[120:]
     assert b"".join(ln.raw for ln in lines) == tape_path.read_bytes()
+
+
+@pytest.mark.parametrize("first_seq", [-2, 5])
+def test_from_offset_takes_the_first_seq_and_then_checks_density(
+    tape_path: Path, first_seq: int
+) -> None:
+    # The first line read from an offset sets the seq; none of its values, even a negative
+    # one from a hand-made line, may switch the density check off for the lines after it.
+    golden(tape_path, turns=1)
+    start = tape_path.stat().st_size
+    with open(tape_path, "ab") as f:
+        for seq in (first_seq, 42, 43):
+            body = b'{"seq":%d,"type":"x.test/n","time":1,"data":{}}' % seq
+            f.write(_framing.frame(body))
+    served = [first_seq] if first_seq >= 0 else []  # nothing below from_seq=0 is served
+    assert [e.seq for e in jsonltape.read(tape_path, from_offset=start)] == served
+    assert [ln.event.seq for ln in jsonltape.lines(tape_path, from_offset=start)] == served
 
 
 def test_torn_last_line_is_not_served(tape_path: Path) -> None:
