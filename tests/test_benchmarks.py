@@ -1,0 +1,50 @@
+"""The benchmark scripts still run, at tiny sizes: a benchmark that rots unnoticed is worse
+than none. Nothing here times anything; the numbers live in benchmarks/README.md."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+CASES = {
+    "bench_core.py": (
+        ["--events", "300", "--durable-events", "10", "--read-events", "2000"]
+        + ["--big-mb", "2", "--rounds", "1"],
+        "| (d) open+repair torn 1 MB vs 2 MB session |",
+    ),
+    "bench_fsync_gap.py": (["--appends", "10", "--rounds", "1"], "| jsonltape always |"),
+    "bench_fold.py": (["--events", "2000", "--repeat", "1"], "fold peak Python memory"),
+    "bench_interop.py": (["--projects", "1", "--sessions", "2", "--turns", "3"], "claude-tree"),
+    "bench_index.py": (["--events", "2000", "--rounds", "1"], "worst p95 over the queries"),
+}
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_benchmark_script_runs_and_prints_its_table(script: str, tmp_path: Path) -> None:
+    args, expect = CASES[script]
+    if script == "bench_index.py":
+        # Its baseline is the sqlite-utils command, a dev-only extra (pip install -e '.[bench]').
+        if not Path(sys.executable).with_name("sqlite-utils").exists():
+            pytest.skip("sqlite-utils (the index baseline) is not installed")
+        args = [*args, "--dir", str(tmp_path / "data")]
+    if script == "bench_interop.py":
+        pi = BENCH.parents[1] / "shared" / "samples" / "pi-v1-legacy-large-session.jsonl"
+        if not pi.exists():
+            pytest.skip(f"the pi sample it imports is not at {pi}")
+    if script in ("bench_core.py", "bench_fsync_gap.py"):
+        args = [*args, "--dir", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert expect in done.stdout
+    assert "Traceback" not in done.stderr
