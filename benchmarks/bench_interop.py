@@ -32,7 +32,11 @@ import msgspec
 
 from jsonltape.interop import import_paths
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
+#: The real sessions: $JSONLTAPE_SAMPLES (as in the tests), else shared/samples beside the repo.
+SAMPLES = Path(
+    os.environ.get("JSONLTAPE_SAMPLES")
+    or Path(__file__).resolve().parents[2] / "shared" / "samples"
+)
 PI = SAMPLES / "pi-v1-legacy-large-session.jsonl"
 WORDS = [
     "the", "migration", "adds", "a", "column", "users", "email", "default", "null", "index",

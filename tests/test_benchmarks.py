@@ -3,11 +3,14 @@ than none. Nothing here times anything; the numbers live in benchmarks/README.md
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from .conftest import SAMPLES
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -33,13 +36,14 @@ def test_benchmark_script_runs_and_prints_its_table(script: str, tmp_path: Path)
             pytest.skip("sqlite-utils (the index baseline) is not installed")
         args = [*args, "--dir", str(tmp_path / "data")]
     if script == "bench_interop.py":
-        pi = BENCH.parents[1] / "shared" / "samples" / "pi-v1-legacy-large-session.jsonl"
+        pi = SAMPLES / "pi-v1-legacy-large-session.jsonl"
         if not pi.exists():
             pytest.skip(f"the pi sample it imports is not at {pi}")
     if script in ("bench_core.py", "bench_fsync_gap.py"):
         args = [*args, "--dir", str(tmp_path)]
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *args],
+        env={**os.environ, "JSONLTAPE_SAMPLES": str(SAMPLES)},
         capture_output=True,
         text=True,
         timeout=300,
