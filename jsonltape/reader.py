@@ -69,7 +69,9 @@ class Report(msgspec.Struct, omit_defaults=False):
 def verify(path: str | os.PathLike[str]) -> Report:
     """Classify a file as clean, torn-tail, open-turn or corrupt by reading every line once.
 
-    Only framing, CRC and seq are checked (plus the envelope shape); event data is not decoded.
+    Every line gets the good-line test of spec §10.2: newline, CRC, a JSON object (data
+    included: valid JSON and UTF-8 throughout) with the envelope's member types, and the
+    expected seq. Nothing else about the data is checked.
     """
     p = Path(path)
     fd = _fs.open_for_read(p)

@@ -195,7 +195,7 @@ _VERIFY_EXIT = {"clean": 0, "torn-tail": 1, "open-turn": 1, "corrupt": 3}
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per file.")
 def verify(paths: tuple[Path, ...], as_json: bool) -> None:
-    """Check every line of each file: framing, CRC, dense seq.
+    """Check every line of each file: framing, CRC, valid JSON envelope, dense seq.
 
     Exit 0 when all are clean, 1 when some need `repair` (torn tail, or a turn a crash left
     open), 3 when some are corrupt (damage before the last checkpoint), 2 on unreadable input.
