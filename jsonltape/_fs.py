@@ -19,6 +19,7 @@ __all__ = ["FileOps", "check_dir", "check_file", "fsync_dir", "make_dirs", "open
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 class FileOps:
@@ -112,9 +113,14 @@ def open_for_append(path: Path) -> int:
 
 
 def open_for_read(path: Path) -> int:
-    """Open a session read-only without following a symlink at the final component."""
+    """Open a session read-only without following a symlink at the final component.
+
+    Only a regular file is accepted. O_NONBLOCK keeps a FIFO from blocking the open until
+    some writer appears (it changes nothing for a regular file); a directory opens fine
+    read-only and would fail only at the first read, without naming itself.
+    """
     try:
-        return os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK)
     except FileNotFoundError:
         raise SessionNotFoundError("no such session file", path=path) from None
     except OSError as exc:
@@ -125,6 +131,13 @@ def open_for_read(path: Path) -> int:
         if exc.errno == errno.EISDIR:
             raise SessionNotFoundError("is a directory, not a session file", path=path) from None
         raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise SessionNotFoundError("is a directory, not a session file", path=path)
+        raise UnsafeFileError("not a regular file", path=path)
+    return fd
 
 
 def create_exclusive(path: Path, mode: int = 0o600) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,20 @@ def test_missing_file_and_foreign_file_are_clear_errors(tmp_path: Path) -> None:
         assert "not a jsonltape session" in r.stderr
         assert "Traceback" not in r.stderr
     assert foreign.read_text() == '{"type":"user","message":"hi"}\n'
+
+
+def test_a_fifo_or_a_directory_is_refused_at_once_by_name(tmp_path: Path) -> None:
+    # A FIFO would block a plain open until some writer came along; a directory opens fine
+    # read-only and used to fail at the first read with "Is a directory" and exit 1.
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    for cmd in ("cat", "info", "verify", "messages", "export"):
+        r = run(cmd, str(fifo))  # run() times out after 60 s instead of hanging
+        assert r.returncode == 2, (cmd, r.stderr)
+        assert r.stderr == f"jsonltape: error: {fifo}: not a regular file\n"
+    r = run("verify", str(tmp_path))
+    assert r.returncode == 2
+    assert r.stderr == f"jsonltape: error: {tmp_path}: is a directory, not a session file\n"
 
 
 def test_cat_prints_raw_committed_lines_with_filters(tape_path: Path) -> None:

@@ -7,6 +7,7 @@ here and nowhere else.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
 import sys
@@ -52,7 +53,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 #: Exit codes: 0 ok; 1 repairable (verify) or other error; 2 bad input; 3 corrupt;
-#: 4 another writer / file changed underneath; 5 I/O failure (fsync).
+#: 4 another writer / file changed underneath; 5 I/O failure (fsync, EIO, a full disk).
 EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (CorruptError, 3),
     (LockedError, 4),
@@ -80,8 +81,24 @@ def fail(exc: BaseException) -> CliError:
             return CliError(str(exc), code)
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
-        return CliError(f"{where}{exc.strerror or exc}", 1)
+        code = 2 if exc.errno in _BAD_INPUT_ERRNOS else 5  # what the user named, or the I/O
+        return CliError(f"{where}{exc.strerror or exc}", code)
     return CliError(str(exc), 1)
+
+
+#: OS errors about the path the user gave (exit 2, bad input); any other is an I/O failure (5).
+_BAD_INPUT_ERRNOS = frozenset(
+    {
+        errno.ENOENT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ELOOP,
+        errno.ENAMETOOLONG,
+        errno.EEXIST,
+    }
+)
 
 
 class _LazyGroup(click.Group):

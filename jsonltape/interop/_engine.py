@@ -132,7 +132,8 @@ def discover(
             files.append(p)
             continue
         if not p.is_dir():
-            raise SourceError("no such file or directory", path=p)
+            what = "not a regular file or directory" if p.exists() else "no such file or directory"
+            raise SourceError(what, path=p)
         for dirpath, dirnames, filenames in os.walk(p):
             if ex is not None:
                 dirnames[:] = [
