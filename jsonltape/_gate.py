@@ -17,7 +17,15 @@ import msgspec
 
 from .errors import NotLosslessError
 
-__all__ = ["MAX_SAFE_INT", "check_lossless", "encode_error", "encoder", "explain", "suspect"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INT",
+    "check_lossless",
+    "encode_error",
+    "encoder",
+    "explain",
+    "suspect",
+]
 
 MAX_SAFE_INT = 2**53 - 1
 encoder = msgspec.json.Encoder()
@@ -25,43 +33,57 @@ encoder = msgspec.json.Encoder()
 # strings, so a hit only sends the value to the precise slow path. A regex for digit runs costs
 # ~5 µs on a 400-byte line; mapping every digit to "0" and looking for sixteen of them in a row
 # costs well under one.
-_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
+# The same pass maps "[" to "{", so one count bounds the nesting depth: a line with fewer than
+# MAX_DEPTH openers cannot nest deeper than MAX_DEPTH.
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789[", b"0000000000{")
 _SIXTEEN_DIGITS = b"0" * 16
+#: The deepest nesting of arrays and objects a line may have, its envelope object counting as
+#: one (spec §6): parsers in other languages stop at 128 (serde_json) or less, and a Python
+#: reader needs a stack frame per level.
+MAX_DEPTH = 128
 _NEG_ZERO = re.compile(rb"-0(?:\.0+)?(?:[eE][-+]?\d+)?(?![\d.eE])")
 
 
 def suspect(encoded: bytes) -> bool:
-    """True when ``encoded`` may hold an unsafe integer or a negative zero (then look closer)."""
-    if _SIXTEEN_DIGITS in encoded.translate(_DIGITS_AS_ZERO):
+    """True when ``encoded`` may hold an unsafe integer, a negative zero or nesting deeper
+    than :data:`MAX_DEPTH` (then look closer)."""
+    mapped = encoded.translate(_DIGITS_AS_ZERO)
+    if _SIXTEEN_DIGITS in mapped or mapped.count(b"{") >= MAX_DEPTH:
         return True
     # A one-byte search is memchr; a two-byte needle costs 4x as much, so it only runs when
     # there is a minus sign at all.
     return b"-" in encoded and b"-0" in encoded and _NEG_ZERO.search(encoded) is not None
 
 
-def check_lossless(value: Any, encoded: bytes, decoded: Any, where: str = "$") -> None:
+def check_lossless(
+    value: Any, encoded: bytes, decoded: Any, where: str = "$", outer: int = 0
+) -> None:
     """Raise :class:`NotLosslessError` unless ``value`` survives the JSON round trip exactly.
 
     ``encoded`` holds the encoding of ``value`` (alone or inside the envelope) and ``decoded``
     what a reader decodes from it; callers have both already, so the gate costs one compare.
+    ``outer``: the arrays and objects around ``value`` in the line (1 for an event's data).
     """
     if decoded == value and not suspect(encoded):
         return
-    problem = explain(value, where)
+    problem = explain(value, where, outer)
     if problem is not None:
         raise NotLosslessError(problem[1], field=problem[0])
     if decoded != value:
         raise NotLosslessError("data does not read back unchanged from JSON", field=where)
 
 
-def encode_error(value: Any, where: str = "$") -> NotLosslessError:
-    """The error for a value msgspec refused to encode at all."""
-    problem = explain(value, where) or (where, "data is not JSON-serializable")
+def encode_error(value: Any, where: str = "$", outer: int = 0) -> NotLosslessError:
+    """The error for a value msgspec refused to encode (or decode back) at all."""
+    problem = explain(value, where, outer) or (where, "data is not JSON-serializable")
     return NotLosslessError(problem[1], field=problem[0])
 
 
-def explain(value: Any, where: str = "$") -> tuple[str, str] | None:
-    """Walk ``value`` and return ``(field_path, reason)`` for the first non-JSON part, or None."""
+def explain(value: Any, where: str = "$", outer: int = 0) -> tuple[str, str] | None:
+    """Walk ``value`` and return ``(field_path, reason)`` for the first non-JSON part, or None.
+
+    ``outer`` counts the arrays and objects around ``value`` towards :data:`MAX_DEPTH`.
+    """
     on_path: set[int] = set()  # containers on the current path: a repeat is a cycle
     stack: list[tuple[str | None, Any]] = [(where, value)]  # path None: leaving a container
     while stack:
@@ -98,6 +120,11 @@ def explain(value: Any, where: str = "$") -> tuple[str, str] | None:
         if t is dict or t is list:
             if id(v) in on_path:
                 return path, f"cycle: this {t.__name__} contains itself"
+            if outer + len(on_path) + 1 > MAX_DEPTH:
+                return path, (
+                    f"arrays and objects nest deeper than {MAX_DEPTH} levels here (the event "
+                    "counts as one); JSON parsers in other languages refuse that"
+                )
             on_path.add(id(v))
             stack.append((None, id(v)))
             if t is dict:

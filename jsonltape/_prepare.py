@@ -165,11 +165,14 @@ def encode_event(
     try:
         body = encoder.encode(out)
     except (TypeError, ValueError, OverflowError, RecursionError, UnicodeEncodeError):
-        raise encode_error(data, "$.data") from None
+        raise encode_error(data, "$.data", 1) from None
     line = _framing.frame(body)
-    event = _decoder.decode(line)
+    try:
+        event = _decoder.decode(line)
+    except RecursionError:  # nested too deep to read back from this call stack: say where
+        raise encode_error(data, "$.data", 1) from None
     if event.data != data or suspect(body):  # the gate's fast path, inlined: it runs per append
-        check_lossless(data, body, event.data, "$.data")
+        check_lossless(data, body, event.data, "$.data", 1)
     return line, event
 
 
@@ -293,11 +296,14 @@ def prepare_plain(type_: str, data: Any, seq: int) -> tuple[bytes, Event]:
     try:
         body = encoder.encode(out)
     except (TypeError, ValueError, OverflowError, RecursionError, UnicodeEncodeError):
-        raise encode_error(data, "$.data") from None
+        raise encode_error(data, "$.data", 1) from None
     prefix = body[:-1]
     line = b"".join((prefix, _LINE_END % zlib.crc32(prefix)))
-    event: Event = _decoder.decode(line)
+    try:
+        event: Event = _decoder.decode(line)
+    except RecursionError:
+        raise encode_error(data, "$.data", 1) from None
     if event.data != data or suspect(body):
-        check_lossless(data, body, event.data, "$.data")
+        check_lossless(data, body, event.data, "$.data", 1)
     validate_fast(type_, event.data, data)
     return line, event

@@ -24,10 +24,11 @@ from typing import Literal
 import msgspec
 
 from . import _framing
+from ._gate import MAX_DEPTH
 from .errors import FormatError
 from .events import Event, FlushData, HeaderData, TurnRef, check_header
 
-__all__ = ["State", "TailScan", "read_header", "scan_full", "scan_tail"]
+__all__ = ["State", "TailScan", "read_header", "scan_full", "scan_tail", "too_deep"]
 
 State = Literal["clean", "torn-tail", "open-turn", "corrupt"]
 _event_decoder = msgspec.json.Decoder(Event)
@@ -86,9 +87,22 @@ def check(raw: bytes, expected_seq: int | None) -> tuple[Event | None, str | Non
         head = _event_decoder.decode(raw)
     except msgspec.DecodeError as exc:
         return None, f"not a valid event envelope: {exc}"
+    except RecursionError:
+        # Not damage (repair must not cut it): a line this reader cannot decode at all.
+        raise too_deep(None, None, None) from None
     if expected_seq is not None and head.seq != expected_seq:
         return head, f"seq {head.seq} where {expected_seq} was expected"
     return head, None
+
+
+def too_deep(path: str | None, line: int | None, offset: int | None) -> FormatError:
+    """The error for a line nested deeper than the decoder can follow from this call stack."""
+    return FormatError(
+        f"arrays and objects nest too deep to decode here (the format allows {MAX_DEPTH} levels)",
+        path=path,
+        line=line,
+        offset=offset,
+    )
 
 
 def is_witness(raw: bytes) -> bool:
@@ -123,7 +137,10 @@ def read_header(fd: int, path: str) -> tuple[HeaderData, int, int]:
         break
     if not first:
         raise FormatError("not a jsonltape session: the file is empty", path=path)
-    head, problem = check(first, 0)
+    try:
+        head, problem = check(first, 0)
+    except FormatError:
+        raise too_deep(path, 1, 0) from None
     if problem is not None:
         raise FormatError(
             f"not a jsonltape session: line 1: {problem}", path=path, line=1, offset=0
@@ -149,7 +166,10 @@ def scan_tail(fd: int, path: str) -> TailScan:
     for off, raw in _framing.iter_lines_reverse(fd, size, hend):
         if b'"session/flush"' not in raw:
             continue
-        head, problem = check(raw, None)
+        try:
+            head, problem = check(raw, None)
+        except FormatError:
+            raise too_deep(path, None, off) from None
         if problem is not None or head is None:
             continue
         ck = _checkpoint_at(head, off)
@@ -196,6 +216,8 @@ def _walk(fd: int, s: TailScan, start: int) -> None:
                     head = decode(body)
                 except msgspec.DecodeError:
                     head = None
+                except RecursionError:
+                    raise too_deep(s.path, expected + 1, base) from None
             if head is None or head.seq != expected:
                 s.next_seq = expected
                 _walk_from(fd, s, base)
@@ -232,14 +254,17 @@ def _walk_from(fd: int, s: TailScan, start: int) -> None:
     recorded, and a witness after it makes the file corrupt."""
     expected = s.next_seq
     for off, raw in _framing.iter_lines(fd, start):
-        if s.bad_offset is not None:
-            # Past the first bad line: only look for a valid checkpoint, which proves the
-            # damage lies in the committed region. Lines here are never served.
-            if is_witness(raw):
-                s.corrupt = True
-                break
-            continue
-        head, problem = check(raw, expected)
+        try:
+            if s.bad_offset is not None:
+                # Past the first bad line: only look for a valid checkpoint, which proves the
+                # damage lies in the committed region. Lines here are never served.
+                if is_witness(raw):
+                    s.corrupt = True
+                    break
+                continue
+            head, problem = check(raw, expected)
+        except FormatError as exc:  # too deep to decode: say where
+            raise too_deep(s.path, expected + 1, off) from exc
         if problem is not None or head is None:
             s.bad_offset, s.bad_line, s.bad_reason = off, expected + 1, problem
             continue

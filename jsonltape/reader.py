@@ -23,8 +23,9 @@ from ._scan import (
     read_header,
     scan_full,
     scan_tail,
+    too_deep,
 )
-from .errors import CorruptError
+from .errors import CorruptError, FormatError
 from .events import Event, HeaderData, Line
 
 __all__ = ["Report", "header", "lines", "read", "tail_scan", "verify", "witness_after"]
@@ -154,6 +155,9 @@ def _events(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Event]:
                         event = decode(body)
                     except msgspec.DecodeError:
                         pass
+                    except RecursionError:
+                        at = base + sum(len(b) + 1 for b in parts[: _index(parts, body)])
+                        raise too_deep(str(p), _line_of(expected), at) from None
                     else:
                         if event.seq == expected or expected is None:
                             expected = event.seq + 1
@@ -190,6 +194,8 @@ def _lines(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Line]:
                         event = decode(body)
                     except msgspec.DecodeError:
                         pass
+                    except RecursionError:
+                        raise too_deep(str(p), _line_of(expected), base) from None
                     else:
                         if event.seq == expected or expected is None:
                             expected = event.seq + 1
@@ -213,6 +219,10 @@ def _start(fd: int, path: str, min_seq: int, from_offset: int | None) -> tuple[i
     return _seek_seq(fd, min_seq, hend)
 
 
+def _line_of(expected: int | None) -> int | None:
+    return None if expected is None else expected + 1
+
+
 def _index(parts: list[bytes], body: bytes) -> int:
     return next(i for i, b in enumerate(parts) if b is body)
 
@@ -221,10 +231,13 @@ def _stop(fd: int, path: str, body: bytes, expected: int | None, at: int) -> Non
     """A bad line at offset ``at``: raise if a witness proves it corruption; otherwise it is
     a torn tail, not committed, and the read simply ends before it."""
     raw = body + b"\n"
-    problem = check(raw, expected)[1] or "bad line"
-    if witness_after(fd, at + len(raw)):
-        line = (expected + 1) if expected is not None else None
-        raise CorruptError(problem, path=path, line=line, offset=at)
+    try:
+        problem = check(raw, expected)[1] or "bad line"
+        witnessed = witness_after(fd, at + len(raw))
+    except FormatError:  # this line or a later one is too deep to decode
+        raise too_deep(path, _line_of(expected), at) from None
+    if witnessed:
+        raise CorruptError(problem, path=path, line=_line_of(expected), offset=at)
 
 
 def witness_after(fd: int, start: int) -> bool:
@@ -262,7 +275,10 @@ def _seek_seq(fd: int, target: int, hend: int) -> tuple[int, int]:
             hi = mid
             continue
         off, raw = found
-        head, problem = check(raw, None)
+        try:
+            head, problem = check(raw, None)
+        except FormatError:  # too deep to decode: the read itself will say where
+            head, problem = None, "too deep"
         if problem is not None or head is None or head.seq > target:
             hi = mid
             continue

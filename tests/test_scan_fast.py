@@ -1,5 +1,6 @@
-"""The unrolled hot loops (``scan_full``/``verify``, ``read``, ``lines``) against the
-line-by-line reference that applies :func:`jsonltape._scan.check` to each line.
+"""The unrolled hot loops (``scan_full``/``verify``, ``read``, ``lines``) and the fold's own
+line reader against the line-by-line reference that applies :func:`jsonltape._scan.check` to
+each line.
 
 Files are golden sessions damaged at random (bytes flipped, cut, lines dropped, doubled or
 joined, garbage appended), read with chunk sizes from a few bytes up, so lines straddle chunk
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 import jsonltape
 from jsonltape import _framing, _scan, reader
 from jsonltape._scan import TailScan, check, read_header, scan_full
+from jsonltape.fold import _stream
 
 from .conftest import LONG
 from .helpers import golden
@@ -52,6 +54,46 @@ def reference_lines(path: Path) -> list[tuple[int, bytes]]:
         return out
     finally:
         os.close(fd)
+
+
+def fold_rows(path: Path) -> tuple[list[tuple[int, bytes]], bool]:
+    """What folding reads: (the committed lines it is given, whether it found corruption)."""
+    fd = os.open(path, os.O_RDONLY)
+    served: list[tuple[int, bytes]] = []
+    try:
+        for row in _stream.rows(fd, str(path)):
+            if not served:
+                _stream.header_of(row, str(path))  # as fold_file checks line 1
+            served.append((row.offset, row.raw))
+    except jsonltape.CorruptError:
+        return served, True
+    finally:
+        os.close(fd)
+    if not served:
+        raise jsonltape.FormatError("the file is empty")  # what fold_file raises
+    return served, False
+
+
+VECTORS = sorted((Path(__file__).parents[1] / "spec" / "vectors" / "read").glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("vector", VECTORS, ids=[v.stem for v in VECTORS])
+def test_folding_reads_the_same_committed_lines_as_read(vector: Path, tmp_path: Path) -> None:
+    # The fold keeps data as raw JSON; its good-line test must still be read's (valid UTF-8,
+    # numbers that fit a double), or it would fold past a line that read calls corrupt.
+    path = tmp_path / vector.name
+    path.write_bytes(vector.read_bytes())
+    path.chmod(0o600)
+    try:
+        served = [(ln.offset, ln.raw) for ln in jsonltape.lines(path)]
+        corrupt = False
+    except jsonltape.CorruptError:
+        served, corrupt = reference_lines(path), True
+    except jsonltape.FormatError:
+        with pytest.raises(jsonltape.FormatError):
+            fold_rows(path)
+        return
+    assert fold_rows(path) == (served, corrupt)
 
 
 mutation = st.one_of(
@@ -125,6 +167,7 @@ def test_fast_loops_agree_with_the_line_by_line_reference(
             assert exc.offset == want.bad_offset
         assert served == reference_lines(path)
         assert corrupt == (want.state == "corrupt")
+        assert fold_rows(path) == (served, corrupt)
         events = []
         try:
             events.extend(e.seq for e in jsonltape.read(path))

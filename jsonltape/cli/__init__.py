@@ -119,6 +119,10 @@ class _LazyGroup(click.Group):
             return super().invoke(ctx)
         except (JsonltapeError, OSError) as exc:
             raise fail(exc) from None
+        except RecursionError:  # a decode the library did not place (the deepest inputs)
+            raise CliError(
+                "input nests arrays and objects too deep to decode (the format allows 128)", 2
+            ) from None
 
 
 def _available(module: str) -> bool:

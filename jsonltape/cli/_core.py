@@ -27,6 +27,11 @@ def _parse_json(text: str, what: str) -> Any:
         return _json.decode(text)
     except msgspec.DecodeError as exc:
         raise CliError(f"{what} is not valid JSON: {exc}", 2) from None
+    except RecursionError:
+        raise CliError(f"{what}: {_TOO_DEEP}", 2) from None
+
+
+_TOO_DEEP = "arrays and objects nest too deep (the format allows 128 levels)"
 
 
 @click.command()
@@ -103,6 +108,8 @@ def append(
                 item = _json.decode(raw)
             except msgspec.DecodeError as exc:
                 raise CliError(f"<stdin>: line {n}: not valid JSON: {exc}", 2) from None
+            except RecursionError:
+                raise CliError(f"<stdin>: line {n}: {_TOO_DEEP}", 2) from None
             if not isinstance(item, dict):
                 raise CliError(f"<stdin>: line {n}: an event must be a JSON object", 2)
             item["_line"] = n

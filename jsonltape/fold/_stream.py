@@ -1,19 +1,20 @@
 """Committed lines for folding: checked like the reader checks them, decoded only as needed.
 
 Folding a big session mostly meets events it does not look inside (streaming chunks, tool
-calls, checkpoints). The envelope is decoded with ``data`` left as raw JSON bytes, so only the
-events a fold interprets pay for decoding their data.
+calls, checkpoints). The envelope is decoded with ``data`` kept as raw JSON bytes, which is
+what the fold stores; the data is decoded once to apply the same good-line test as the reader
+(an object, valid UTF-8, numbers that fit a double), and its objects are dropped at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
 from .. import _framing
-from .._scan import check
+from .._scan import check, too_deep
 from ..errors import CorruptError, FormatError
 from ..events import Event, HeaderData, Surface, check_header
 from ..reader import witness_after
@@ -44,6 +45,7 @@ class Row(NamedTuple):
 
 _head = msgspec.json.Decoder(Head)
 _event = msgspec.json.Decoder(Event)
+_data = msgspec.json.Decoder(dict[str, Any])  # data must be an object (spec §6)
 
 
 def header_of(row: Row, path: str) -> HeaderData:
@@ -59,6 +61,7 @@ def rows(fd: int, path: str, stop: int | None = None) -> Iterator[Row]:
     checkpoint after it starts a torn tail, which is not committed and not served.
     """
     decode = _head.decode
+    check_data = _data.decode
     frame_ok = _framing.frame_ok
     for expected, (off, raw) in enumerate(_framing.iter_lines(fd, 0)):
         head: Head | None = None
@@ -66,19 +69,31 @@ def rows(fd: int, path: str, stop: int | None = None) -> Iterator[Row]:
         if frame_ok(raw):
             try:
                 head = decode(raw)
+                # Skipping ``data`` as raw JSON checks its syntax but not that it is an
+                # object, nor its UTF-8, nor that its numbers fit a double; the good-line test
+                # (spec §10.2, what read and verify apply) needs all three, so the data is
+                # decoded once here too.
+                check_data(head.data)
             except msgspec.DecodeError as exc:
+                head = None
                 problem = f"not a valid event envelope: {exc}"
+            except RecursionError:
+                raise too_deep(path, expected + 1, off) from None
             else:
                 if head.seq != expected:
                     problem = f"seq {head.seq} where {expected} was expected"
         else:
-            problem = check(raw, None)[1] or "bad line"
+            problem = check(raw, None)[1] or "bad line"  # a frame problem: decodes nothing
         if problem is not None:
             if expected == 0:  # line 1: nothing before it can prove damage (spec §7)
                 raise FormatError(
                     f"not a jsonltape session: line 1: {problem}", path=path, line=1, offset=0
                 )
-            if witness_after(fd, off + len(raw)):
+            try:
+                witnessed = witness_after(fd, off + len(raw))
+            except FormatError:
+                raise too_deep(path, None, off) from None
+            if witnessed:
                 raise CorruptError(problem, path=path, line=expected + 1, offset=off)
             return
         assert head is not None

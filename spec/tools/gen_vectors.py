@@ -1634,6 +1634,23 @@ def _i7() -> Any:
 
 @case(
     "read",
+    "i_nesting_deeper_than_128",
+    "Arrays nested 200 deep in data (writers must not nest a line deeper than 128, §6). "
+    "Reference: accepted; a reader whose parser stops earlier reports an error for the file "
+    "and must not treat the line as damage.",
+)
+def _i9() -> Any:
+    log = Log()
+    prefix = (
+        f'{{"seq":1,"type":"com.example/deep","time":{log.time},'
+        f'"data":{{"v":{"[" * 200}{"]" * 200}}},"ignorable":true'
+    )
+    log.put(frame(prefix.encode()), "com.example/deep")
+    return log.data(), expect_session(log, "clean")
+
+
+@case(
+    "read",
     "i_integer_beyond_safe_range",
     "An integer beyond ±(2^53-1) in data (writers must not write one, §6). Reference: "
     "accepted with the exact value; readers with double-only numbers round it.",
