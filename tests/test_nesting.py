@@ -115,3 +115,27 @@ def test_the_cli_says_so_in_one_line(tape_path: Path) -> None:
         r.stderr == b"jsonltape: error: <stdin>: line 1: arrays and objects nest too deep "
         b"(the format allows 128 levels)\n"
     )
+
+
+def test_sync_indexes_what_comes_before_a_line_too_deep_and_goes_on(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir(mode=0o700)
+    _too_deep_file(tree / "deep.jsonl")
+    with jsonltape.open(tree / "other.jsonl", create=True) as tape:
+        tape.user("unrelated neighbour")
+    index = str(tmp_path / "index.db")
+    r = subprocess.run(
+        [sys.executable, "-m", "jsonltape", "sync", str(tree), "--index", index],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    for word, where in (("before", "deep.jsonl"), ("neighbour", "other.jsonl")):
+        found = subprocess.run(
+            [sys.executable, "-m", "jsonltape", "search", word, "--index", index],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert where in found.stdout, found.stdout + found.stderr

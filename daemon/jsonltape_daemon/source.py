@@ -18,9 +18,17 @@ import msgspec
 
 from jsonltape import _framing
 from jsonltape._scan import check, is_witness, read_header
+from jsonltape.errors import FormatError
 from jsonltape.events import HeaderData, Line
 
 __all__ = ["Damage", "FileKind", "Header", "JsonltapeFiles"]
+
+
+def _witness(raw: bytes) -> bool:
+    try:
+        return is_witness(raw)
+    except FormatError:  # too deep to decode: not a line that proves anything
+        return False
 
 
 class Header(NamedTuple):
@@ -92,7 +100,10 @@ class JsonltapeFiles:
         out: list[Line] = []
         chunk = room()
         for off, raw in _framing.iter_lines(fd, start, end):
-            event, problem = check(raw, seq)
+            try:
+                event, problem = check(raw, seq)
+            except FormatError as exc:  # too deep to decode: index what comes before it
+                event, problem = None, exc.message
             if problem is not None or event is None:
                 if out:
                     yield out
@@ -134,4 +145,4 @@ class JsonltapeFiles:
         # The library's witness rule: a good checkpoint line anywhere after the bad one.
         lines = _framing.iter_lines(fd, start, end)
         next(lines, None)  # the bad line itself
-        return any(is_witness(raw) for _off, raw in lines)
+        return any(_witness(raw) for _off, raw in lines)
