@@ -17,9 +17,10 @@ offset in ``data.offset``.)
 from __future__ import annotations
 
 import os
+import threading
 import zlib
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -28,7 +29,15 @@ from ._gate import MAX_DEPTH
 from .errors import FormatError
 from .events import Event, FlushData, HeaderData, TurnRef, check_header
 
-__all__ = ["State", "TailScan", "read_header", "scan_full", "scan_tail", "too_deep"]
+__all__ = [
+    "State",
+    "TailScan",
+    "decode_deep",
+    "read_header",
+    "scan_full",
+    "scan_tail",
+    "too_deep",
+]
 
 State = Literal["clean", "torn-tail", "open-turn", "corrupt"]
 _event_decoder = msgspec.json.Decoder(Event)
@@ -84,15 +93,43 @@ def check(raw: bytes, expected_seq: int | None) -> tuple[Event | None, str | Non
             return None, "line does not end with the crc member"
         return None, "crc mismatch"
     try:
-        head = _event_decoder.decode(raw)
+        try:
+            head = _event_decoder.decode(raw)
+        except RecursionError:
+            head = decode_deep(raw)
     except msgspec.DecodeError as exc:
         return None, f"not a valid event envelope: {exc}"
-    except RecursionError:
-        # Not damage (repair must not cut it): a line this reader cannot decode at all.
-        raise too_deep(None, None, None) from None
     if expected_seq is not None and head.seq != expected_seq:
         return head, f"seq {head.seq} where {expected_seq} was expected"
     return head, None
+
+
+def decode_deep(raw: bytes, decoder: msgspec.json.Decoder[Any] = _event_decoder) -> Any:
+    """Decode a line the decoder ran out of stack for, again on a fresh thread.
+
+    msgspec shares Python's recursion limit, so how deep a line can nest before decoding fails
+    depends on how deep the caller already is. Retrying on a new thread (a fresh stack) makes
+    the verdict the same for every reader and caller. Still too deep there: FormatError, the
+    line is not damage (spec §6) and nothing may cut it. Raises msgspec.DecodeError as a
+    decode would.
+    """
+    result: list[Any] = []
+
+    def run() -> None:
+        try:
+            result.append(decoder.decode(raw))
+        except (msgspec.DecodeError, RecursionError) as exc:
+            result.append(exc)
+
+    worker = threading.Thread(target=run, name="jsonltape-deep-decode")
+    worker.start()
+    worker.join()
+    outcome = result[0]
+    if isinstance(outcome, RecursionError):
+        raise too_deep(None, None, None)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 def too_deep(path: str | None, line: int | None, offset: int | None) -> FormatError:
@@ -115,7 +152,10 @@ def is_witness(raw: bytes) -> bool:
     """
     # No substring pre-filter: a type may be spelled with JSON escapes. Lines after B are few,
     # and the checksum fails fast on garbage.
-    head, problem = check(raw, None)
+    try:
+        head, problem = check(raw, None)
+    except FormatError:  # too deep to decode: no checkpoint is, so it proves nothing
+        return False
     return problem is None and head is not None and head.type == "session/flush"
 
 
@@ -213,10 +253,13 @@ def _walk(fd: int, s: TailScan, start: int) -> None:
             head = None
             if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:  # "{"
                 try:
-                    head = decode(body)
+                    try:
+                        head = decode(body)
+                    except RecursionError:
+                        head = decode_deep(body)
                 except msgspec.DecodeError:
                     head = None
-                except RecursionError:
+                except FormatError:
                     raise too_deep(s.path, expected + 1, base) from None
             if head is None or head.seq != expected:
                 s.next_seq = expected
@@ -254,17 +297,17 @@ def _walk_from(fd: int, s: TailScan, start: int) -> None:
     recorded, and a witness after it makes the file corrupt."""
     expected = s.next_seq
     for off, raw in _framing.iter_lines(fd, start):
+        if s.bad_offset is not None:
+            # Past the first bad line: only look for a valid checkpoint, which proves the
+            # damage lies in the committed region. Lines here are never served.
+            if is_witness(raw):
+                s.corrupt = True
+                break
+            continue
         try:
-            if s.bad_offset is not None:
-                # Past the first bad line: only look for a valid checkpoint, which proves the
-                # damage lies in the committed region. Lines here are never served.
-                if is_witness(raw):
-                    s.corrupt = True
-                    break
-                continue
             head, problem = check(raw, expected)
-        except FormatError as exc:  # too deep to decode: say where
-            raise too_deep(s.path, expected + 1, off) from exc
+        except FormatError:  # too deep to decode: say where
+            raise too_deep(s.path, expected + 1, off) from None
         if problem is not None or head is None:
             s.bad_offset, s.bad_line, s.bad_reason = off, expected + 1, problem
             continue

@@ -19,6 +19,7 @@ from ._scan import (
     State,
     TailScan,
     check,
+    decode_deep,
     is_witness,
     read_header,
     scan_full,
@@ -152,10 +153,13 @@ def _events(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Event]:
             for body in parts:
                 if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:  # "{"
                     try:
-                        event = decode(body)
+                        try:
+                            event = decode(body)
+                        except RecursionError:
+                            event = decode_deep(body)
                     except msgspec.DecodeError:
                         pass
-                    except RecursionError:
+                    except FormatError:
                         at = base + sum(len(b) + 1 for b in parts[: _index(parts, body)])
                         raise too_deep(str(p), _line_of(expected), at) from None
                     else:
@@ -191,10 +195,13 @@ def _lines(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Line]:
             for body in parts:
                 if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:
                     try:
-                        event = decode(body)
+                        try:
+                            event = decode(body)
+                        except RecursionError:
+                            event = decode_deep(body)
                     except msgspec.DecodeError:
                         pass
-                    except RecursionError:
+                    except FormatError:
                         raise too_deep(str(p), _line_of(expected), base) from None
                     else:
                         if event.seq == expected or expected is None:
@@ -233,10 +240,9 @@ def _stop(fd: int, path: str, body: bytes, expected: int | None, at: int) -> Non
     raw = body + b"\n"
     try:
         problem = check(raw, expected)[1] or "bad line"
-        witnessed = witness_after(fd, at + len(raw))
-    except FormatError:  # this line or a later one is too deep to decode
+    except FormatError:  # the line itself is too deep to decode (not damage)
         raise too_deep(path, _line_of(expected), at) from None
-    if witnessed:
+    if witness_after(fd, at + len(raw)):  # a too-deep line is never a witness
         raise CorruptError(problem, path=path, line=_line_of(expected), offset=at)
 
 

@@ -174,3 +174,34 @@ def test_fast_loops_agree_with_the_line_by_line_reference(
         except jsonltape.CorruptError as exc:
             assert exc.offset == want.bad_offset
         assert events == list(range(len(served)))  # the header is seq 0
+
+
+@pytest.mark.parametrize(
+    "members",
+    [b'"data":[],"data":{}', b'"data":{},"crc":0'],
+    ids=["data-twice", "crc-not-a-string"],
+)
+def test_a_repeated_or_mistyped_member_is_bad_for_every_reader(
+    tmp_path: Path, members: bytes
+) -> None:
+    # msgspec keeps the last of repeated members; skipping data as raw JSON would never look
+    # at the first copy, and a struct without a crc field would never type the crc member.
+    path = tmp_path / "s.jsonl"
+    golden(path, turns=1)
+    bad_at = path.stat().st_size
+    seq = len(path.read_bytes().splitlines())
+    bad = _framing.frame(b'{"seq":%d,"type":"x.test/n","time":1,%b}' % (seq, members))
+    witness = b'{"seq":%d,"type":"session/flush","time":1,"data":{"offset":%d,"seq":%d},%b}' % (
+        seq + 1,
+        bad_at + len(bad),
+        seq,
+        b'"ignorable":true',
+    )
+    with open(path, "ab") as f:
+        f.write(bad + _framing.frame(witness))  # a checkpoint after it: corruption
+    want = reference_scan(path)
+    assert (want.state, want.bad_offset) == ("corrupt", bad_at)
+    with pytest.raises(jsonltape.CorruptError) as err:
+        list(jsonltape.read(path))
+    assert err.value.offset == bad_at
+    assert fold_rows(path) == (reference_lines(path), True)

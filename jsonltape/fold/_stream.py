@@ -2,19 +2,19 @@
 
 Folding a big session mostly meets events it does not look inside (streaming chunks, tool
 calls, checkpoints). The envelope is decoded with ``data`` kept as raw JSON bytes, which is
-what the fold stores; the data is decoded once to apply the same good-line test as the reader
-(an object, valid UTF-8, numbers that fit a double), and its objects are dropped at once.
+what the fold stores; the line is also decoded once as an Event, the good-line test read and
+verify apply, and those objects are dropped at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgspec
 
 from .. import _framing
-from .._scan import check, too_deep
+from .._scan import check, decode_deep, too_deep
 from ..errors import CorruptError, FormatError
 from ..events import Event, HeaderData, Surface, check_header
 from ..reader import witness_after
@@ -45,7 +45,14 @@ class Row(NamedTuple):
 
 _head = msgspec.json.Decoder(Head)
 _event = msgspec.json.Decoder(Event)
-_data = msgspec.json.Decoder(dict[str, Any])  # data must be an object (spec §6)
+
+
+def _good(raw: bytes) -> None:
+    """Decode ``raw`` as an Event (then drop it); on a stack too deep, as the readers do."""
+    try:
+        _event.decode(raw)
+    except RecursionError:
+        decode_deep(raw)
 
 
 def header_of(row: Row, path: str) -> HeaderData:
@@ -61,23 +68,24 @@ def rows(fd: int, path: str, stop: int | None = None) -> Iterator[Row]:
     checkpoint after it starts a torn tail, which is not committed and not served.
     """
     decode = _head.decode
-    check_data = _data.decode
     frame_ok = _framing.frame_ok
     for expected, (off, raw) in enumerate(_framing.iter_lines(fd, 0)):
         head: Head | None = None
         problem: str | None = None
         if frame_ok(raw):
             try:
-                head = decode(raw)
-                # Skipping ``data`` as raw JSON checks its syntax but not that it is an
-                # object, nor its UTF-8, nor that its numbers fit a double; the good-line test
-                # (spec §10.2, what read and verify apply) needs all three, so the data is
-                # decoded once here too.
-                check_data(head.data)
+                # The good-line test is read's (spec §10.2): the whole line decoded as an
+                # Event. Skipping ``data`` as raw JSON checks neither that it is an object,
+                # nor its UTF-8, nor that its numbers fit a double, nor repeated members.
+                _good(raw)
+                try:
+                    head = decode(raw)
+                except RecursionError:
+                    head = decode_deep(raw, _head)
             except msgspec.DecodeError as exc:
                 head = None
                 problem = f"not a valid event envelope: {exc}"
-            except RecursionError:
+            except FormatError:
                 raise too_deep(path, expected + 1, off) from None
             else:
                 if head.seq != expected:
@@ -89,11 +97,7 @@ def rows(fd: int, path: str, stop: int | None = None) -> Iterator[Row]:
                 raise FormatError(
                     f"not a jsonltape session: line 1: {problem}", path=path, line=1, offset=0
                 )
-            try:
-                witnessed = witness_after(fd, off + len(raw))
-            except FormatError:
-                raise too_deep(path, None, off) from None
-            if witnessed:
+            if witness_after(fd, off + len(raw)):  # a too-deep line is never a witness
                 raise CorruptError(problem, path=path, line=expected + 1, offset=off)
             return
         assert head is not None
