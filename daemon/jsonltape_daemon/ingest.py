@@ -445,10 +445,11 @@ class Ingestor:
             t = time.perf_counter()
         else:
             stats.add("read", time.perf_counter() - t)
-        corrupt = bad is not None and self.kind.corrupt_after(fd, bad.offset, size)
+        damaged = bad is not None and not bad.intact
+        corrupt = bad is not None and damaged and self.kind.corrupt_after(fd, bad.offset, size)
         if corrupt:
             sess.state = "corrupt"
-        elif bad is not None:
+        elif damaged:
             sess.state = "torn-tail"
         elif sess.open_turn is not None and not sess.closed:
             sess.state = "open-turn"
@@ -461,7 +462,8 @@ class Ingestor:
         cursor = self.store.file(path)
         assert cursor is not None and cursor.sid == sess.sid, "the header line is always ingested"
         cursor.status = "indexed"
-        cursor.error = sess.error if corrupt else None
+        # A problem to list (index status): corruption, or a line this reader cannot decode.
+        cursor.error = sess.error if corrupt or (bad is not None and bad.intact) else None
         cursor.dev, cursor.ino, cursor.size, cursor.mtime_ns = _hint(st)
         self._tx()
         self.store.put_session(sess)

@@ -40,10 +40,15 @@ class Header(NamedTuple):
 
 
 class Damage(NamedTuple):
-    """The first line that is not good: where it starts and what is wrong with it."""
+    """The first line that is not good: where it starts and what is wrong with it.
+
+    ``intact``: the line may well be sound but cannot be decoded here (nested too deep, spec
+    §6); the file is indexed up to it, and neither torn nor corrupt.
+    """
 
     offset: int
     problem: str
+    intact: bool = False
 
 
 class FileKind(Protocol):
@@ -103,7 +108,10 @@ class JsonltapeFiles:
             try:
                 event, problem = check(raw, seq)
             except FormatError as exc:  # too deep to decode: index what comes before it
-                event, problem = None, exc.message
+                if out:
+                    yield out
+                yield Damage(off, exc.message, intact=True)
+                return
             if problem is not None or event is None:
                 if out:
                     yield out

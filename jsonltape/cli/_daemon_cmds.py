@@ -61,6 +61,9 @@ def index_stats(index: Path) -> dict[str, Any]:
         problems = con.execute(
             "SELECT path, status, error FROM files WHERE status IN ('error', 'foreign') "
             "UNION ALL SELECT path, state, error FROM sessions WHERE state = 'corrupt' "
+            "UNION ALL SELECT path, 'unreadable', error FROM files "
+            "WHERE status = 'indexed' AND error IS NOT NULL AND path NOT IN "
+            "(SELECT path FROM sessions WHERE state = 'corrupt') "
             "ORDER BY path LIMIT 50"
         ).fetchall()
         behind = 0
