@@ -103,6 +103,8 @@ def open_for_append(path: Path) -> int:
             raise UnsafeFileError(
                 "is a symlink; jsonltape does not follow links", path=path
             ) from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):
+            raise UnsafeFileError("not a regular file", path=path) from None
         raise
     try:
         check_file(path, os.fstat(fd))
@@ -130,6 +132,8 @@ def open_for_read(path: Path) -> int:
             ) from None
         if exc.errno == errno.EISDIR:
             raise SessionNotFoundError("is a directory, not a session file", path=path) from None
+        if exc.errno == errno.ENXIO:  # a socket (or a device with nothing behind it)
+            raise UnsafeFileError("not a regular file", path=path) from None
         raise
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):

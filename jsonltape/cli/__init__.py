@@ -118,6 +118,8 @@ class _LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except (JsonltapeError, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+                raise  # the reader of our output left (`| head`): click exits quietly
             raise fail(exc) from None
         except RecursionError:  # a decode the library did not place (the deepest inputs)
             raise CliError(

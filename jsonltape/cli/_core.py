@@ -211,7 +211,7 @@ def verify(paths: tuple[Path, ...], as_json: bool) -> None:
     for p in paths:
         try:
             report = reader.verify(p)
-        except JsonltapeError as exc:
+        except (JsonltapeError, OSError) as exc:  # say so, and go on with the other files
             err = fail(exc)
             err.show()
             worst = max(worst, err.exit_code)
