@@ -3,6 +3,7 @@ the decoder is an error that names it, never damage to cut, and never a tracebac
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 import jsonltape
+import jsonltape.interop
 from jsonltape import _framing
 from jsonltape._gate import MAX_DEPTH
 
@@ -139,3 +141,46 @@ def test_sync_indexes_what_comes_before_a_line_too_deep_and_goes_on(tmp_path: Pa
             timeout=60,
         )
         assert where in found.stdout, found.stdout + found.stderr
+    # Not damage (spec §6): the session is neither torn nor corrupt, and the line is listed.
+    listed = subprocess.run(
+        [sys.executable, "-m", "jsonltape", "sessions", "--index", index, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    rows = {Path(r["path"]).name: r for r in map(json.loads, listed.stdout.splitlines())}
+    assert rows["deep.jsonl"]["state"] == "clean"
+    assert "nest too deep to decode" in rows["deep.jsonl"]["error"]
+    status = subprocess.run(
+        [sys.executable, "-m", "jsonltape", "index", "status", "--index", index],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "unreadable: " in status.stdout and "deep.jsonl: line 4" in status.stdout
+
+
+def test_an_import_keeps_data_deeper_than_the_limit_as_json_text(tmp_path: Path) -> None:
+    # Other agents' files may nest deeper than 128; the mapped event stores the part below
+    # the limit as its JSON text (the source line itself is kept verbatim anyway).
+    fixture = Path(__file__).parent / "fixtures" / "interop" / "claude-rewind-compact.jsonl"
+    src = fixture.read_text().splitlines()
+    deep = "[" * 200 + "]" * 200
+    assert '{"file_path":"migrations/0042.sql"}' in src[3]
+    src[3] = src[3].replace(
+        '{"file_path":"migrations/0042.sql"}',
+        '{"file_path":"migrations/0042.sql","x":' + deep + "}",
+    )
+    source = tmp_path / "cc.jsonl"
+    source.write_text("\n".join(src) + "\n")
+    reports = list(jsonltape.interop.import_paths("claude-code", [source], tmp_path / "out"))
+    assert [r.status for r in reports] == ["imported"]
+    (session,) = (tmp_path / "out").rglob("*.jsonl")
+    assert jsonltape.verify(session).state == "clean"
+    calls = [e for e in jsonltape.read(session) if e.type == "tool/call"]
+    x = next(c.data["arguments"]["x"] for c in calls if "x" in c.data.get("arguments", {}))
+    depth = 0
+    while isinstance(x, list):
+        x, depth = (x[0] if x else None), depth + 1
+    assert isinstance(x, str) and json.loads(x)  # the rest, as JSON text
+    assert 100 < depth < 128

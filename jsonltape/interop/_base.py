@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from .._gate import MAX_DEPTH
 from .._repair import NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT
 from ..errors import JsonltapeError
 from ..events import Replace, Retract
@@ -44,6 +45,30 @@ from ._model import (
 from ._source import SourceLine
 
 __all__ = ["MAPPER_VERSION", "Group", "Mapper", "Out", "Spec", "Target", "safe_id", "title_of"]
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def within_depth(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with every array or object that would nest deeper than the format allows
+    (spec §6) replaced by its JSON text: sources may nest deeper; the source line itself is
+    kept verbatim in the session, so nothing is lost. Cheap when nothing is that deep."""
+    encoded = _encode(data)
+    if encoded.count(b"[") + encoded.count(b"{") < MAX_DEPTH - 1:
+        return data  # fewer containers than levels: cannot nest too deep
+
+    def cut(value: Any, depth: int) -> Any:
+        if isinstance(value, (dict, list)) and depth > MAX_DEPTH:
+            return _encode(value).decode()
+        if isinstance(value, dict):
+            return {k: cut(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, list):
+            return [cut(v, depth + 1) for v in value]
+        return value
+
+    # data is at depth 2 (inside the event); recursion stops at MAX_DEPTH, well within limits.
+    return {k: cut(v, 3) for k, v in data.items()}
 
 
 class Mapper:
@@ -169,6 +194,7 @@ class Mapper:
         ignorable: bool | None = None,
         time: int | None = None,
     ) -> int:
+        data = within_depth(data)
         vid = out.next_vid
         op: Replace | Retract | str | None = None
         if surface is not None:

@@ -54,7 +54,7 @@ def _arguments(value: Any) -> Any:
     if isinstance(value, str):
         try:
             decoded = _decode(value)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # not JSON, or nested beyond reason
             return value
         return decoded if isinstance(decoded, dict) else value
     return value
