@@ -17,10 +17,9 @@ offset in ``data.offset``.)
 from __future__ import annotations
 
 import os
-import threading
 import zlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
@@ -32,7 +31,6 @@ from .events import Event, FlushData, HeaderData, TurnRef, check_header
 __all__ = [
     "State",
     "TailScan",
-    "decode_deep",
     "read_header",
     "scan_full",
     "scan_tail",
@@ -93,47 +91,23 @@ def check(raw: bytes, expected_seq: int | None) -> tuple[Event | None, str | Non
             return None, "line does not end with the crc member"
         return None, "crc mismatch"
     try:
-        try:
-            head = _event_decoder.decode(raw)
-        except RecursionError:
-            head = decode_deep(raw)
+        head = _event_decoder.decode(raw)
     except msgspec.DecodeError as exc:
         return None, f"not a valid event envelope: {exc}"
+    except RecursionError:
+        # Not damage (repair must not cut it): a line this reader cannot decode (spec §6).
+        raise too_deep(None, None, None) from None
     if expected_seq is not None and head.seq != expected_seq:
         return head, f"seq {head.seq} where {expected_seq} was expected"
     return head, None
 
 
-def decode_deep(raw: bytes, decoder: msgspec.json.Decoder[Any] = _event_decoder) -> Any:
-    """Decode a line the decoder ran out of stack for, again on a fresh thread.
-
-    msgspec shares Python's recursion limit, so how deep a line can nest before decoding fails
-    depends on how deep the caller already is. Retrying on a new thread (a fresh stack) makes
-    the verdict the same for every reader and caller. Still too deep there: FormatError, the
-    line is not damage (spec §6) and nothing may cut it. Raises msgspec.DecodeError as a
-    decode would.
-    """
-    result: list[Any] = []
-
-    def run() -> None:
-        try:
-            result.append(decoder.decode(raw))
-        except (msgspec.DecodeError, RecursionError) as exc:
-            result.append(exc)
-
-    worker = threading.Thread(target=run, name="jsonltape-deep-decode")
-    worker.start()
-    worker.join()
-    outcome = result[0]
-    if isinstance(outcome, RecursionError):
-        raise too_deep(None, None, None)
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome
-
-
 def too_deep(path: str | None, line: int | None, offset: int | None) -> FormatError:
-    """The error for a line nested deeper than the decoder can follow from this call stack."""
+    """The error for a line nested deeper than the decoder can follow from this call stack.
+
+    msgspec shares Python's recursion limit, so lines far beyond the format's 128 levels
+    (around 1,000) decode or not depending on how deep the caller already is.
+    """
     return FormatError(
         f"arrays and objects nest too deep to decode here (the format allows {MAX_DEPTH} levels)",
         path=path,
@@ -253,13 +227,10 @@ def _walk(fd: int, s: TailScan, start: int) -> None:
             head = None
             if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:  # "{"
                 try:
-                    try:
-                        head = decode(body)
-                    except RecursionError:
-                        head = decode_deep(body)
+                    head = decode(body)
                 except msgspec.DecodeError:
                     head = None
-                except FormatError:
+                except RecursionError:
                     raise too_deep(s.path, expected + 1, base) from None
             if head is None or head.seq != expected:
                 s.next_seq = expected

@@ -19,7 +19,6 @@ from ._scan import (
     State,
     TailScan,
     check,
-    decode_deep,
     is_witness,
     read_header,
     scan_full,
@@ -153,13 +152,10 @@ def _events(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Event]:
             for body in parts:
                 if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:  # "{"
                     try:
-                        try:
-                            event = decode(body)
-                        except RecursionError:
-                            event = decode_deep(body)
+                        event = decode(body)
                     except msgspec.DecodeError:
                         pass
-                    except FormatError:
+                    except RecursionError:
                         at = base + sum(len(b) + 1 for b in parts[: _index(parts, body)])
                         raise too_deep(str(p), _line_of(expected), at) from None
                     else:
@@ -195,13 +191,10 @@ def _lines(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Line]:
             for body in parts:
                 if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:
                     try:
-                        try:
-                            event = decode(body)
-                        except RecursionError:
-                            event = decode_deep(body)
+                        event = decode(body)
                     except msgspec.DecodeError:
                         pass
-                    except FormatError:
+                    except RecursionError:
                         raise too_deep(str(p), _line_of(expected), base) from None
                     else:
                         if event.seq == expected or expected is None:

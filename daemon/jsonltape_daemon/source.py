@@ -132,7 +132,7 @@ class JsonltapeFiles:
                 return False
             try:
                 return _seq_decoder.decode(raw).seq == seq
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 return False
         return False
 
@@ -144,7 +144,7 @@ class JsonltapeFiles:
             try:
                 if _seq_decoder.decode(raw).seq != expected:
                     return False
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 return False
             expected += 1
         return True

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from .. import _framing, _fs
+from .._scan import too_deep
 from ..errors import (
     FoldError,
     FormatError,
@@ -276,6 +277,7 @@ def fold_file(
     if at is not None and (type(at) is not int or at < 0):
         raise FoldError(f"--at must be a seq (a non-negative integer), got {at!r}", path=p)
     fd = _fs.open_for_read(p)
+    row: Row | None = None
     try:
         it = rows(fd, str(p), at)
         first = next(it, None)
@@ -285,8 +287,15 @@ def fold_file(
         base = _base(p, header, parents, _chain, versions) if header.parent else None
         fold = SessionFold(str(p), header, base, versions=versions)
         fold.apply(first)
+        row = first
         for row in it:
             fold.apply(row)
+    except RecursionError:
+        # A line the reader accepted but that is too deep to decode again from here (only
+        # lines ~1,000 levels deep, far beyond the format's 128, spec §6).
+        if row is None:
+            raise too_deep(str(p), None, None) from None
+        raise too_deep(str(p), row.head.seq + 1, row.offset) from None
     finally:
         os.close(fd)
     if at is not None and fold.last_seq < at:

@@ -53,22 +53,36 @@ _encode = msgspec.json.Encoder().encode
 def within_depth(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with every array or object that would nest deeper than the format allows
     (spec §6) replaced by its JSON text: sources may nest deeper; the source line itself is
-    kept verbatim in the session, so nothing is lost. Cheap when nothing is that deep."""
-    encoded = _encode(data)
+    kept verbatim in the session, so nothing is lost. Cheap when nothing is that deep.
+
+    Iterative, so what is cut off is encoded from a shallow stack (msgspec shares Python's
+    recursion limit); the caller's containers are copied, never changed.
+    """
+    try:
+        encoded = _encode(data)
+    except RecursionError:  # far deeper than the limit: certainly needs cutting
+        encoded = b"[" * MAX_DEPTH
     if encoded.count(b"[") + encoded.count(b"{") < MAX_DEPTH - 1:
         return data  # fewer containers than levels: cannot nest too deep
-
-    def cut(value: Any, depth: int) -> Any:
-        if isinstance(value, (dict, list)) and depth > MAX_DEPTH:
-            return _encode(value).decode()
-        if isinstance(value, dict):
-            return {k: cut(v, depth + 1) for k, v in value.items()}
-        if isinstance(value, list):
-            return [cut(v, depth + 1) for v in value]
-        return value
-
-    # data is at depth 2 (inside the event); recursion stops at MAX_DEPTH, well within limits.
-    return {k: cut(v, 3) for k, v in data.items()}
+    out = dict(data)
+    # (container in the copy, depth of its children): data is at depth 2 inside the event.
+    todo: list[tuple[dict[str, Any] | list[Any], int]] = [(out, 3)]
+    while todo:
+        node, depth = todo.pop()
+        keys: Iterable[Any] = list(node) if isinstance(node, dict) else range(len(node))
+        for k in keys:
+            value = node[k]
+            if not isinstance(value, (dict, list)):
+                continue
+            if depth > MAX_DEPTH:
+                node[k] = _encode(value).decode()
+                continue
+            copy: dict[str, Any] | list[Any] = (
+                dict(value) if isinstance(value, dict) else list(value)
+            )
+            node[k] = copy
+            todo.append((copy, depth + 1))
+    return out
 
 
 class Mapper:
@@ -123,7 +137,15 @@ class Mapper:
             return
         try:
             self.handle(line.value)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError, JsonltapeError) as exc:
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            AttributeError,
+            IndexError,
+            RecursionError,  # a value nested so deep the mapping cannot follow it
+            JsonltapeError,
+        ) as exc:
             self.problems.append((line.n, f"not mapped: {type(exc).__name__}: {exc}"))
             self._claimed = False
             self.raw_line(line_kind(line.value), known=False, error=f"{type(exc).__name__}: {exc}")
