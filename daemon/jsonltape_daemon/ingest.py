@@ -309,8 +309,6 @@ class Ingestor:
             self._sync_fd(fd, path, reg)
         except OSError as exc:
             self._record(path, reg, None, "error", exc.strerror or str(exc))
-        except RecursionError:  # a line ~1,000 levels deep met on a deeper stack (spec §6)
-            self._record(path, reg, None, "error", "a line nests too deep to decode")
         finally:
             os.close(fd)
 

@@ -277,7 +277,7 @@ def fold_file(
     if at is not None and (type(at) is not int or at < 0):
         raise FoldError(f"--at must be a seq (a non-negative integer), got {at!r}", path=p)
     fd = _fs.open_for_read(p)
-    row: Row | None = None
+    applying: Row | None = None  # the row being folded, for an error that names it
     try:
         it = rows(fd, str(p), at)
         first = next(it, None)
@@ -286,16 +286,20 @@ def fold_file(
         header = header_of(first, str(p))
         base = _base(p, header, parents, _chain, versions) if header.parent else None
         fold = SessionFold(str(p), header, base, versions=versions)
+        applying = first
         fold.apply(first)
-        row = first
+        applying = None
         for row in it:
+            applying = row
             fold.apply(row)
+            applying = None
     except RecursionError:
-        # A line the reader accepted but that is too deep to decode again from here (only
-        # lines ~1,000 levels deep, far beyond the format's 128, spec §6).
-        if row is None:
-            raise too_deep(str(p), None, None) from None
-        raise too_deep(str(p), row.head.seq + 1, row.offset) from None
+        # Folding a row ran out of stack: a line the reader accepted but too deep to decode
+        # again from here (only lines ~1,000 levels deep, far beyond the format's 128, spec
+        # §6). Anywhere else it is not ours to explain.
+        if applying is None:
+            raise
+        raise too_deep(str(p), applying.head.seq + 1, applying.offset) from None
     finally:
         os.close(fd)
     if at is not None and fold.last_seq < at:

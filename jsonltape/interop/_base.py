@@ -143,7 +143,6 @@ class Mapper:
             ValueError,
             AttributeError,
             IndexError,
-            RecursionError,  # a value nested so deep the mapping cannot follow it
             JsonltapeError,
         ) as exc:
             self.problems.append((line.n, f"not mapped: {type(exc).__name__}: {exc}"))
