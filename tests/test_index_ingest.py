@@ -7,9 +7,10 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
-from jsonltape_daemon import schema
+from jsonltape_daemon import schema, surface
 from jsonltape_daemon.errors import FeatureMissingError
 from jsonltape_daemon.ingest import Budget, Ingestor
 from jsonltape_daemon.store import SqliteStore
@@ -269,3 +270,35 @@ def test_a_bulk_load_is_published_whole(tmp_path: Path) -> None:
     assert reader.execute("SELECT count(*) FROM sessions").fetchone() == (3,)
     reader.close()
     store.close()
+
+
+@pytest.mark.parametrize("first_sync", [True, False], ids=["new-file", "new-generation"])
+def test_an_io_error_halfway_through_a_file_leaves_no_half_session(
+    tmp_path: Path, store: SqliteStore, monkeypatch: pytest.MonkeyPatch, first_sync: bool
+) -> None:
+    # An OSError while a file's rows go in (EIO on a failing disk; injected into the real
+    # surface step here) used to leave the session just begun without its file row: every
+    # later sync then failed on sessions.path.
+    root = tmp_path / "r"
+    session(root / "b.jsonl", ["neighbour"])
+    engine = Ingestor(store, root, budget=Budget(rows=1))
+    if not first_sync:
+        session(root / "a.jsonl", ["old generation"])
+        engine.rescan()
+        (root / "a.jsonl").unlink()
+        (root / ".a.jsonl.lock").unlink()
+    session(root / "a.jsonl", ["fine", "BOOM", "after"])
+    real = surface.message_fields
+
+    def failing(type_: str, data: Any) -> Any:
+        fields = real(type_, data)
+        if "BOOM" in fields[1]:
+            raise OSError(5, "Input/output error (injected)")
+        return fields
+
+    monkeypatch.setattr(surface, "message_fields", failing)
+    assert engine.rescan().errors == 1
+    assert store.session_at(str(root / "a.jsonl")) is None
+    monkeypatch.setattr(surface, "message_fields", real)
+    engine.rescan()  # the disk is fine again: the file goes in whole
+    assert dump(store.con) == rebuild(root)

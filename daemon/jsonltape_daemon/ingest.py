@@ -334,6 +334,12 @@ class Ingestor:
         if reg is not None and reg.sid is not None:
             self.store.drop_session(reg.sid)
             self._stats.sessions_removed += 1
+        # A session this sync began for the file (a new one, or a new generation) before an
+        # error stopped it: without its file row it would block the path for good.
+        begun = self.store.session_at(path)
+        if begun is not None:
+            self.store.drop_session(begun.sid)
+            self._stats.sessions_removed += 1
         dev, ino, size, mtime = _hint(st) if st is not None else (None, None, None, None)
         self.store.put_file(
             FileRow(

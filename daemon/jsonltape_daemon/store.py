@@ -282,6 +282,12 @@ class SqliteStore:
         ).fetchone()
         return None if r is None else _session(r)
 
+    def session_at(self, path: str) -> SessionRow | None:
+        r = self.con.execute(
+            f"SELECT {_SESSION_COLS} FROM sessions WHERE path = ?", (path,)
+        ).fetchone()
+        return None if r is None else _session(r)
+
     def sessions_with(self, session_id: str, header_crc: str) -> list[SessionRow]:
         rows = self.con.execute(
             f"SELECT {_SESSION_COLS} FROM sessions WHERE id = ? AND header_crc = ?",
