@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jsonltape
@@ -39,3 +42,13 @@ def golden(path: Path, turns: int = 6, **open_kw: Any) -> list[tuple[int, int]]:
 
 def raw_lines(path: Path) -> list[bytes]:
     return path.read_bytes().splitlines(keepends=True)
+
+
+def load_script(path: Path, name: str) -> ModuleType:
+    """Import a script that is not part of a package (spec/tools/*.py, fixture generators)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look their module up here
+    spec.loader.exec_module(module)
+    return module

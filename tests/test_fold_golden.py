@@ -8,15 +8,17 @@ fixtures are current and reproducible byte for byte.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 import jsonltape
 from jsonltape import fold
+
+from .helpers import load_script
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fold"
 SESSIONS = sorted(
@@ -27,12 +29,8 @@ SESSIONS = sorted(
 FORMATS = ("neutral", "openai", "anthropic")
 
 
-def _load_generator():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("fold_fixtures", FIXTURES / "generate.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _load_generator() -> ModuleType:
+    return load_script(FIXTURES / "generate.py", "fold_fixtures")
 
 
 def _copy(case: Path, tmp_path: Path) -> Path:

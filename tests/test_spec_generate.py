@@ -7,22 +7,18 @@ command that brings the tree back in line.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from .helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "spec" / "tools"
 
 
 def load_tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"spec_tools_{name}", TOOLS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """Import a script from spec/tools/ (they are not a package)."""
+    return load_script(TOOLS / f"{name}.py", f"spec_tools_{name}")
 
 
 gen_vectors = load_tool("gen_vectors")

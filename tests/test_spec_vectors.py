@@ -8,9 +8,7 @@ about ten seconds that way; ``JSONLTAPE_LONG=1`` runs all of it).
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -22,19 +20,16 @@ import pytest
 
 from jsonltape import conformance
 
+from .conftest import LONG
+from .helpers import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "spec" / "tools"
-LONG = bool(os.environ.get("JSONLTAPE_LONG"))
 
 
 def load_tool(name: str) -> ModuleType:
     """Import a script from spec/tools/ (they are not a package)."""
-    spec = importlib.util.spec_from_file_location(f"spec_tools_{name}", TOOLS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(TOOLS / f"{name}.py", f"spec_tools_{name}")
 
 
 runner = load_tool("conformance")
