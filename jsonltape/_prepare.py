@@ -166,7 +166,8 @@ def encode_event(
         body = encoder.encode(out)
     except (TypeError, ValueError, OverflowError, RecursionError, UnicodeEncodeError):
         raise encode_error(data, "$.data", 1) from None
-    line = _framing.frame(body)
+    prefix = body[:-1]  # _framing.frame without its check: the encoder made an object
+    line = b"".join((prefix, _LINE_END % zlib.crc32(prefix)))
     try:
         event = _decoder.decode(line)
     except RecursionError:  # nested too deep to read back from this call stack: say where
@@ -286,24 +287,14 @@ def prepare_plain(type_: str, data: Any, seq: int) -> tuple[bytes, Event]:
 
     Same checks, same bytes, fewer calls: this is the path that decides whether an append is
     as cheap as a naive ``json.dumps`` + ``write`` (benchmarks/bench_core.py (a)), so the type
-    rules are looked up once per type and the encode, gate and frame steps are inlined.
+    rules are looked up once per type instead of checked on every call.
     """
     plain = _PLAIN.get(type_) if type(type_) is str else None
     if plain is None or type(data) is not dict:
         return prepare_event(type_, data, None, None, None, None, seq, time.time_ns() // 1_000_000)
     surface, ignorable = plain
-    out = _Out(seq, type_, time.time_ns() // 1_000_000, data, surface, None, None, ignorable)
-    try:
-        body = encoder.encode(out)
-    except (TypeError, ValueError, OverflowError, RecursionError, UnicodeEncodeError):
-        raise encode_error(data, "$.data", 1) from None
-    prefix = body[:-1]
-    line = b"".join((prefix, _LINE_END % zlib.crc32(prefix)))
-    try:
-        event: Event = _decoder.decode(line)
-    except RecursionError:
-        raise encode_error(data, "$.data", 1) from None
-    if event.data != data or suspect(body):
-        check_lossless(data, body, event.data, "$.data", 1)
+    line, event = encode_event(
+        seq, type_, time.time_ns() // 1_000_000, data, surface, None, None, ignorable
+    )
     validate_fast(type_, event.data, data)
     return line, event
