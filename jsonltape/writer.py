@@ -399,8 +399,7 @@ class Tape(AgentHelpers, Committer):
             }
             return self.append_batch([item])[0]
         with self._mutex:
-            if self._closed or self._failed is not None:
-                self._check_usable()
+            self._check_usable()
             due = self._ckpt_due is not None  # a due checkpoint takes the next seq first
             try:
                 seq = self._next_seq + due
@@ -425,14 +424,7 @@ class Tape(AgentHelpers, Committer):
             if due:
                 self._emit_due()
             self._stage_one(line, event)
-            # Group commit with its deadline already set and the group not full has nothing
-            # to do after an append; skip the call in that (most frequent) case.
-            if (
-                self._deadline is None
-                or self._pending >= self._group_events
-                or self._durability != "group"
-            ):
-                self._after_append()
+            self._after_append()
             return event
 
     def append_batch(self, items: Iterable[Mapping[str, Any]]) -> list[Event]:
