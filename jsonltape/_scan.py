@@ -228,10 +228,8 @@ def _walk(fd: int, s: TailScan, start: int) -> None:
             if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:  # "{"
                 try:
                     head = decode(body)
-                except msgspec.DecodeError:
-                    head = None
-                except RecursionError:
-                    raise too_deep(s.path, expected + 1, base) from None
+                except (msgspec.DecodeError, RecursionError):
+                    head = None  # _walk_from names the problem (check decodes deeper still)
             if head is None or head.seq != expected:
                 s.next_seq = expected
                 _walk_from(fd, s, base)

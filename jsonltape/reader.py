@@ -153,11 +153,8 @@ def _events(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Event]:
                 if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:  # "{"
                     try:
                         event = decode(body)
-                    except msgspec.DecodeError:
-                        pass
-                    except RecursionError:
-                        at = base + sum(len(b) + 1 for b in parts[: _index(parts, body)])
-                        raise too_deep(str(p), _line_of(expected), at) from None
+                    except (msgspec.DecodeError, RecursionError):
+                        pass  # _stop names the problem (check decodes deeper still)
                     else:
                         if event.seq == expected or expected is None:
                             expected = event.seq + 1
@@ -192,10 +189,8 @@ def _lines(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Line]:
                 if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:
                     try:
                         event = decode(body)
-                    except msgspec.DecodeError:
+                    except (msgspec.DecodeError, RecursionError):
                         pass
-                    except RecursionError:
-                        raise too_deep(str(p), _line_of(expected), base) from None
                     else:
                         if event.seq == expected or expected is None:
                             expected = event.seq + 1
