@@ -16,6 +16,7 @@ from collections.abc import Iterator
 __all__ = [
     "CRC_CHECK_VALUE",
     "LINE_END",
+    "LINE_SUFFIX",
     "SUFFIX_LEN",
     "crc_of",
     "frame",
@@ -33,6 +34,8 @@ CRC_CHECK_VALUE = 0xCBF43926
 _HEX = b"%08x"
 #: What :func:`frame` appends to ``P``: the suffix and ``\n``, with a ``%08x`` for the CRC.
 LINE_END = b',"crc":"%08x"}\n'
+#: The same without the newline: what a good line split on ``\n`` ends with.
+LINE_SUFFIX = LINE_END[:-1]
 #: Read size for scans; big enough to amortize syscalls, small enough to stay O(tail).
 CHUNK = 1 << 16
 

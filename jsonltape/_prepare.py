@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 import os
 import time
-import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -48,7 +47,6 @@ __all__ = [
 ]
 
 _decoder = msgspec.json.Decoder(Event)
-_LINE_END = _framing.LINE_END
 ENVELOPE_KEYS = frozenset({"type", "data", "surface", "sources", "key", "ignorable", "time"})
 
 
@@ -166,8 +164,7 @@ def encode_event(
         body = encoder.encode(out)
     except (TypeError, ValueError, OverflowError, RecursionError, UnicodeEncodeError):
         raise encode_error(data, "$.data", 1) from None
-    prefix = body[:-1]  # _framing.frame without its check: the encoder made an object
-    line = b"".join((prefix, _LINE_END % zlib.crc32(prefix)))
+    line = _framing.frame(body)
     try:
         event = _decoder.decode(line)
     except RecursionError:  # nested too deep to read back from this call stack: say where

@@ -200,8 +200,6 @@ def scan_tail(fd: int, path: str) -> TailScan:
     return s
 
 
-#: The last 18 bytes of a good line (before its newline), with ``%08x`` for its CRC.
-_SUFFIX = _framing.LINE_END[:-1]
 _CHUNK = 1 << 20
 
 
@@ -213,7 +211,7 @@ def _walk(fd: int, s: TailScan, start: int) -> None:
     expected = s.next_seq
     decode = _event_decoder.decode
     crc32 = zlib.crc32
-    suffix = _SUFFIX
+    suffix = _framing.LINE_SUFFIX
     pos = base = start  # base: the offset of the line at hand
     carry = b""
     while True:

@@ -120,8 +120,6 @@ def read(
     return _events(Path(path), from_seq, from_offset)
 
 
-#: The last 18 bytes of a good line (before its newline), with ``%08x`` for its CRC.
-_SUFFIX = _framing.LINE_END[:-1]
 _READ_CHUNK = 1 << 20
 
 # The two loops below are the hot path of every read, so the good-line test of
@@ -139,7 +137,7 @@ def _events(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Event]:
         start, expected = _start(fd, str(p), min_seq, from_offset)
         decode = _decoder.decode
         crc32 = zlib.crc32
-        suffix = _SUFFIX
+        suffix = _framing.LINE_SUFFIX
         pos = base = start  # base: the file offset of parts[0]
         carry = b""
         while True:
@@ -175,7 +173,7 @@ def _lines(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Line]:
         start, expected = _start(fd, str(p), min_seq, from_offset)
         decode = _decoder.decode
         crc32 = zlib.crc32
-        suffix = _SUFFIX
+        suffix = _framing.LINE_SUFFIX
         pos = base = start  # base: the file offset of the line at hand
         carry = b""
         while True:
