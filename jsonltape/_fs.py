@@ -103,7 +103,9 @@ def open_for_append(path: Path) -> int:
             raise UnsafeFileError(
                 "is a symlink; jsonltape does not follow links", path=path
             ) from None
-        if exc.errno in (errno.ENXIO, errno.EISDIR):
+        if exc.errno == errno.EISDIR:
+            raise SessionNotFoundError("is a directory, not a session file", path=path) from None
+        if exc.errno == errno.ENXIO:  # a socket (or a device with nothing behind it)
             raise UnsafeFileError("not a regular file", path=path) from None
         raise
     try:

@@ -29,6 +29,7 @@ from .errors import FormatError
 from .events import Event, FlushData, HeaderData, TurnRef, check_header
 
 __all__ = [
+    "TOO_DEEP",
     "State",
     "TailScan",
     "read_header",
@@ -102,18 +103,17 @@ def check(raw: bytes, expected_seq: int | None) -> tuple[Event | None, str | Non
     return head, None
 
 
+#: What a line too deep to decode is called, wherever it is met (library and CLI).
+TOO_DEEP = f"arrays and objects nest too deep to decode (the format allows {MAX_DEPTH} levels)"
+
+
 def too_deep(path: str | None, line: int | None, offset: int | None) -> FormatError:
     """The error for a line nested deeper than the decoder can follow from this call stack.
 
     msgspec shares Python's recursion limit, so lines far beyond the format's 128 levels
     (around 1,000) decode or not depending on how deep the caller already is.
     """
-    return FormatError(
-        f"arrays and objects nest too deep to decode here (the format allows {MAX_DEPTH} levels)",
-        path=path,
-        line=line,
-        offset=offset,
-    )
+    return FormatError(TOO_DEEP, path=path, line=line, offset=offset)
 
 
 def is_witness(raw: bytes) -> bool:

@@ -114,8 +114,8 @@ def test_the_cli_says_so_in_one_line(tape_path: Path) -> None:
     )
     assert r.returncode == 2
     assert (
-        r.stderr == b"jsonltape: error: <stdin>: line 1: arrays and objects nest too deep "
-        b"(the format allows 128 levels)\n"
+        r.stderr == b"jsonltape: error: <stdin>: line 1: arrays and objects nest too deep to "
+        b"decode (the format allows 128 levels)\n"
     )
 
 

@@ -451,11 +451,11 @@ class Ingestor:
             t = time.perf_counter()
         else:
             stats.add("read", time.perf_counter() - t)
-        damaged = bad is not None and not bad.intact
-        corrupt = bad is not None and damaged and self.kind.corrupt_after(fd, bad.offset, size)
+        intact = bad is not None and bad.intact
+        corrupt = bad is not None and not intact and self.kind.corrupt_after(fd, bad.offset, size)
         if corrupt:
             sess.state = "corrupt"
-        elif damaged:
+        elif bad is not None and not intact:
             sess.state = "torn-tail"
         elif sess.open_turn is not None and not sess.closed:
             sess.state = "open-turn"
@@ -469,7 +469,7 @@ class Ingestor:
         assert cursor is not None and cursor.sid == sess.sid, "the header line is always ingested"
         cursor.status = "indexed"
         # A problem to list (index status): corruption, or a line this reader cannot decode.
-        cursor.error = sess.error if corrupt or (bad is not None and bad.intact) else None
+        cursor.error = sess.error if corrupt or intact else None
         cursor.dev, cursor.ino, cursor.size, cursor.mtime_ns = _hint(st)
         self._tx()
         self.store.put_session(sess)

@@ -24,13 +24,6 @@ from jsonltape.events import HeaderData, Line
 __all__ = ["Damage", "FileKind", "Header", "JsonltapeFiles"]
 
 
-def _witness(raw: bytes) -> bool:
-    try:
-        return is_witness(raw)
-    except FormatError:  # too deep to decode: not a line that proves anything
-        return False
-
-
 class Header(NamedTuple):
     """Line 1 of a session: its data, where it ends, and its crc (with the id, the identity)."""
 
@@ -153,4 +146,4 @@ class JsonltapeFiles:
         # The library's witness rule: a good checkpoint line anywhere after the bad one.
         lines = _framing.iter_lines(fd, start, end)
         next(lines, None)  # the bad line itself
-        return any(_witness(raw) for _off, raw in lines)
+        return any(is_witness(raw) for _off, raw in lines)

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from .._scan import TOO_DEEP
 from ..errors import (
     ConcurrentModificationError,
     CorruptError,
@@ -122,9 +123,7 @@ class _LazyGroup(click.Group):
                 raise  # the reader of our output left (`| head`): click exits quietly
             raise fail(exc) from None
         except RecursionError:  # a decode the library did not place (the deepest inputs)
-            raise CliError(
-                "input nests arrays and objects too deep to decode (the format allows 128)", 2
-            ) from None
+            raise CliError(f"input: {TOO_DEEP}", 2) from None
 
 
 def _available(module: str) -> bool:

@@ -11,6 +11,7 @@ import click
 import msgspec
 
 from .. import reader, writer
+from .._scan import TOO_DEEP
 from ..errors import InvalidEventError, JsonltapeError
 from ..events import Line
 from ..repair import repair as repair_file
@@ -28,10 +29,7 @@ def _parse_json(text: str, what: str) -> Any:
     except msgspec.DecodeError as exc:
         raise CliError(f"{what} is not valid JSON: {exc}", 2) from None
     except RecursionError:
-        raise CliError(f"{what}: {_TOO_DEEP}", 2) from None
-
-
-_TOO_DEEP = "arrays and objects nest too deep (the format allows 128 levels)"
+        raise CliError(f"{what}: {TOO_DEEP}", 2) from None
 
 
 @click.command()
@@ -109,7 +107,7 @@ def append(
             except msgspec.DecodeError as exc:
                 raise CliError(f"<stdin>: line {n}: not valid JSON: {exc}", 2) from None
             except RecursionError:
-                raise CliError(f"<stdin>: line {n}: {_TOO_DEEP}", 2) from None
+                raise CliError(f"<stdin>: line {n}: {TOO_DEEP}", 2) from None
             if not isinstance(item, dict):
                 raise CliError(f"<stdin>: line {n}: an event must be a JSON object", 2)
             item["_line"] = n

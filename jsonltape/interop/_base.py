@@ -137,14 +137,7 @@ class Mapper:
             return
         try:
             self.handle(line.value)
-        except (
-            KeyError,
-            TypeError,
-            ValueError,
-            AttributeError,
-            IndexError,
-            JsonltapeError,
-        ) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, JsonltapeError) as exc:
             self.problems.append((line.n, f"not mapped: {type(exc).__name__}: {exc}"))
             self._claimed = False
             self.raw_line(line_kind(line.value), known=False, error=f"{type(exc).__name__}: {exc}")
