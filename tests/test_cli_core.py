@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -109,6 +110,32 @@ def test_a_fifo_or_a_directory_is_refused_at_once_by_name(tmp_path: Path) -> Non
     r = run("verify", str(tmp_path))
     assert r.returncode == 2
     assert r.stderr == f"jsonltape: error: {tmp_path}: is a directory, not a session file\n"
+
+
+def test_a_socket_is_refused_by_name_and_verify_goes_on(tape_path: Path, tmp_path: Path) -> None:
+    golden(tape_path, turns=1)
+    sock_path = tmp_path / "s.sock.jsonl"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(sock_path))
+        r = run("verify", str(sock_path), str(tape_path))
+    assert r.returncode == 2
+    assert r.stderr == f"jsonltape: error: {sock_path}: not a regular file\n"
+    assert f"{tape_path}: clean" in r.stdout  # the next file was still verified
+
+
+def test_a_reader_that_leaves_early_gets_no_error_line(tape_path: Path) -> None:
+    golden(tape_path, turns=200)  # more than a pipe buffer of output
+    cat = subprocess.Popen(
+        [sys.executable, "-m", "jsonltape", "cat", str(tape_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert cat.stdout is not None and cat.stderr is not None
+    assert cat.stdout.read(10)
+    cat.stdout.close()  # what `| head -c 10` does
+    assert cat.wait(timeout=60) != 0
+    with cat.stderr:
+        assert cat.stderr.read() == b""
 
 
 def test_cat_prints_raw_committed_lines_with_filters(tape_path: Path) -> None:
