@@ -17,9 +17,11 @@ import msgspec
 from . import _framing, _fs
 from ._gate import check_lossless, encode_error, encoder, suspect
 from ._validate import validate_fast
-from .errors import InvalidEventError, JsonltapeError, SurfaceError
+from .errors import InvalidEventError, JsonltapeError, SessionExistsError, SurfaceError
 from .events import (
+    CORE_TYPES,
     IGNORABLE_TYPES,
+    MAX_TIME,
     SURFACE_TYPES,
     Event,
     Replace,
@@ -81,9 +83,10 @@ def check_time(value: Any, now: int) -> int:
     """An event's time: now, or a given epoch-ms integer (an import keeps the source's time)."""
     if value is None:
         return now
-    if type(value) is not int or not 0 <= value <= 2**53 - 1:
+    if type(value) is not int or not 0 <= value <= MAX_TIME:
         raise InvalidEventError(
-            f"time must be epoch milliseconds (an integer from 0 to 2**53-1), got {value!r}",
+            "time must be epoch milliseconds, an integer from 0 to "
+            f"{MAX_TIME} (9999-12-31), got {value!r}",
             field="$.time",
         )
     return value
@@ -191,7 +194,7 @@ def publish(tmp: Path, path: Path) -> None:
     try:
         os.link(tmp, path, follow_symlinks=False)
     except FileExistsError:
-        raise JsonltapeError("session file already exists", path=path) from None
+        raise SessionExistsError("session file already exists", path=path) from None
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
             raise
@@ -261,10 +264,23 @@ def prepare_event(
         raise InvalidEventError(
             f"{type_} is model-visible and cannot be ignorable", field="$.ignorable"
         )
+    if not ignorable and type_ not in CORE_TYPES:
+        # Spec §8.7.1: a writer refuses what would make the file fail to fold, and a fold
+        # refuses an unknown type that readers may not skip.
+        raise InvalidEventError(
+            f"unknown event type {type_!r}: readers could not fold past it; mark it ignorable "
+            "(ignorable=True; --ignorable on the command line) if readers may skip it",
+            field="$.type",
+        )
     line = encode_event(seq, type_, now, data, surface, sources, key, ignorable)
     validate_fast(type_, line[1].data, data)
-    if type_ not in _PLAIN and surface in (None, "append"):
-        # This type is known good now; its defaults are all a plain append needs.
+    if (
+        type_ not in _PLAIN
+        and surface in (None, "append")
+        and ignorable is (type_ in IGNORABLE_TYPES)
+    ):
+        # This type is known good now with its defaults, which are all a plain append needs
+        # (an unknown type is good only when the caller marks it ignorable: never cached).
         _PLAIN[type_] = (
             "append" if type_ in SURFACE_TYPES else None,
             type_ in IGNORABLE_TYPES,

@@ -17,7 +17,6 @@ offset in ``data.offset``.)
 from __future__ import annotations
 
 import os
-import zlib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,6 +24,7 @@ import msgspec
 
 from . import _framing
 from ._gate import MAX_DEPTH
+from ._lines import Bad, problem_of, scan
 from .errors import FormatError
 from .events import Event, FlushData, HeaderData, TurnRef, check_header
 
@@ -36,10 +36,10 @@ __all__ = [
     "scan_full",
     "scan_tail",
     "too_deep",
+    "witness_after",
 ]
 
 State = Literal["clean", "torn-tail", "open-turn", "corrupt"]
-_event_decoder = msgspec.json.Decoder(Event)
 MAX_HEADER = 1 << 24
 
 
@@ -79,28 +79,15 @@ class TailScan:
 
 
 def check(raw: bytes, expected_seq: int | None) -> tuple[Event | None, str | None]:
-    """The one test of a good line (spec §10.2) that every reader here uses.
+    """The good-line test of spec §10.2 for one line (see :func:`jsonltape._lines.decode`).
 
-    Newline, crc suffix and checksum, then a full decode as an :class:`Event`: valid JSON and
-    UTF-8 throughout, integer ``seq`` and ``time``, string ``type``, object ``data``, and
-    well-typed optional members; then the expected ``seq``. Returns (event, problem).
+    Returns (event, problem); a line too deep to decode raises :class:`FormatError` (it is not
+    damage, spec §6).
     """
-    if not raw.endswith(b"\n"):
-        return None, "incomplete line (no newline at end of file)"
-    if not _framing.frame_ok(raw):
-        if _framing.crc_of(raw) is None:
-            return None, "line does not end with the crc member"
-        return None, "crc mismatch"
     try:
-        head = _event_decoder.decode(raw)
-    except msgspec.DecodeError as exc:
-        return None, f"not a valid event envelope: {exc}"
+        return problem_of(raw, expected_seq)
     except RecursionError:
-        # Not damage (repair must not cut it): a line this reader cannot decode (spec §6).
         raise too_deep(None, None, None) from None
-    if expected_seq is not None and head.seq != expected_seq:
-        return head, f"seq {head.seq} where {expected_seq} was expected"
-    return head, None
 
 
 #: What a line too deep to decode is called, wherever it is met (library and CLI).
@@ -200,47 +187,29 @@ def scan_tail(fd: int, path: str) -> TailScan:
     return s
 
 
-_CHUNK = 1 << 20
-
-
 def _walk(fd: int, s: TailScan, start: int) -> None:
-    """Check the lines from ``start`` on. Good lines go through the good-line test of
-    :func:`check` unrolled over big chunks (as in :mod:`jsonltape.reader`; a call per line
-    costs a third of a scan); from the first line that fails it, :func:`_walk_from` takes over
-    to name the problem and look for a witness."""
-    expected = s.next_seq
-    decode = _event_decoder.decode
-    crc32 = zlib.crc32
-    suffix = _framing.LINE_SUFFIX
-    pos = base = start  # base: the offset of the line at hand
-    carry = b""
-    while True:
-        chunk = os.pread(fd, _CHUNK, pos)
-        if not chunk:
-            break
-        pos += len(chunk)
-        parts = (carry + chunk if carry else chunk).split(b"\n")
-        carry = parts.pop()
-        for body in parts:
-            head = None
-            if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:  # "{"
-                try:
-                    head = decode(body)
-                except (msgspec.DecodeError, RecursionError):
-                    head = None  # _walk_from names the problem (check decodes deeper still)
-            if head is None or head.seq != expected:
-                s.next_seq = expected
-                _walk_from(fd, s, base)
-                return
-            off = base
-            base += len(body) + 1
-            s.committed = base
-            s.last_time = head.time
-            expected += 1
-            _track(s, head, off)
-    s.next_seq = expected
-    if carry:  # a final fragment without a newline
-        _walk_from(fd, s, base)
+    """Check the lines from ``start`` on; from the first that is not good, only look for a
+    witness after it (which makes the file corrupt)."""
+    for item in scan(fd, start, s.next_seq):
+        if isinstance(item, Bad):
+            if item.too_deep:
+                raise too_deep(s.path, item.line, item.offset)
+            s.bad_offset, s.bad_line, s.bad_reason = item.offset, item.line, item.problem
+            s.corrupt = witness_after(fd, item.offset + len(item.raw))
+            return
+        off, body, head = item
+        s.committed = off + len(body) + 1
+        s.last_time = head.time
+        s.next_seq = head.seq + 1
+        _track(s, head, off)
+
+
+def witness_after(fd: int, start: int, end: int | None = None) -> bool:
+    """True when a witness (spec §10.2) follows ``start``: the damage before it is corruption.
+
+    Past the first bad line only a good checkpoint matters; lines there are never served.
+    """
+    return any(is_witness(raw) for _off, raw in _framing.iter_lines(fd, start, end))
 
 
 def _track(s: TailScan, head: Event, off: int) -> None:
@@ -257,29 +226,3 @@ def _track(s: TailScan, head: Event, off: int) -> None:
         s.turn = TurnRef(head.seq, off)
     elif t == "turn/end":
         s.turn = None
-
-
-def _walk_from(fd: int, s: TailScan, start: int) -> None:
-    """Line by line with :func:`check`, from a line that may be bad: the first bad line is
-    recorded, and a witness after it makes the file corrupt."""
-    expected = s.next_seq
-    for off, raw in _framing.iter_lines(fd, start):
-        if s.bad_offset is not None:
-            # Past the first bad line: only look for a valid checkpoint, which proves the
-            # damage lies in the committed region. Lines here are never served.
-            if is_witness(raw):
-                s.corrupt = True
-                break
-            continue
-        try:
-            head, problem = check(raw, expected)
-        except FormatError:  # too deep to decode: say where
-            raise too_deep(s.path, expected + 1, off) from None
-        if problem is not None or head is None:
-            s.bad_offset, s.bad_line, s.bad_reason = off, expected + 1, problem
-            continue
-        s.committed = off + len(raw)
-        s.last_time = head.time
-        expected += 1
-        _track(s, head, off)
-    s.next_seq = expected

@@ -67,7 +67,7 @@ def run(cmd: str, data: bytes) -> dict[str, Any]:
 
 def _error_name(exc: FormatError) -> str:
     """The protocol's name for a refused header: a version problem or not a session at all."""
-    if isinstance(exc, UnsupportedVersionError) or exc.field == "$.data.version":
+    if isinstance(exc, UnsupportedVersionError):
         return "unsupported-version"
     return "not-jsonltape"
 
@@ -128,7 +128,7 @@ def _fold(path: Path) -> dict[str, Any]:
     try:
         result = messages(path)
     except UnknownEventTypeError as exc:
-        return {"error": "unknown-type", "type": _type_at(path, exc.offset), "line": exc.line}
+        return {"error": "unknown-type", "type": exc.type, "line": exc.line}
     except CorruptError:
         return {"error": "corrupt"}
     except SessionNotFoundError:
@@ -138,15 +138,6 @@ def _fold(path: Path) -> dict[str, Any]:
     except InvalidEventError as exc:
         return {"error": "invalid-event", "line": exc.line}
     return {"messages": result["messages"]}
-
-
-def _type_at(path: Path, offset: int | None) -> str | None:
-    """The type of the line starting at ``offset`` (the fold's errors carry where, not what)."""
-    if offset is None:
-        return None
-    for line in reader.lines(path, from_offset=offset):
-        return line.event.type
-    return None
 
 
 _HANDLERS: dict[str, Callable[[Path], dict[str, Any]]] = {

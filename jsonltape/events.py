@@ -20,6 +20,8 @@ __all__ = [
     "CORE_TYPES",
     "FORMAT",
     "IGNORABLE_TYPES",
+    "MAX_INT",
+    "MAX_TIME",
     "SURFACE_TYPES",
     "TURN_END_REASONS",
     "VERSION",
@@ -45,32 +47,49 @@ VERSION = 1
 MINOR = 0
 
 
-class Replace(msgspec.Struct, frozen=True, tag_field="op", tag="replace"):
+#: The largest integer every JSON parser holds exactly (JavaScript's safe integers).
+MAX_INT = 2**53 - 1
+#: 9999-12-31T23:59:59.999Z in epoch ms: the range of ``time`` and ``created`` (spec §6).
+MAX_TIME = 253_402_300_799_999
+#: A seq (and a surface bound or a ``sources`` item): 0 … 2**53-1 (spec §6).
+SeqInt = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
+#: An event time in epoch milliseconds: 0 … 9999-12-31 (spec §6).
+TimeInt = Annotated[int, msgspec.Meta(ge=0, le=MAX_TIME)]
+
+
+# Envelope Structs forbid unknown members so that the one decode that checks a line
+# (jsonltape._lines.decode) learns when a line has any: msgspec skips an unknown member without
+# looking at its bytes, and the good-line test covers every byte (spec §4, §10.2).
+class Replace(
+    msgspec.Struct, frozen=True, tag_field="op", tag="replace", forbid_unknown_fields=True
+):
     """Replace the current surface nodes from seq ``start`` to seq ``end`` with this event."""
 
-    start: int
-    end: int
+    start: SeqInt
+    end: SeqInt
 
 
-class Retract(msgspec.Struct, frozen=True, tag_field="op", tag="retract"):
+class Retract(
+    msgspec.Struct, frozen=True, tag_field="op", tag="retract", forbid_unknown_fields=True
+):
     """Remove the current surface nodes from seq ``start`` to seq ``end`` (no replacement)."""
 
-    start: int
-    end: int
+    start: SeqInt
+    end: SeqInt
 
 
 Surface = Union[Literal["append"], Replace, Retract]
 
 
-class Event(msgspec.Struct, frozen=True, omit_defaults=True):
-    """One decoded line. Unknown envelope members are ignored here and kept in the raw line."""
+class Event(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """One decoded line. Unknown envelope members are kept in the raw line only."""
 
-    seq: int
+    seq: SeqInt
     type: str
-    time: int
+    time: TimeInt
     data: dict[str, Any]
     surface: Surface | None = None
-    sources: list[int] | None = None
+    sources: list[SeqInt] | None = None
     key: str | None = None
     ignorable: bool = False
     crc: str = ""
@@ -106,7 +125,7 @@ class ParentRef(msgspec.Struct, frozen=True, omit_defaults=True):
     """Fork origin: the parent session id, the seq forked at, a path hint and that line's crc."""
 
     session: str
-    seq: int
+    seq: SeqInt
     path: str | None = None
     crc: str | None = None
 
@@ -117,7 +136,7 @@ class HeaderData(msgspec.Struct, frozen=True, omit_defaults=True):
     format: Literal["jsonltape"]
     version: int
     id: str
-    created: int
+    created: TimeInt
     minor: int = 0
     title: str | None = None
     cwd: str | None = None
@@ -474,6 +493,9 @@ def _validate_message(type_: str, message: Message, decoded: msgspec.Struct) -> 
             )
 
 
+_OPTIONAL_HEADER = ("minor", "title", "cwd", "agent", "parent", "meta")
+
+
 def check_header(event: Event, path: str | None = None) -> HeaderData:
     """Validate line 0. Newer major versions are refused before the shape is looked at."""
     if event.seq != 0 or event.type != "session/start":
@@ -501,14 +523,23 @@ def check_header(event: Event, path: str | None = None) -> HeaderData:
             offset=0,
             field="$.data.version",
         )
-    if version != VERSION:
-        raise FormatError(
+    if type(version) is not int or version != VERSION:
+        raise UnsupportedVersionError(
             f"unsupported format version {version!r}",
             path=path,
             line=1,
             offset=0,
             field="$.data.version",
         )
+    for name in _OPTIONAL_HEADER:
+        if name in event.data and event.data[name] is None:
+            raise FormatError(
+                f"not a jsonltape session: header data.{name} is null (omit it or give a value)",
+                path=path,
+                line=1,
+                offset=0,
+                field=f"$.data.{name}",
+            )
     try:
         return msgspec.convert(event.data, type=HeaderData)
     except msgspec.ValidationError as exc:

@@ -8,22 +8,22 @@ line where it starts, after every good event before it was yielded.
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 
-from . import _framing, _fs
+from . import _fs
+from ._lines import Bad, scan
 from ._scan import (
     State,
     TailScan,
     check,
-    is_witness,
     read_header,
     scan_full,
     scan_tail,
     too_deep,
+    witness_after,
 )
 from .errors import CorruptError, FormatError
 from .events import Event, HeaderData, Line
@@ -120,49 +120,17 @@ def read(
     return _events(Path(path), from_seq, from_offset)
 
 
-_READ_CHUNK = 1 << 20
-
-# The two loops below are the hot path of every read, so the good-line test of
-# jsonltape._scan.check is unrolled into them (a call per line costs a third of the time):
-# the line ends with exactly the suffix its own CRC gives (one format and one compare check
-# the crc member's place, spelling and value at once; anything shorter than a suffix fails),
-# starts with "{" and decodes as an Event with the expected seq. ``check`` runs only to name
-# the problem of a line that fails. The loops differ only in keeping each line's offset,
-# which ``read`` needs only when a line is bad.
-
-
+# read and lines differ only in what they yield; which lines are good is scan's alone.
 def _events(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Event]:
     fd = _fs.open_for_read(p)
     try:
         start, expected = _start(fd, str(p), min_seq, from_offset)
-        decode = _decoder.decode
-        crc32 = zlib.crc32
-        suffix = _framing.LINE_SUFFIX
-        pos = base = start  # base: the file offset of parts[0]
-        carry = b""
-        while True:
-            chunk = os.pread(fd, _READ_CHUNK, pos)
-            if not chunk:
-                return  # a leftover fragment without a newline is a torn tail: never served
-            pos += len(chunk)
-            parts = (carry + chunk if carry else chunk).split(b"\n")
-            carry = parts.pop()
-            for body in parts:
-                if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:  # "{"
-                    try:
-                        event = decode(body)
-                    except (msgspec.DecodeError, RecursionError):
-                        pass  # _stop names the problem (check decodes deeper still)
-                    else:
-                        if event.seq == expected or expected is None:
-                            expected = event.seq + 1
-                            if expected > min_seq:
-                                yield event
-                            continue
-                at = base + sum(len(b) + 1 for b in parts[: _index(parts, body)])
-                _stop(fd, str(p), body, expected, at)
+        for item in scan(fd, start, expected):
+            if isinstance(item, Bad):
+                _stop(fd, str(p), item)
                 return
-            base = pos - len(carry)
+            if item[2].seq >= min_seq:
+                yield item[2]
     finally:
         os.close(fd)
 
@@ -171,33 +139,13 @@ def _lines(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Line]:
     fd = _fs.open_for_read(p)
     try:
         start, expected = _start(fd, str(p), min_seq, from_offset)
-        decode = _decoder.decode
-        crc32 = zlib.crc32
-        suffix = _framing.LINE_SUFFIX
-        pos = base = start  # base: the file offset of the line at hand
-        carry = b""
-        while True:
-            chunk = os.pread(fd, _READ_CHUNK, pos)
-            if not chunk:
+        for item in scan(fd, start, expected):
+            if isinstance(item, Bad):
+                _stop(fd, str(p), item)
                 return
-            pos += len(chunk)
-            parts = (carry + chunk if carry else chunk).split(b"\n")
-            carry = parts.pop()
-            for body in parts:
-                if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:
-                    try:
-                        event = decode(body)
-                    except (msgspec.DecodeError, RecursionError):
-                        pass
-                    else:
-                        if event.seq == expected or expected is None:
-                            expected = event.seq + 1
-                            if expected > min_seq:
-                                yield Line(base, body + b"\n", event)
-                            base += len(body) + 1
-                            continue
-                _stop(fd, str(p), body, expected, base)
-                return
+            off, body, event = item
+            if event.seq >= min_seq:
+                yield Line(off, body + b"\n", event)
     finally:
         os.close(fd)
 
@@ -212,29 +160,16 @@ def _start(fd: int, path: str, min_seq: int, from_offset: int | None) -> tuple[i
     return _seek_seq(fd, min_seq, hend)
 
 
-def _line_of(expected: int | None) -> int | None:
-    return None if expected is None else expected + 1
+def _stop(fd: int, path: str, bad: Bad) -> None:
+    """A bad line: raise if a witness proves it corruption; otherwise it is a torn tail, not
+    committed, and the read simply ends before it."""
+    if bad.too_deep:
+        raise too_deep(path, bad.line, bad.offset)
+    if witness_after(fd, bad.offset + len(bad.raw)):  # a too-deep line is never a witness
+        raise CorruptError(bad.problem, path=path, line=bad.line, offset=bad.offset)
 
 
-def _index(parts: list[bytes], body: bytes) -> int:
-    return next(i for i, b in enumerate(parts) if b is body)
-
-
-def _stop(fd: int, path: str, body: bytes, expected: int | None, at: int) -> None:
-    """A bad line at offset ``at``: raise if a witness proves it corruption; otherwise it is
-    a torn tail, not committed, and the read simply ends before it."""
-    raw = body + b"\n"
-    try:
-        problem = check(raw, expected)[1] or "bad line"
-    except FormatError:  # the line itself is too deep to decode (not damage)
-        raise too_deep(path, _line_of(expected), at) from None
-    if witness_after(fd, at + len(raw)):  # a too-deep line is never a witness
-        raise CorruptError(problem, path=path, line=_line_of(expected), offset=at)
-
-
-def witness_after(fd: int, start: int) -> bool:
-    """True when a witness (spec §10.2) follows ``start``: the damage before it is corruption."""
-    return any(is_witness(raw) for _off, raw in _framing.iter_lines(fd, start))
+_PROBE = 1 << 16
 
 
 def _line_at(fd: int, pos: int, limit: int) -> tuple[int, bytes] | None:
@@ -242,7 +177,8 @@ def _line_at(fd: int, pos: int, limit: int) -> tuple[int, bytes] | None:
     buf = b""
     at = pos
     while at < limit:
-        chunk = os.pread(fd, min(_framing.CHUNK, limit - at), at)
+        # A probe, not a scan: small reads, since a bisection makes a few dozen of them.
+        chunk = os.pread(fd, min(_PROBE, limit - at), at)
         if not chunk:
             return None
         buf += chunk
@@ -260,7 +196,7 @@ def _seek_seq(fd: int, target: int, hend: int) -> tuple[int, int]:
     """Find (offset, seq) of a committed line with seq <= target, as close to it as cheap."""
     lo, lo_seq = hend, 1
     hi = os.fstat(fd).st_size
-    while hi - lo > _framing.CHUNK:
+    while hi - lo > _PROBE:
         mid = (lo + hi) // 2
         found = _line_at(fd, mid - 1, hi)
         if found is None:

@@ -467,4 +467,6 @@ def test_fold_memory_follows_the_surface_not_the_file(tape_path: Path) -> None:
     finally:
         tracemalloc.stop()
     assert len(f.surface) == 200
-    assert peak < size / 10, (peak, size)  # a few lines in flight, not the 10 MB file
+    # What is in flight is the scan's read chunk (read, split, and a line carried over), not
+    # the 10 MB file.
+    assert peak < min(5 * _framing.CHUNK, size / 2), (peak, size)

@@ -15,7 +15,7 @@ from .helpers import golden, one_turn, raw_lines
 def _big(path: Path, n: int = 3000) -> None:
     with jsonltape.open(path, create=True, group_events=50) as tape:
         for i in range(n):
-            tape.append("x.test/n", {"i": i, "pad": "p" * (i % 97)})
+            tape.append("x.test/n", {"i": i, "pad": "p" * (i % 97)}, ignorable=True)
 
 
 def test_read_from_seq_finds_the_line_by_bisection(tape_path: Path) -> None:

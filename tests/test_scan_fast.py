@@ -1,6 +1,6 @@
-"""The unrolled hot loops (``scan_full``/``verify``, ``read``, ``lines``) and the fold's own
-line reader against the line-by-line reference that applies :func:`jsonltape._scan.check` to
-each line.
+"""The one chunked good-line scan (behind ``scan_full``/``verify``, ``read``, ``lines``, the
+fold and the index) against a line-by-line reference that applies :func:`jsonltape._scan.check`
+to each line.
 
 Files are golden sessions damaged at random (bytes flipped, cut, lines dropped, doubled or
 joined, garbage appended), read with chunk sizes from a few bytes up, so lines straddle chunk
@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jsonltape
-from jsonltape import _framing, _scan, reader
+from jsonltape import _framing, _scan
 from jsonltape._scan import TailScan, check, read_header, scan_full
 from jsonltape.fold import _stream
 
@@ -30,12 +30,26 @@ from .helpers import golden
 
 
 def reference_scan(path: Path) -> TailScan:
-    """scan_full as it was before the unrolled loop: ``check`` on every line."""
+    """What scan_full must find, line by line with ``check``: the first bad line, and whether
+    a witness (a good checkpoint) follows it."""
     fd = os.open(path, os.O_RDONLY)
     try:
         header, hend, htime = read_header(fd, str(path))
         s = TailScan(str(path), header, hend, os.fstat(fd).st_size, hend, 1, htime)
-        _scan._walk_from(fd, s, hend)
+        for off, raw in _framing.iter_lines(fd, hend):
+            if s.bad_offset is not None:
+                if _scan.is_witness(raw):
+                    s.corrupt = True
+                    break
+                continue
+            head, problem = check(raw, s.next_seq)
+            if problem is not None or head is None:
+                s.bad_offset, s.bad_line, s.bad_reason = off, s.next_seq + 1, problem
+                continue
+            s.committed = off + len(raw)
+            s.last_time = head.time
+            s.next_seq += 1
+            _scan._track(s, head, off)
         return s
     finally:
         os.close(fd)
@@ -144,7 +158,8 @@ def test_fast_loops_agree_with_the_line_by_line_reference(
     path = tmp_path_factory.mktemp("dmg") / "s.jsonl"
     path.write_bytes(damage(pristine, changes))
     os.chmod(path, 0o600)
-    with mock.patch.object(_scan, "_CHUNK", chunk), mock.patch.object(reader, "_READ_CHUNK", chunk):
+    # One chunk constant serves every scan, forward and backward (the one good-line walk).
+    with mock.patch.object(_framing, "CHUNK", chunk):
         try:
             want = reference_scan(path)
         except jsonltape.FormatError:

@@ -77,6 +77,11 @@ class SyncStats:
         self.phases[phase] = self.phases.get(phase, 0.0) + seconds
 
 
+#: What a file's contents can make Python code raise (a value out of a column's range, text
+#: that is not UTF-8, a shape no reader expected): caught per file, never past it.
+_DATA_ERRORS = (ValueError, OverflowError, TypeError, KeyError, IndexError, RecursionError)
+
+
 class _Stop(Exception):
     """Raised at a transaction boundary once a stop was requested."""
 
@@ -309,6 +314,10 @@ class Ingestor:
             self._sync_fd(fd, path, reg)
         except OSError as exc:
             self._record(path, reg, None, "error", exc.strerror or str(exc))
+        except _DATA_ERRORS as exc:
+            # Whatever one file holds must not stop the index from serving the others (spec
+            # invariant 9): the file is listed with its error, the rest is indexed.
+            self._record(path, reg, None, "error", f"cannot index this file: {exc}")
         finally:
             os.close(fd)
 

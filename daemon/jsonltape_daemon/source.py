@@ -17,8 +17,8 @@ from typing import NamedTuple, Protocol
 import msgspec
 
 from jsonltape import _framing
-from jsonltape._scan import check, is_witness, read_header
-from jsonltape.errors import FormatError
+from jsonltape._lines import Bad, scan
+from jsonltape._scan import TOO_DEEP, read_header, witness_after
 from jsonltape.events import HeaderData, Line
 
 __all__ = ["Damage", "FileKind", "Header", "JsonltapeFiles"]
@@ -82,8 +82,7 @@ _seq_decoder = msgspec.json.Decoder(_Seq)
 
 class JsonltapeFiles:
     """jsonltape session files: ``*.jsonl``, framed lines with a crc and dense seqs. A line is
-    good exactly when ``jsonltape verify`` says so (the library's ``check``, one full decode
-    whose result is reused)."""
+    good exactly when ``jsonltape verify`` says so: both read through the library's one scan."""
 
     def wants(self, name: str) -> bool:
         return name.endswith(".jsonl")
@@ -97,21 +96,15 @@ class JsonltapeFiles:
     ) -> Iterator[list[Line] | Damage]:
         out: list[Line] = []
         chunk = room()
-        for off, raw in _framing.iter_lines(fd, start, end):
-            try:
-                event, problem = check(raw, seq)
-            except FormatError as exc:  # too deep to decode: index what comes before it
+        for item in scan(fd, start, seq, end):
+            if isinstance(item, Bad):
                 if out:
                     yield out
-                yield Damage(off, exc.message, intact=True)
+                # Too deep to decode: index what comes before it; the line may be intact.
+                problem = TOO_DEEP if item.too_deep else item.problem
+                yield Damage(item.offset, problem, intact=item.too_deep)
                 return
-            if problem is not None or event is None:
-                if out:
-                    yield out
-                yield Damage(off, problem or "bad line")
-                return
-            out.append(Line(off, raw, event))
-            seq += 1
+            out.append(Line(item[0], item[1] + b"\n", item[2]))
             if len(out) >= chunk:
                 yield out
                 out = []
@@ -144,6 +137,5 @@ class JsonltapeFiles:
 
     def corrupt_after(self, fd: int, start: int, end: int) -> bool:
         # The library's witness rule: a good checkpoint line anywhere after the bad one.
-        lines = _framing.iter_lines(fd, start, end)
-        next(lines, None)  # the bad line itself
-        return any(is_witness(raw) for _off, raw in lines)
+        first = next(_framing.iter_lines(fd, start, end), None)  # the bad line itself
+        return first is not None and witness_after(fd, start + len(first[1]), end)

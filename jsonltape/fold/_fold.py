@@ -29,7 +29,7 @@ from ..errors import (
     UnknownEventTypeError,
 )
 from ..events import CORE_TYPES, SURFACE_TYPES, HeaderData, Replace, validate_data
-from ._stream import Row, header_of, rows
+from ._stream import Row, header_of, raw_data, rows
 from ._surface import Status, SurfaceFold
 
 __all__ = ["FoldError", "Node", "SessionFold", "Version", "fold_file"]
@@ -160,7 +160,7 @@ class SessionFold:
 
     def apply(self, row: Row) -> None:
         """Fold one committed row (seq 0, the header, is skipped)."""
-        h = row.head
+        h = row.event
         self.last_seq, self.last_raw = h.seq, row.raw
         if h.type in _PASSED and h.surface is None and h.seq:
             return  # most lines: chunks, checkpoints, tool calls, turn boundaries
@@ -174,6 +174,7 @@ class SessionFold:
                 raise UnknownEventTypeError(
                     f"unknown event type {t!r} is not marked ignorable; folding past it could "
                     "show a wrong history (a newer jsonltape may know it)",
+                    type=t,
                     field="$.type",
                 )
             if h.surface is not None and t not in SURFACE_TYPES and t != "surface/retract":
@@ -185,16 +186,15 @@ class SessionFold:
             if t in _INTERPRETED:
                 self._interpret(row, t)
         except JsonltapeError as exc:
-            if exc.path is None:
-                exc.path = self.path
-            exc.line, exc.offset = h.seq + 1, row.offset
-            raise
+            raise exc.at(
+                path=exc.path if exc.path is not None else self.path,
+                line=h.seq + 1,
+                offset=row.offset,
+            ) from exc.__cause__
 
     def _interpret(self, row: Row, t: str) -> None:
-        h = row.head
-        data = _json.decode(h.data)
-        if not isinstance(data, dict):
-            raise InvalidEventError("data must be a JSON object", field="$.data")
+        h = row.event
+        data = h.data
         validate_data(t, data)
         seq = h.seq
         if t in SURFACE_TYPES or t == "surface/retract":
@@ -202,23 +202,23 @@ class SessionFold:
             return
         self.surface.apply_parts(seq, t, None, h.sources, data)
         if t == "compaction/summary":
-            self.summaries[seq] = bytes(h.data)
+            self.summaries[seq] = raw_data(row)
         elif t == "compaction/prune":
             self.prunes.add(seq)
         elif t == "todo/write":
-            self.todos = bytes(h.data)
+            self.todos = raw_data(row)
         elif t == "request/header":
-            self.request = bytes(h.data)
+            self.request = raw_data(row)
         elif t in ("fork/merge", "fork/discard"):
             self.receipts.setdefault(data["fork"], []).append((seq, t, data))
 
     def _surface_event(self, row: Row, t: str, data: dict[str, Any]) -> None:
-        h = row.head
+        h = row.event
         seq = h.seq
         changes = self.surface.apply_parts(seq, t, h.surface, h.sources, data)
         node: Node | None = None
         if t != "surface/retract":
-            node = Node(seq, h.time, t, bytes(h.data))
+            node = Node(seq, h.time, t, raw_data(row))
             if self.history is not None:
                 self.history.append(node)
         removed: list[int] = []
@@ -299,7 +299,7 @@ def fold_file(
         # §6). Anywhere else it is not ours to explain.
         if applying is None:
             raise
-        raise too_deep(str(p), applying.head.seq + 1, applying.offset) from None
+        raise too_deep(str(p), applying.event.seq + 1, applying.offset) from None
     finally:
         os.close(fd)
     if at is not None and fold.last_seq < at:
@@ -328,12 +328,12 @@ def _base(
         )
     if parents is not None and ref.session in parents:
         ppath = Path(parents[ref.session])
-    elif ref.path is not None:
+    elif ref.path is not None and "\x00" not in ref.path:  # NUL: no file system's name
         hint = Path(ref.path)
         ppath = hint if hint.is_absolute() else path.parent / hint
     else:
         raise SessionNotFoundError(
-            f"this fork's parent session {ref.session} has no path hint; say where it is",
+            f"this fork's parent session {ref.session} has no usable path hint; say where it is",
             path=path,
             line=1,
             field="$.data.parent.path",

@@ -136,8 +136,7 @@ def _shadow(f: SessionFold, start: Any, end: Any) -> list[Node]:
     try:
         seqs = f.surface.removed_by("user/message", op, None, {"message": {}})
     except JsonltapeError as exc:
-        exc.path = f.path
-        raise
+        raise exc.at(path=f.path) from exc.__cause__
     return [f.nodes[s] for s in seqs]
 
 
@@ -410,8 +409,7 @@ def retract(
         try:
             f.surface.removed_by("surface/retract", Retract(start, last))
         except JsonltapeError as exc:
-            exc.path = f.path
-            raise
+            raise exc.at(path=f.path) from exc.__cause__
         data = {"reason": reason} if reason is not None else {}
         return [{"type": "surface/retract", "data": data, "surface": Retract(start, last)}]
 
@@ -424,8 +422,8 @@ def _read(path: Path, seqs: set[int]) -> dict[int, tuple[str, dict[str, Any]]]:
     found: dict[int, tuple[str, dict[str, Any]]] = {}
     try:
         for row in rows(fd, str(path), max(seqs)):
-            if row.head.seq in seqs:
-                found[row.head.seq] = (row.head.type, _json.decode(row.head.data))
+            if row.event.seq in seqs:
+                found[row.event.seq] = (row.event.type, row.event.data)
     finally:
         os.close(fd)
     return found

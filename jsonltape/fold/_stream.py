@@ -1,9 +1,8 @@
-"""Committed lines for folding: checked like the reader checks them, decoded only as needed.
+"""Committed lines for folding, from the one good-line scan every reader uses.
 
-Folding a big session mostly meets events it does not look inside (streaming chunks, tool
-calls, checkpoints). The envelope is decoded with ``data`` kept as raw JSON bytes, which is
-what the fold stores; the line is also decoded once as an Event, the good-line test read and
-verify apply, and those objects are dropped at once.
+Each row carries the decoded event (``data`` as a dict, which the fold reads for the events it
+interprets); :func:`raw_data` gives the JSON bytes of ``data`` for the events the fold keeps,
+which it holds instead of the dicts (smaller, and decoded again only when shown).
 """
 
 from __future__ import annotations
@@ -13,51 +12,38 @@ from typing import NamedTuple
 
 import msgspec
 
-from .. import _framing
-from .._scan import check, too_deep
+from .._lines import Bad, scan
+from .._scan import too_deep, witness_after
 from ..errors import CorruptError, FormatError
-from ..events import Event, HeaderData, Surface, check_header
-from ..reader import witness_after
+from ..events import Event, HeaderData, check_header
 
-__all__ = ["Head", "Row", "rows"]
-
-
-class Head(msgspec.Struct, frozen=True):
-    """The envelope of a line with ``data`` kept as raw JSON."""
-
-    seq: int
-    type: str
-    time: int
-    data: msgspec.Raw
-    surface: Surface | None = None
-    sources: list[int] | None = None
-    key: str | None = None
-    ignorable: bool = False
+__all__ = ["Row", "header_of", "raw_data", "rows"]
 
 
 class Row(NamedTuple):
-    """One committed line: where it starts, its bytes and its envelope."""
+    """One committed line: where it starts, its bytes (with ``\\n``) and its event."""
 
     offset: int
     raw: bytes
-    head: Head
+    event: Event
 
 
-_head = msgspec.json.Decoder(Head)
-_event = msgspec.json.Decoder(Event)
+class _RawData(msgspec.Struct):
+    data: msgspec.Raw
 
 
-def _good(raw: bytes) -> None:
-    """Decode ``raw`` as an Event and drop it: the good-line test of read and verify."""
-    try:
-        _event.decode(raw)
-    except RecursionError:
-        raise too_deep(None, None, None) from None
+# The line was checked whole by scan; this only finds where its data member lies.
+_raw_data = msgspec.json.Decoder(_RawData).decode
+
+
+def raw_data(row: Row) -> bytes:
+    """The JSON text of the row's ``data`` member, as stored in the file."""
+    return bytes(_raw_data(row.raw).data)
 
 
 def header_of(row: Row, path: str) -> HeaderData:
     """Validate line 1 (seq 0) as the session header."""
-    return check_header(_event.decode(row.raw), path)
+    return check_header(row.event, path)
 
 
 def rows(fd: int, path: str, stop: int | None = None) -> Iterator[Row]:
@@ -67,40 +53,18 @@ def rows(fd: int, path: str, stop: int | None = None) -> Iterator[Row]:
     is raised at that line after every row before it was yielded. A bad line with no
     checkpoint after it starts a torn tail, which is not committed and not served.
     """
-    decode = _head.decode
-    frame_ok = _framing.frame_ok
-    for expected, (off, raw) in enumerate(_framing.iter_lines(fd, 0)):
-        head: Head | None = None
-        problem: str | None = None
-        if frame_ok(raw):
-            try:
-                # The good-line test is read's (spec §10.2): the whole line decoded as an
-                # Event. Skipping ``data`` as raw JSON checks neither that it is an object,
-                # nor its UTF-8, nor that its numbers fit a double, nor repeated members.
-                _good(raw)
-                try:
-                    head = decode(raw)
-                except RecursionError:
-                    raise too_deep(None, None, None) from None
-            except msgspec.DecodeError as exc:
-                head = None
-                problem = f"not a valid event envelope: {exc}"
-            except FormatError:
-                raise too_deep(path, expected + 1, off) from None
-            else:
-                if head.seq != expected:
-                    problem = f"seq {head.seq} where {expected} was expected"
-        else:
-            problem = check(raw, None)[1] or "bad line"  # a frame problem: decodes nothing
-        if problem is not None:
-            if expected == 0:  # line 1: nothing before it can prove damage (spec §7)
+    for item in scan(fd, 0, 0):
+        if isinstance(item, Bad):
+            if item.too_deep:
+                raise too_deep(path, item.line, item.offset)
+            if item.offset == 0:  # line 1: nothing before it can prove damage (spec §7)
                 raise FormatError(
-                    f"not a jsonltape session: line 1: {problem}", path=path, line=1, offset=0
+                    f"not a jsonltape session: line 1: {item.problem}", path=path, line=1, offset=0
                 )
-            if witness_after(fd, off + len(raw)):  # a too-deep line is never a witness
-                raise CorruptError(problem, path=path, line=expected + 1, offset=off)
+            if witness_after(fd, item.offset + len(item.raw)):
+                raise CorruptError(item.problem, path=path, line=item.line, offset=item.offset)
             return
-        assert head is not None
-        yield Row(off, raw, head)
-        if stop is not None and expected >= stop:
+        off, body, event = item
+        yield Row(off, body + b"\n", event)
+        if stop is not None and event.seq >= stop:
             return

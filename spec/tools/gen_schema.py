@@ -70,8 +70,14 @@ def _walk(node: Any, fn: Any) -> Any:
 
 
 def _clean(node: dict[str, Any]) -> dict[str, Any]:
-    """Both flavours: drop OpenAPI's ``discriminator`` (not a 2020-12 keyword), bound integers."""
+    """Both flavours: drop OpenAPI's ``discriminator`` (not a 2020-12 keyword), bound integers.
+
+    The envelope Structs forbid unknown members only so that the reader's decode learns of
+    them (and checks their bytes); the format allows them, so the schemas start open and only
+    the writer flavour closes them (:func:`_closed`).
+    """
     node.pop("discriminator", None)
+    node.pop("additionalProperties", None)
     if node.get("type") == "integer":
         node.setdefault("minimum", -MAX_SAFE)
         node.setdefault("maximum", MAX_SAFE)

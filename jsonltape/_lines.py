@@ -1,0 +1,190 @@
+"""The good-line rule of spec §10.2, in one place: every reader's lines come from here.
+
+:func:`decode` is the one decode that judges a line's JSON (every byte of it, unknown members
+included); :func:`scan` walks a file from an offset and yields its good lines until the first
+line that is not good, which it yields as a :class:`Bad` and stops. ``verify``, ``read``,
+``lines``, the fold, repair's tail check and the index's ingest all read through ``scan``, so a
+line is good or bad for all of them alike.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import msgspec
+
+from . import _framing
+from .events import Event, Replace, Retract, SeqInt, TimeInt
+
+__all__ = ["Bad", "Good", "decode", "problem_of", "scan"]
+
+_strict = msgspec.json.Decoder(Event).decode
+_any = msgspec.json.Decoder().decode
+
+
+class _LooseReplace(msgspec.Struct, tag_field="op", tag="replace"):
+    start: SeqInt
+    end: SeqInt
+
+
+class _LooseRetract(msgspec.Struct, tag_field="op", tag="retract"):
+    start: SeqInt
+    end: SeqInt
+
+
+class _LooseEvent(msgspec.Struct):
+    """The envelope with unknown members allowed (they are checked by a generic decode)."""
+
+    seq: SeqInt
+    type: str
+    time: TimeInt
+    data: dict[str, Any]
+    surface: Any = None
+    sources: list[SeqInt] | None = None
+    key: str | None = None
+    ignorable: bool = False
+    crc: str = ""
+
+
+_SurfaceIn = _LooseReplace | _LooseRetract | None
+_loose = msgspec.json.Decoder(_LooseEvent)
+_surface = msgspec.json.Decoder(_SurfaceIn)
+
+
+def decode(body: bytes) -> Event:
+    """Decode one line (with or without its ``\\n``) as an :class:`Event`.
+
+    Raises ``msgspec.DecodeError`` when the line is not a good envelope (spec §4, §6): invalid
+    UTF-8 or a lone surrogate anywhere, a number no double holds, a member of the wrong type or
+    out of its range. ``RecursionError`` means the line nests too deep for this call stack
+    (not damage: the caller names the line, spec §6).
+    """
+    try:
+        return _strict(body)
+    except msgspec.ValidationError:
+        pass  # an unknown member, or a real problem the loose decode names
+    loose = _loose.decode(body)
+    _any(body)  # the bytes of the unknown members: UTF-8, numbers a double holds
+    return Event(
+        seq=loose.seq,
+        type=loose.type,
+        time=loose.time,
+        data=loose.data,
+        surface=_surface_of(loose.surface),
+        sources=loose.sources,
+        key=loose.key,
+        ignorable=loose.ignorable,
+        crc=loose.crc,
+    )
+
+
+def _surface_of(value: Any) -> Any:
+    if value is None or value == "append":
+        return value
+    if isinstance(value, dict):
+        try:
+            got = msgspec.convert(value, type=_SurfaceIn)
+        except msgspec.ValidationError as exc:
+            raise msgspec.ValidationError(str(exc).replace("`$", "`$.surface")) from None
+        if isinstance(got, _LooseReplace):
+            return Replace(got.start, got.end)
+        if isinstance(got, _LooseRetract):
+            return Retract(got.start, got.end)
+    raise msgspec.ValidationError(
+        "Expected `str` equal to 'append' or an object with op replace/retract - at `$.surface`"
+    )
+
+
+#: A good line: (offset where it starts, its bytes without the ``\n``, its event). A plain
+#: tuple, since a NamedTuple's constructor is a Python call per line.
+Good = tuple[int, bytes, Event]
+
+
+class Bad(NamedTuple):
+    """The first line that is not good. ``raw`` keeps its ``\\n`` if it had one; ``line`` is
+    the 1-based line number it should have had (None when a read started at an offset)."""
+
+    offset: int
+    raw: bytes
+    line: int | None
+    problem: str
+    #: The line nests deeper than the decoder can follow: intact as far as we know (spec §6).
+    too_deep: bool = False
+
+
+def problem_of(raw: bytes, expected: int | None) -> tuple[Event | None, str | None]:
+    """Judge one line on its own: ``(event, None)`` if good, else ``(event or None, problem)``.
+
+    ``RecursionError`` propagates for a line too deep to decode.
+    """
+    if not raw.endswith(b"\n"):
+        return None, "incomplete line (no newline at end of file)"
+    if not _framing.frame_ok(raw):
+        if _framing.crc_of(raw) is None:
+            return None, "line does not end with the crc member"
+        return None, "crc mismatch"
+    try:
+        event = decode(raw)
+    except msgspec.DecodeError as exc:
+        return None, f"not a valid event envelope: {exc}"
+    if expected is not None and event.seq != expected:
+        return event, f"seq {event.seq} where {expected} was expected"
+    return event, None
+
+
+def _bad(raw: bytes, offset: int, expected: int | None) -> Bad:
+    line = None if expected is None else expected + 1
+    try:
+        problem = problem_of(raw, expected)[1] or "bad line"
+    except RecursionError:
+        return Bad(offset, raw, line, "", too_deep=True)
+    return Bad(offset, raw, line, problem)
+
+
+def scan(fd: int, start: int, expected: int | None, end: int | None = None) -> Iterator[Good | Bad]:
+    """Yield the good lines of ``fd`` from offset ``start`` (up to ``end``), then the first line
+    that is not good, if any, as :class:`Bad` — a final fragment without ``\\n`` included.
+
+    ``expected`` is the seq the first line must have (None: whatever it has; the seqs after it
+    must follow densely). The lines are checked over big chunks with the CRC suffix test
+    inlined: a call per line would cost a third of a read.
+    """
+    crc32 = zlib.crc32
+    suffix = _framing.LINE_SUFFIX
+    dec = _strict
+    chunk_size = _framing.CHUNK
+    pos = base = start  # base: the offset of the line at hand
+    carry = b""
+    while True:
+        want = chunk_size if end is None else min(chunk_size, end - pos)
+        chunk = os.pread(fd, want, pos) if want > 0 else b""
+        if not chunk:
+            break
+        pos += len(chunk)
+        parts = (carry + chunk if carry else chunk).split(b"\n")
+        carry = parts.pop()
+        for body in parts:
+            # The line ends with exactly the suffix its own CRC gives (one format and one
+            # compare check the crc member's place, spelling and value) and starts with "{".
+            if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:
+                try:
+                    event = dec(body)
+                except msgspec.DecodeError:
+                    try:
+                        event = decode(body)  # unknown members: checked the slow way
+                    except (msgspec.DecodeError, RecursionError):
+                        event = None
+                except RecursionError:
+                    event = None
+                if event is not None and (expected is None or event.seq == expected):
+                    expected = event.seq + 1
+                    yield (base, body, event)
+                    base += len(body) + 1
+                    continue
+            yield _bad(body + b"\n", base, expected)
+            return
+    if carry:
+        yield _bad(carry, base, expected)
