@@ -7,13 +7,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._prepare import message_id, parts_of
-from .errors import JsonltapeError
+from .errors import InvalidEventError, JsonltapeError
 from .events import Event, TurnRef
 
 __all__ = ["AgentHelpers", "TurnHandle"]
+
+
+def _parts(content: object, path: Path) -> list[dict[str, Any]]:
+    """A message's content parts from text or a list of parts; anything else is refused."""
+    if not isinstance(content, (str, list, tuple)):
+        raise InvalidEventError(
+            f"content must be text or a list of content parts, not {type(content).__name__}",
+            field="$.data.message.parts",
+            path=path,
+        )
+    return parts_of(content if isinstance(content, str) else list(content))
 
 
 class TurnHandle:
@@ -28,6 +40,7 @@ class AgentHelpers:
     """Helpers mixed into Tape; they only call ``append``."""
 
     if TYPE_CHECKING:
+        path: Path
         _turn: TurnRef | None
         _step: int | None
 
@@ -48,7 +61,7 @@ class AgentHelpers:
         self, content: str | list[dict[str, Any]], *, id: str | None = None, key: str | None = None
     ) -> Event:
         """Append a ``user/message`` with text or a list of content parts."""
-        message = {"id": id or message_id(), "role": "user", "parts": parts_of(content)}
+        message = {"id": id or message_id(), "role": "user", "parts": _parts(content, self.path)}
         return self.append("user/message", {"message": message}, key=key)
 
     def assistant(
@@ -62,8 +75,22 @@ class AgentHelpers:
         key: str | None = None,
     ) -> Event:
         """Append an ``assistant/message``; ``tool_calls`` are ``{id?, name, arguments}``."""
-        parts = parts_of(content) if content else []
+        parts = [] if content is None or content == "" else _parts(content, self.path)
+        if isinstance(tool_calls, (str, bytes, Mapping)) or not isinstance(tool_calls, Iterable):
+            raise InvalidEventError(
+                f"tool_calls must be a list of {{id?, name, arguments}} mappings, not "
+                f"{type(tool_calls).__name__}",
+                field="$.data.message.parts",
+                path=self.path,
+            )
         for call in tool_calls:
+            where = f"$.data.message.parts[{len(parts)}]"
+            if not isinstance(call, Mapping) or "name" not in call:
+                raise InvalidEventError(
+                    f"a tool call must be a mapping with a 'name', not {call!r:.80}",
+                    field=where,
+                    path=self.path,
+                )
             parts.append(
                 {
                     "type": "tool_call",
@@ -78,6 +105,12 @@ class AgentHelpers:
         if model is not None:
             data["model"] = model
         if usage is not None:
+            if not isinstance(usage, Mapping):
+                raise InvalidEventError(
+                    f"usage must be a mapping, not {type(usage).__name__}",
+                    field="$.data.usage",
+                    path=self.path,
+                )
             data["usage"] = dict(usage)
         self._stamp(data)
         return self.append("assistant/message", data, key=key)
@@ -100,6 +133,12 @@ class AgentHelpers:
     ) -> Event:
         """Append the model-visible ``tool/result`` of call ``call_id``."""
         part: dict[str, Any] = {"type": "tool_call_response", "id": call_id, "response": result}
+        if type(is_error) is not bool:
+            raise InvalidEventError(
+                f"is_error must be True or False, not {is_error!r}",
+                field="$.data.message.parts[0].is_error",
+                path=self.path,
+            )
         if is_error:
             part["is_error"] = True
         message = {"id": message_id(), "role": "tool", "parts": [part]}

@@ -66,6 +66,7 @@ class Committer:
         _turn: TurnRef | None
         _step: int | None
         _ident: tuple[int, int]
+        _header_line: bytes
         _failed: BaseException | None
         _durability: str
         _group_events: int
@@ -153,8 +154,9 @@ class Committer:
         """Fail if someone else changed the file: its size before every write (so we never
         append after a foreign truncation or append), and with ``identity`` (after the last
         write, before every sync: so a change that raced that write is never reported durable)
-        its size and that the path still names our file (a git checkout replaces it by
-        rename)."""
+        its size, that the path still names our file (a git checkout replaces it by
+        rename) and that the header line is still the one we read or wrote (an in-place
+        edit of the same size changes neither size nor inode)."""
         if identity:
             # One lstat of the path answers both: when it names our inode, its size is ours.
             try:
@@ -164,12 +166,18 @@ class Committer:
                 same = False
         else:
             st, same = os.fstat(self._fd), True
+        what = None
         if not same or st.st_size != self._written:
             what = (
                 "was replaced or removed"
                 if not same
                 else f"changed size from {self._written} to {st.st_size} bytes"
             )
+        elif identity and os.pread(self._fd, len(self._header_line), 0) != self._header_line:
+            # An in-place edit keeps size and inode; the header is the line a fold trusts
+            # most, and one pread per sync costs nothing next to the sync itself.
+            what = "had its header (line 1) edited in place"
+        if what is not None:
             exc = ConcurrentModificationError(
                 f"the session file {what} behind this writer's back (another program, a git "
                 "checkout?); nothing more is appended to it",

@@ -13,9 +13,17 @@ import stat
 import sys
 from pathlib import Path
 
-from .errors import SessionNotFoundError, UnsafeFileError
+from .errors import InvalidArgumentError, SessionNotFoundError, StorageError, UnsafeFileError
 
-__all__ = ["FileOps", "check_dir", "check_file", "fsync_dir", "make_dirs", "open_for_append"]
+__all__ = [
+    "FileOps",
+    "check_dir",
+    "check_file",
+    "fsync_dir",
+    "make_dirs",
+    "open_for_append",
+    "session_path",
+]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -40,6 +48,23 @@ class FileOps:
 
     def truncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
+
+
+def session_path(path: object) -> Path:
+    """The absolute path of the session a caller named, or :class:`InvalidArgumentError` (field
+    ``path``) for what names no file: not a ``str``/``os.PathLike[str]``, empty, or with a NUL
+    (which the OS would refuse with a bare ValueError)."""
+    name = os.fspath(path) if isinstance(path, os.PathLike) else path
+    if not isinstance(name, str):
+        raise InvalidArgumentError(
+            f"path must be a str or os.PathLike[str], not {type(name).__name__}", field="path"
+        )
+    if not name or "\0" in name:
+        raise InvalidArgumentError(
+            f"path must be a non-empty file name without NUL characters, not {name!r}",
+            field="path",
+        )
+    return Path(os.path.abspath(name))
 
 
 def fsync_dir(path: Path) -> None:
@@ -69,7 +94,16 @@ def make_dirs(path: Path) -> None:
 
 def check_dir(path: Path) -> None:
     """Refuse a parent directory that others can write into (they could swap the file)."""
-    st = os.stat(path)
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise SessionNotFoundError("no such directory", path=path) from None
+    except OSError as exc:
+        raise StorageError(
+            f"cannot look at the directory: {exc.strerror or exc}", errno=exc.errno, path=path
+        ) from exc
+    if not stat.S_ISDIR(st.st_mode):
+        raise SessionNotFoundError("not a directory", path=path)
     if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
         raise UnsafeFileError(
             f"directory is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -60,9 +60,15 @@ def message_id() -> str:
     return os.urandom(8).hex()
 
 
-def parts_of(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+def parts_of(content: object) -> list[dict[str, Any]]:
+    """A message's parts from text or a list of parts; anything else is refused."""
     if isinstance(content, str):
         return [{"type": "text", "content": content}]
+    if not isinstance(content, (list, tuple)):
+        raise InvalidEventError(
+            f"content must be text or a list of content parts, not {type(content).__name__}",
+            field="$.data.message.parts",
+        )
     return list(content)
 
 
@@ -137,6 +143,10 @@ def check_surface(type_: str, value: Any, seq: int) -> Any:
 def check_sources(value: Any, seq: int) -> list[int] | None:
     if value is None:
         return None
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise SurfaceError(
+            f"sources must be a list of seqs, not {type(value).__name__}", field="$.sources"
+        )
     out = list(value)
     seen: set[int] = set()
     for i, s in enumerate(out):
@@ -268,8 +278,9 @@ def prepare_event(
         # Spec §8.7.1: a writer refuses what would make the file fail to fold, and a fold
         # refuses an unknown type that readers may not skip.
         raise InvalidEventError(
-            f"unknown event type {type_!r}: readers could not fold past it; mark it ignorable "
-            "(ignorable=True; --ignorable on the command line) if readers may skip it",
+            f"unknown event type {type_!r}: readers could not fold past it; if readers may "
+            'skip it, mark it ignorable ("ignorable": true in the event, --ignorable on the '
+            "command line, ignorable=True in Python)",
             field="$.type",
         )
     line = encode_event(seq, type_, now, data, surface, sources, key, ignorable)

@@ -1,15 +1,40 @@
-"""A session file's lock and its atomic creation.
+"""A session file's writer lock and its atomic creation.
 
-The lock is ``flock`` on ``.<name>.lock`` beside the session (filelock's UnixFileLock, never
-the soft fallback): it dies with its holder, so a killed writer never leaves a stale lock.
-Creation writes the header into an owner-only temp file, syncs it and hard-links it to the
-final name, which fails instead of replacing anything; then the directory is synced. A session
-file therefore always starts with a complete header.
+Exclusion rests on two locks, taken in this order and released in the reverse one:
+
+1. ``.<name>.lock`` beside the session: ``flock`` through filelock's UnixFileLock (never the
+   soft fallback). Other tools look at this file, and it is what a waiter queues on.
+2. ``flock(LOCK_EX)`` on a descriptor of the session file itself, retried until the same
+   deadline. This is the lock that cannot be taken away: deleting or replacing the lock file
+   (``git clean -X``, a cleanup script, a checkout) gives a second writer a fresh lock file,
+   but not the session's inode, which stays locked as long as its writer lives.
+
+Both are ``flock`` locks: they belong to an open file description, so they die with their
+holder (a killed writer never leaves a stale lock) and are unaffected by other descriptors
+this process opens or closes on the same file (unlike POSIX ``fcntl`` locks). That holds on
+Linux and on macOS/BSD, where flock comes from; on NFS Linux emulates flock with byte-range
+locks, which jsonltape does not rely on. A forked child inherits the descriptions: the writer
+forgets its tapes in the child, closes its copies without unlocking (:meth:`SessionLock.forget`),
+and releases with an explicit ``LOCK_UN`` so no inherited copy can keep a session locked.
+Readers take no lock at all.
+
+Creation writes the header into an owner-only temp file, locks that file, syncs it and
+hard-links it to the final name, which fails instead of replacing anything; then the directory
+is synced. A session file therefore always starts with a complete header, and is locked from
+the moment it has a name.
+
+A writer that gives up while opening (missing file, not a session, a failed create, ...)
+removes the lock file again if it created it and it is still the one it holds, so a refused
+command leaves nothing behind; a lock file it found is left alone.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import math
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,11 +44,31 @@ import msgspec
 
 from . import _fs
 from ._prepare import check_time, encode_event, now_ms, publish, write_all
-from .errors import JsonltapeError, LockedError
+from .errors import (
+    ConcurrentModificationError,
+    InvalidArgumentError,
+    JsonltapeError,
+    LockedError,
+    SessionExistsError,
+    StorageError,
+    UnsafeFileError,
+)
 from .events import MINOR, VERSION, HeaderData, ParentRef
 from .ids import new_session_id, validate_session_id
 
-__all__ = ["acquire", "create_file", "lock_path"]
+__all__ = [
+    "SessionLock",
+    "check_lock_timeout",
+    "create_file",
+    "lock_path",
+    "lock_session",
+    "storage_error",
+]
+
+#: Seconds between tries for a session file another writer has locked (filelock's default).
+_POLL = 0.05
+#: OS errors about what sits at the lock file's name: a policy refusal, not an I/O failure.
+_UNSAFE_LOCK = {errno.ELOOP: "is a symlink", errno.EISDIR: "is a directory"}
 
 
 def lock_path(path: Path) -> Path:
@@ -31,20 +76,169 @@ def lock_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.lock")
 
 
-def acquire(path: Path, timeout: float) -> filelock.BaseFileLock:
-    """Take the session's writer lock, or raise :class:`LockedError` after ``timeout`` s."""
-    lp = lock_path(path)
-    lock = filelock.FileLock(
-        lp, timeout=timeout, mode=0o600, thread_local=False, fallback_to_soft=False
-    )
+def check_lock_timeout(value: object) -> None:
+    """Refuse a lock timeout that is not a finite number of seconds >= 0 (NaN, inf, -1,
+    ``True``, a string) with an error naming ``lock_timeout``."""
+    if type(value) not in (int, float) or not 0 <= value < math.inf:  # type: ignore[operator]
+        raise InvalidArgumentError(
+            f"lock_timeout must be a finite number of seconds >= 0, not {value!r}",
+            field="lock_timeout",
+        )
+
+
+def storage_error(exc: OSError, what: str, path: Path) -> StorageError:
+    """A :class:`StorageError` for an OS error while ``what`` (keeps the errno)."""
+    return StorageError(f"{what}: {exc.strerror or exc}", errno=exc.errno, path=path)
+
+
+class SessionLock:
+    """A writer's hold on one session: its lock file plus an flock on the session file.
+
+    Made by :func:`lock_session` or :func:`create_file`; :meth:`release` ends the hold,
+    :meth:`abandon` ends it after a failed open (removing a lock file this writer created).
+    """
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path = path
+        self._deadline = time.monotonic() + timeout
+        self._fd = -1  # the session descriptor carrying the flock, once held
+        self._held_inode: tuple[int, int] | None = None
+        lp = lock_path(path)
+        existed = os.path.lexists(lp)
+        self._file_lock = filelock.FileLock(
+            lp,
+            timeout=timeout,
+            mode=0o600,
+            thread_local=False,
+            fallback_to_soft=False,
+            on_acquired=self._note_inode,
+        )
+        try:
+            self._file_lock.acquire()
+        except filelock.Timeout as exc:
+            raise LockedError(
+                f"another writer holds this session (lock file {lp}); "
+                "wait for it to finish or pass a lock timeout",
+                path=path,
+            ) from exc
+        except OSError as exc:
+            reason = _UNSAFE_LOCK.get(exc.errno or 0)
+            if reason is None and exc.strerror != os.strerror(exc.errno or 0):
+                reason = f"is refused by the lock library ({exc.strerror})"  # a planted link
+            if reason is not None:
+                raise UnsafeFileError(
+                    f"the lock file {lp} {reason}; jsonltape only uses a regular file there",
+                    path=path,
+                ) from exc
+            raise storage_error(exc, f"cannot create or open the lock file {lp}", path) from exc
+        #: The lock file's (dev, inode) when this writer created it, else None.
+        self._created = None if existed else self._held_inode
+
+    def _note_inode(self, fd: int) -> None:
+        st = os.fstat(fd)
+        self._held_inode = (st.st_dev, st.st_ino)
+
+    def hold(self, fd: int) -> None:
+        """Take the flock on session descriptor ``fd`` (retried until the deadline) and keep
+        ``fd`` open for as long as the hold lasts; ``fd`` belongs to this lock from now on,
+        even when this raises."""
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError as exc:
+                if time.monotonic() >= self._deadline:
+                    os.close(fd)
+                    raise LockedError(
+                        "another writer holds the session file itself, though its lock file "
+                        f"{lock_path(self.path)} was removed or replaced; wait for that writer "
+                        "to finish or pass a lock timeout",
+                        path=self.path,
+                    ) from exc
+            except OSError as exc:
+                os.close(fd)
+                raise storage_error(exc, "cannot lock the session file", self.path) from exc
+            time.sleep(min(_POLL, max(0.0, self._deadline - time.monotonic())))
+        if self._fd >= 0:
+            self._unlock()
+        self._fd = fd
+
+    @property
+    def fd(self) -> int:
+        """The locked session descriptor (-1 before :meth:`hold`)."""
+        return self._fd
+
+    def _unlock(self) -> None:
+        fd, self._fd = self._fd, -1
+        try:
+            # Explicitly: a copy inherited by a forked child must not keep the lock alive.
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def release(self) -> None:
+        """End the hold: the session file's flock first, then the lock file (a waiter that
+        gets the lock file then finds the session free). Idempotent."""
+        try:
+            if self._fd >= 0:
+                self._unlock()
+        finally:
+            if self._file_lock.is_locked:
+                self._file_lock.release()
+
+    def abandon(self) -> None:
+        """:meth:`release` after a failed open, first removing the lock file if this writer
+        created it and the name still points at the inode it holds."""
+        lp = lock_path(self.path)
+        try:
+            if self._created is not None and self._file_lock.is_locked:
+                st = os.lstat(lp)
+                if (st.st_dev, st.st_ino) == self._created:
+                    os.unlink(lp)
+        except OSError:
+            pass  # removed already, or never ours: nothing to clean up
+        finally:
+            self.release()
+
+    def forget(self) -> None:
+        """In a forked child: close this process's copy without unlocking (the parent still
+        holds the lock through its own copy)."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def lock_session(path: Path, timeout: float) -> SessionLock:
+    """Lock an existing session for writing, or raise :class:`LockedError` after ``timeout``.
+
+    The file is checked (exists, regular, not a symlink, owner-only) before the lock file is
+    touched, so a refused path leaves no lock file behind.
+    """
+    fd = _fs.open_for_read(path)
     try:
-        lock.acquire()
-    except filelock.Timeout:
-        raise LockedError(
-            f"another writer holds this session (lock file {lp}); "
-            "wait for it to finish or pass a lock timeout",
-            path=path,
-        ) from None
+        _fs.check_file(path, os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        lock = SessionLock(path, timeout)
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        lock.hold(fd)
+        st = os.stat(path, follow_symlinks=False)
+        if not os.path.samestat(st, os.fstat(fd)):
+            # Replaced between our open and our lock: we hold the old file, not the session.
+            raise ConcurrentModificationError(
+                "the session file was replaced while it was being opened; try again", path=path
+            )
+    except BaseException:
+        lock.abandon()
+        raise
     return lock
 
 
@@ -60,12 +254,15 @@ def create_file(
     ops: _fs.FileOps,
     lock_timeout: float,
     created: int | None = None,
-) -> tuple[HeaderData, int, filelock.BaseFileLock, int, int]:
-    """Create a session; return (header, fd open for append, held lock, size, created ms)."""
+) -> tuple[HeaderData, int, SessionLock, bytes, int]:
+    """Create a session; return (header, fd open for append, held lock, header line, created
+    ms). Everything is validated before the lock is taken; nothing is left behind on failure.
+    """
     sid = validate_session_id(session_id) if session_id is not None else new_session_id()
-    now = check_time(created, now_ms())
-    _fs.make_dirs(path.parent)
-    _fs.check_dir(path.parent)
+    try:
+        now = check_time(created, now_ms())
+    except JsonltapeError as exc:
+        raise exc.at(field="$.data.created") from exc.__cause__
     data: dict[str, Any] = {
         "format": "jsonltape",
         "version": VERSION,
@@ -82,23 +279,43 @@ def create_file(
         data["meta"] = dict(meta)
     line, _event = encode_event(0, "session/start", now, data, None, None, None, False)
     header = msgspec.convert(data, type=HeaderData)
-    lock = acquire(path, lock_timeout)
+    if os.path.lexists(path):
+        raise SessionExistsError("session file already exists", path=path)
+    try:
+        _fs.make_dirs(path.parent)
+    except OSError as exc:
+        raise storage_error(exc, "cannot create the session's directory", path) from exc
+    _fs.check_dir(path.parent)
+    lock = SessionLock(path, lock_timeout)
+    tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
     try:
         if os.path.lexists(path):
-            raise JsonltapeError("session file already exists", path=path)
-        tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
-        tfd = _fs.create_exclusive(tmp)
+            raise SessionExistsError("session file already exists", path=path)
         try:
+            tfd = _fs.create_exclusive(tmp)
+            lock.hold(tfd)  # nobody else knows this inode yet: never waits
             write_all(ops, tfd, line)
             ops.sync(tfd)
             publish(tmp, path)
-        finally:
-            os.close(tfd)
-            if tmp.exists():
-                tmp.unlink()
-        ops.sync_dir(path.parent)
-        fd = _fs.open_for_append(path)
+            os.unlink(tmp)
+            ops.sync_dir(path.parent)
+            fd = _fs.open_for_append(path)
+        except JsonltapeError:
+            raise
+        except OSError as exc:
+            raise storage_error(exc, "cannot create the session file", path) from exc
+        try:
+            if not os.path.samestat(os.fstat(fd), os.fstat(tfd)):
+                # No hard links here: publish copied the header into a new inode, which is
+                # the one to hold (it was created exclusively, so only a writer that ignored
+                # the lock file can have it).
+                lock.hold(_fs.open_for_read(path))
+        except BaseException:
+            os.close(fd)
+            raise
     except BaseException:
-        lock.release()
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        lock.abandon()
         raise
-    return header, fd, lock, len(line), now
+    return header, fd, lock, line, now

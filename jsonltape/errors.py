@@ -23,6 +23,7 @@ __all__ = [
     "CorruptError",
     "FoldError",
     "FormatError",
+    "InvalidArgumentError",
     "InvalidEventError",
     "InvalidSessionIdError",
     "JsonltapeError",
@@ -155,6 +156,13 @@ class InvalidEventError(JsonltapeError, ValueError):
     """An event handed to the writer breaks a format rule; nothing was written."""
 
     code = "invalid-event"
+
+
+class InvalidArgumentError(InvalidEventError):
+    """A library call got an argument it cannot use (a path with NUL, a NaN timeout, an
+    unknown durability); ``field`` names the argument. Nothing was written."""
+
+    code = "bad-argument"
 
 
 class NotLosslessError(InvalidEventError):

@@ -28,7 +28,7 @@ def new_session_id(now_ms: int | None = None) -> str:
 
 def validate_session_id(session_id: str) -> str:
     """Return ``session_id`` if it is 1-128 chars of ``[A-Za-z0-9._-]``, first not a symbol."""
-    if not isinstance(session_id, str) or _SAFE_ID.match(session_id) is None:
+    if not isinstance(session_id, str) or _SAFE_ID.fullmatch(session_id) is None:
         raise InvalidSessionIdError(
             f"session id {session_id!r} must be 1-128 characters of A-Z a-z 0-9 . _ - "
             "and start with a letter or digit",

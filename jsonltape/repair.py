@@ -13,13 +13,12 @@ Repair holds the writer's lock, so it never races a live writer, and it is idemp
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import msgspec
 
 from . import _fs
 from ._scan import State, scan_full
-from ._session import acquire
+from ._session import check_lock_timeout, lock_session
 from .errors import CorruptError
 from .reader import tail_scan
 from .writer import Tape
@@ -47,9 +46,10 @@ def repair(
     Every line is checked first (like :func:`jsonltape.verify`), so corruption anywhere before
     the last checkpoint is found and refused with :class:`CorruptError` unless ``force``.
     """
-    p = Path(os.path.abspath(path))
+    p = _fs.session_path(path)
+    check_lock_timeout(lock_timeout)
     _fs.check_dir(p.parent)
-    lock = acquire(p, lock_timeout)
+    lock = lock_session(p, lock_timeout)
     try:
         fd = _fs.open_for_append(p)
         try:
@@ -79,7 +79,7 @@ def repair(
             force=force,
         )
     except BaseException:
-        lock.release()
+        lock.abandon()
         raise
     closers = [ev.seq for ev in tape.closers]
     sidecar = tape.sidecar

@@ -2,7 +2,9 @@
 
 Protocol (the spec's "writer" section, kept in this order on purpose):
 
-1. Take the session's lock file (``.<name>.lock`` beside it) for the writer's lifetime.
+1. Lock the session for the writer's lifetime: its lock file (``.<name>.lock`` beside it)
+   and an flock on the session file itself, which deleting the lock file cannot undo (see
+   ``_session``). Arguments are checked before either is taken.
 2. Create a session atomically: header into an owner-only temp file, fsync, ``link`` to the
    final name (never clobbers), fsync the directory. Opening an existing session reads only
    its tail: a torn tail is cut into a sidecar, a turn left open by a crash is closed.
@@ -16,6 +18,7 @@ Protocol (the spec's "writer" section, kept in this order on purpose):
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import threading
 import weakref
@@ -24,7 +27,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import filelock
 import msgspec
 
 from . import _framing, _fs, _repair
@@ -41,11 +43,15 @@ from ._prepare import (
     spec_of,
 )
 from ._scan import TailScan, scan_tail
-from ._session import acquire, create_file, lock_path
+from ._session import SessionLock, check_lock_timeout, create_file, lock_path, lock_session
 from .errors import (
+    ConcurrentModificationError,
     CorruptError,
+    InvalidArgumentError,
     InvalidEventError,
     JsonltapeError,
+    SessionExistsError,
+    SurfaceError,
     WriterFailedError,
 )
 from .events import (
@@ -72,7 +78,10 @@ _OPEN: weakref.WeakSet[Tape] = weakref.WeakSet()
 
 def _forget_parent_tapes() -> None:
     # A forked child inherits the parent's tapes (and their fds) but not its lock or its
-    # thread: it must never flush or close them, least of all at its own exit.
+    # thread: it must never write, flush or close them, least of all at its own exit. Its
+    # copies of the descriptors are closed (never unlocked: the parent's lock is the same).
+    for tape in list(_OPEN):
+        tape._forget_in_child()
     _OPEN.clear()
 
 
@@ -112,33 +121,39 @@ def open(
     :param durability: ``"group"`` (default) flushes every ``group_events`` events or
         ``group_ms`` milliseconds, whichever comes first; ``"always"`` flushes after every
         append; ``"manual"`` only on :meth:`Tape.flush`. Only a returned flush is a promise.
-    :param lock_timeout: seconds to wait for another writer; 0 fails at once.
+    :param lock_timeout: seconds to wait for another writer (finite, >= 0); 0 fails at once
+        with :class:`LockedError`. A lock file that cannot be created is a
+        :class:`StorageError`; wrong arguments are :class:`InvalidEventError` naming them, and
+        nothing is created or locked then.
     :param created: the header's creation time in epoch ms (default now; an import passes the
         source session's).
     """
-    p = Path(os.path.abspath(path))
-    if durability not in ("always", "group", "manual"):
-        raise ValueError(f"durability must be 'always', 'group' or 'manual', not {durability!r}")
-    if group_events < 1 or group_ms <= 0:
-        raise ValueError("group_events must be >= 1 and group_ms > 0")
-    exists = os.path.lexists(p)
-    if create == "if-missing":
-        create = not exists
+    p = _fs.session_path(path)
+    _check_options(create, durability, group_events, group_ms, lock_timeout)
     if create:
-        return Tape._create(
-            p,
-            session_id=session_id,
-            title=title,
-            cwd=cwd,
-            agent=agent,
-            parent=parent,
-            meta=meta,
-            created=created,
-            durability=durability,
-            group_events=group_events,
-            group_ms=group_ms,
-            lock_timeout=lock_timeout,
-        )
+        _check_header_args(title=title, cwd=cwd, agent=agent, parent=parent, meta=meta)
+    if create == "if-missing" and os.path.lexists(p):
+        create = False
+    if create:
+        try:
+            return Tape._create(
+                p,
+                session_id=session_id,
+                title=title,
+                cwd=cwd,
+                agent=agent,
+                parent=parent,
+                meta=meta,
+                created=created,
+                durability=durability,
+                group_events=group_events,
+                group_ms=group_ms,
+                lock_timeout=lock_timeout,
+            )
+        except SessionExistsError:
+            if create is True:
+                raise
+            # "if-missing" and another writer created it meanwhile: open what it created.
     return Tape._open(
         p,
         durability=durability,
@@ -148,6 +163,63 @@ def open(
     )
 
 
+def _bad(name: str, what: str, value: object) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{name} must be {what}, not {value!r}", field=name)
+
+
+def _finite(value: object) -> bool:
+    """A real, finite number (``True`` is not one)."""
+    return type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def _check_options(
+    create: object, durability: object, group_events: object, group_ms: object, timeout: object
+) -> None:
+    """Refuse open()'s options before anything is touched (library errors naming the option)."""
+    if not (create is True or create is False or create == "if-missing"):
+        raise _bad("create", "True, False or 'if-missing'", create)
+    if durability not in ("always", "group", "manual"):
+        raise _bad("durability", "'always', 'group' or 'manual'", durability)
+    if type(group_events) is not int or group_events < 1:
+        raise _bad("group_events", "an integer >= 1", group_events)
+    if not _finite(group_ms) or group_ms <= 0:  # type: ignore[operator]
+        raise _bad("group_ms", "a finite number of milliseconds > 0", group_ms)
+    check_lock_timeout(timeout)
+
+
+def _check_header_args(**members: object) -> None:
+    """The header members a caller passes: right types, or an error naming the member."""
+    for name in ("title", "cwd", "agent"):
+        value = members[name]
+        if value is not None and type(value) is not str:
+            raise InvalidEventError(
+                f"{name} must be a string, not {type(value).__name__}", field=f"$.data.{name}"
+            )
+    if members["parent"] is not None and not isinstance(members["parent"], ParentRef):
+        raise InvalidEventError(
+            f"parent must be a jsonltape.ParentRef, not {type(members['parent']).__name__}",
+            field="$.data.parent",
+        )
+    meta = members["meta"]
+    if meta is not None and not isinstance(meta, Mapping):
+        raise InvalidEventError(
+            f"meta must be a mapping (a JSON object), not {type(meta).__name__}",
+            field="$.data.meta",
+        )
+
+
+def _sources(value: Any) -> Any:
+    """An event's ``sources`` as a list (the rules on its seqs are checked with the event)."""
+    if value is None or type(value) is list:
+        return value
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise SurfaceError(
+            f"sources must be a list of earlier seqs, not {type(value).__name__}",
+            field="$.sources",
+        )
+    return list(value)
+
+
 class Tape(AgentHelpers, Committer):
     """An open session with its writer lock held. Thread-safe; one per session at a time."""
 
@@ -155,9 +227,10 @@ class Tape(AgentHelpers, Committer):
         self,
         path: Path,
         fd: int,
-        lock: filelock.BaseFileLock,
+        lock: SessionLock,
         header: HeaderData,
         *,
+        header_line: bytes,
         size: int,
         next_seq: int,
         last_time: int,
@@ -171,6 +244,10 @@ class Tape(AgentHelpers, Committer):
         self.header = header
         self._fd = fd
         self._lock_file = lock
+        #: The header line's bytes: each flush checks the file still starts with them.
+        self._header_line = header_line
+        self._closed_why = "the tape is closed"
+        self._owner_pid = os.getpid()
         self._ops = ops or _fs.FileOps()
         self._mutex = threading.RLock()
         self._cond = threading.Condition(self._mutex)
@@ -227,7 +304,7 @@ class Tape(AgentHelpers, Committer):
         created: int | None = None,
     ) -> Tape:
         ops = ops or _fs.FileOps()
-        header, fd, lock, size, now = create_file(
+        header, fd, lock, line, now = create_file(
             path,
             session_id=session_id,
             title=title,
@@ -244,7 +321,8 @@ class Tape(AgentHelpers, Committer):
             fd,
             lock,
             header,
-            size=size,
+            header_line=line,
+            size=len(line),
             next_seq=1,
             last_time=now,
             turn=None,
@@ -264,7 +342,7 @@ class Tape(AgentHelpers, Committer):
         group_ms: float,
         lock_timeout: float,
         ops: _fs.FileOps | None = None,
-        lock: filelock.BaseFileLock | None = None,
+        lock: SessionLock | None = None,
         scan: TailScan | None = None,
         force: bool = False,
     ) -> Tape:
@@ -275,10 +353,16 @@ class Tape(AgentHelpers, Committer):
         """
         _fs.check_dir(path.parent)
         own_lock = lock is None
-        lock = lock or acquire(path, lock_timeout)
+        lock = lock or lock_session(path, lock_timeout)
         fd = -1
+        tape: Tape | None = None
         try:
             fd = _fs.open_for_append(path)
+            if not os.path.samestat(os.fstat(fd), os.fstat(lock.fd)):
+                raise ConcurrentModificationError(
+                    "the session file was replaced while it was being opened; try again",
+                    path=path,
+                )
             ops = ops or _fs.FileOps()
             if scan is None:
                 scan = scan_tail(fd, str(path))
@@ -299,6 +383,7 @@ class Tape(AgentHelpers, Committer):
                 fd,
                 lock,
                 scan.header,
+                header_line=os.pread(fd, scan.header_end, 0),
                 size=scan.committed,
                 next_seq=scan.next_seq,
                 last_time=scan.last_time,
@@ -317,10 +402,13 @@ class Tape(AgentHelpers, Committer):
             if scan.turn is not None and not scan.closed:
                 tape.closers = tape._close_interrupted_turn(scan.turn)
         except BaseException:
+            if tape is not None:  # never closed at exit: its fd and lock go right here
+                tape._closed = True
+                _OPEN.discard(tape)
             if fd >= 0:
                 os.close(fd)
             if own_lock:
-                lock.release()
+                lock.abandon()
             raise
         return tape
 
@@ -407,7 +495,7 @@ class Tape(AgentHelpers, Committer):
                     line, event = prepare_plain(type, data, seq)
                 else:
                     line, event = prepare_event(
-                        type, data, surface, sources, None, ignorable, seq, now_ms()
+                        type, data, surface, _sources(sources), None, ignorable, seq, now_ms()
                     )
                 # Only a given surface can be a replace or retract; a plain append just keeps
                 # an already folded surface current.
@@ -419,7 +507,7 @@ class Tape(AgentHelpers, Committer):
                     self._surface = fold
             except JsonltapeError as exc:
                 if exc.path is None:
-                    exc.path = str(self.path)
+                    raise exc.at(path=self.path) from exc.__cause__
                 raise
             if due:
                 self._emit_due()
@@ -435,6 +523,11 @@ class Tape(AgentHelpers, Committer):
         ``key``, ``ignorable`` and ``time``. Items whose key already exists return the existing
         event.
         """
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+            raise InvalidEventError(
+                f"append_batch takes a list of event mappings, not {type(items).__name__}",
+                path=self.path,
+            )
         with self._mutex:
             self._check_usable()
             now = now_ms()
@@ -467,7 +560,7 @@ class Tape(AgentHelpers, Committer):
                         spec["type"],
                         spec["data"],
                         spec["surface"],
-                        spec["sources"],
+                        _sources(spec["sources"]),
                         key,
                         spec["ignorable"],
                         seq,
@@ -478,10 +571,8 @@ class Tape(AgentHelpers, Committer):
                     if surface is not None:
                         surface.apply(line[1])
                 except JsonltapeError as exc:
-                    exc.batch_item = i
-                    if exc.path is None:
-                        exc.path = str(self.path)
-                    raise
+                    path = self.path if exc.path is None else exc.path
+                    raise exc.at(batch_item=i, path=path) from exc.__cause__
                 prepared.append(line)
                 results.append(None)
                 seq += 1
@@ -528,7 +619,7 @@ class Tape(AgentHelpers, Committer):
 
     def _check_usable(self) -> None:
         if self._closed:
-            raise JsonltapeError("the tape is closed", path=self.path)
+            raise JsonltapeError(self._closed_why, path=self.path)
         if self._failed is not None:
             raise WriterFailedError(
                 f"the writer failed earlier ({self._failed}) and accepts no more events; "
@@ -580,6 +671,20 @@ class Tape(AgentHelpers, Committer):
                 self._lock_file.release()
         if self._flusher is not None and self._flusher is not threading.current_thread():
             self._flusher.join()
+
+    def _forget_in_child(self) -> None:
+        """In a forked child: refuse every further call and close this process's copies of
+        the descriptors, without flushing or unlocking (they are the parent's)."""
+        self._closed = True
+        self._closed_why = (
+            f"this tape was opened by process {self._owner_pid}, and this is a forked child; "
+            "open the session in the child itself (after the parent closed it)"
+        )
+        self._lock_file.forget()
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
 
     def _ends_closed(self) -> bool:
         """True when nothing was written since a closing checkpoint (keeps repair idempotent)."""

@@ -39,7 +39,11 @@ def test_created_file_has_header_then_dense_seqs_and_valid_crcs(tape_path: Path)
 
 def test_read_returns_what_append_returned(tape_path: Path) -> None:
     with jsonltape.open(tape_path, create=True) as tape:
-        written = [tape.user("a"), tape.assistant("b"), tape.append("x.ext/note", {"n": [1, 2.5]})]
+        written = [
+            tape.user("a"),
+            tape.assistant("b"),
+            tape.append("x.ext/note", {"n": [1, 2.5]}, ignorable=True),
+        ]
     read = {e.seq: e for e in jsonltape.read(tape_path)}
     for ev in written:
         assert read[ev.seq] == ev
@@ -135,18 +139,18 @@ def test_always_mode_makes_every_append_durable(tape_path: Path) -> None:
 
 def test_idempotent_key_returns_existing_event_and_writes_nothing(tape_path: Path) -> None:
     with jsonltape.open(tape_path, create=True) as tape:
-        first = tape.append("x.ext/op", {"v": 1}, key="k1")
+        first = tape.append("x.ext/op", {"v": 1}, key="k1", ignorable=True)
         tape.flush()  # queued lines reach the file; a refused append adds none
         size = tape_path.stat().st_size
-        again = tape.append("x.ext/op", {"v": 1}, key="k1")
+        again = tape.append("x.ext/op", {"v": 1}, key="k1", ignorable=True)
         assert again == first
         tape.flush()
         assert tape_path.stat().st_size == size
         with pytest.raises(jsonltape.InvalidEventError, match="already used by seq"):
-            tape.append("x.ext/op", {"v": 2}, key="k1")
+            tape.append("x.ext/op", {"v": 2}, key="k1", ignorable=True)
     # after reopening, the key index is rebuilt from the file
     with jsonltape.open(tape_path) as tape:
-        assert tape.append("x.ext/op", {"v": 1}, key="k1") == first
+        assert tape.append("x.ext/op", {"v": 1}, key="k1", ignorable=True) == first
 
 
 def test_batch_is_all_or_nothing(tape_path: Path) -> None:
@@ -155,12 +159,20 @@ def test_batch_is_all_or_nothing(tape_path: Path) -> None:
         size = tape_path.stat().st_size
         with pytest.raises(jsonltape.InvalidEventError) as err:
             tape.append_batch(
-                [{"type": "x.a/b", "data": {}}, {"type": "x.a/b", "data": {"f": {1}}}]
+                [
+                    {"type": "x.a/b", "data": {}, "ignorable": True},
+                    {"type": "x.a/b", "data": {"f": {1}}, "ignorable": True},
+                ]
             )
         assert err.value.batch_item == 1
         tape.flush()
         assert tape_path.stat().st_size == size
-        evs = tape.append_batch([{"type": "x.a/b"}, {"type": "x.a/c", "data": {"z": None}}])
+        evs = tape.append_batch(
+            [
+                {"type": "x.a/b", "ignorable": True},
+                {"type": "x.a/c", "data": {"z": None}, "ignorable": True},
+            ]
+        )
         assert [e.seq for e in evs] == [1, 2]
 
 
@@ -188,7 +200,7 @@ def test_lossless_gate_names_the_field(
         tape.flush()  # queued lines reach the file; a refused append adds none
         size = tape_path.stat().st_size
         with pytest.raises(jsonltape.NotLosslessError) as err:
-            tape.append("x.ext/thing", data)
+            tape.append("x.ext/thing", data, ignorable=True)
         assert err.value.field == field
         assert fragment in str(err.value)
         tape.flush()
@@ -201,14 +213,14 @@ def test_lossless_gate_rejects_cycles(tape_path: Path) -> None:
     shared = {"a": 1}
     with jsonltape.open(tape_path, create=True) as tape:
         with pytest.raises(jsonltape.NotLosslessError, match="cycle"):
-            tape.append("x.ext/thing", {"c": cyc})
+            tape.append("x.ext/thing", {"c": cyc}, ignorable=True)
         # the same object twice is not a cycle
-        tape.append("x.ext/thing", {"one": shared, "two": shared})
+        tape.append("x.ext/thing", {"one": shared, "two": shared}, ignorable=True)
 
 
 def test_digits_inside_strings_are_not_mistaken_for_big_ints(tape_path: Path) -> None:
     with jsonltape.open(tape_path, create=True) as tape:
-        ev = tape.append("x.ext/thing", {"s": "12345678901234567890 -0.0"})
+        ev = tape.append("x.ext/thing", {"s": "12345678901234567890 -0.0"}, ignorable=True)
     assert ev.data["s"] == "12345678901234567890 -0.0"
 
 
@@ -499,12 +511,12 @@ def test_events_queued_at_exit_are_flushed_when_close_was_forgotten(tape_path: P
 
 def test_imported_events_keep_their_source_time(tape_path: Path) -> None:
     with jsonltape.open(tape_path, create=True, created=1_600_000_000_000) as tape:
-        ev = tape.append("x.test/old", {}, time=1_600_000_000_123)
-        now = tape.append("x.test/new", {})
+        ev = tape.append("x.test/old", {}, time=1_600_000_000_123, ignorable=True)
+        now = tape.append("x.test/new", {}, ignorable=True)
         with pytest.raises(jsonltape.InvalidEventError, match="epoch milliseconds"):
-            tape.append("x.test/bad", {}, time=-5)
+            tape.append("x.test/bad", {}, time=-5, ignorable=True)
         with pytest.raises(jsonltape.InvalidEventError, match="epoch milliseconds"):
-            tape.append_batch([{"type": "x.test/bad", "time": 1.5}])
+            tape.append_batch([{"type": "x.test/bad", "time": 1.5, "ignorable": True}])
     assert jsonltape.header(tape_path).created == 1_600_000_000_000
     assert ev.time == 1_600_000_000_123
     assert now.time > 1_700_000_000_000
