@@ -22,17 +22,12 @@ LONG = bool(os.environ.get("JSONLTAPE_LONG"))
 
 
 def _samples() -> Path:
-    """The real session files of other agents (read-only): shared/samples beside the checkout,
-    or $JSONLTAPE_SAMPLES."""
-    candidates = [
-        os.environ.get("JSONLTAPE_SAMPLES", ""),
-        str(Path(__file__).resolve().parents[2] / "shared" / "samples"),
-        "/work/shared/samples",
-    ]
-    for c in candidates:
-        if c and (Path(c) / "SOURCES.md").exists():
-            return Path(c)
-    return Path(candidates[1])
+    """The real session files of other agents (read-only): $JSONLTAPE_SAMPLES, else
+    ``shared/samples`` beside the checkout (CI clones the repository next to ``shared/``)."""
+    env = os.environ.get("JSONLTAPE_SAMPLES")
+    if env:
+        return Path(env).expanduser().absolute()
+    return Path(__file__).resolve().parents[2] / "shared" / "samples"
 
 
 SAMPLES = _samples()

@@ -40,26 +40,33 @@ def test_new_prints_id_and_creates_owner_only_file(tape_path: Path) -> None:
 
 def test_append_from_stdin_is_all_or_nothing_and_prints_seqs(tape_path: Path) -> None:
     run("new", str(tape_path))
-    good = '{"type":"turn/start"}\n{"type":"x.cli/n","data":{"n":1},"key":"k"}\n'
+    good = '{"type":"turn/start"}\n{"type":"x.cli/n","data":{"n":1},"key":"k","ignorable":true}\n'
     r = run("append", str(tape_path), "-", input=good)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "2"]
     size = tape_path.stat().st_size
-    bad = '{"type":"x.cli/n","data":{"n":2}}\n{"type":"x.cli/n","data":{"n":NaN}}\n'
+    bad = (
+        '{"type":"x.cli/n","data":{"n":2},"ignorable":true}\n'
+        '{"type":"x.cli/n","data":{"n":NaN},"ignorable":true}\n'
+    )
     r = run("append", str(tape_path), "-", input=bad)
     assert r.returncode == 2
     assert r.stderr.startswith("jsonltape: error: <stdin>: line 2")
     assert "Traceback" not in r.stderr
     assert tape_path.stat().st_size == size
     # a retry with the same key prints the existing seq and writes nothing
-    r = run("append", str(tape_path), "--type", "x.cli/n", "--data", '{"n":1}', "--key", "k")
+    r = run(
+        "append",
+        str(tape_path),
+        *("--type", "x.cli/n", "--data", '{"n":1}', "--key", "k", "--ignorable"),
+    )
     assert r.stdout == "2\n"
 
 
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--type", "user/message", "--data", "{not json"], "--data is not valid JSON"),
+        (["--type", "user/message", "--data", "{not json"], "'--data': not valid JSON"),
         (
             [
                 "--type",

@@ -24,6 +24,7 @@ import pytest
 from jsonltape_daemon import units
 from jsonltape_daemon.errors import IndexBusyError, IndexStateError
 from jsonltape_daemon.ingest import Ingestor
+from jsonltape_daemon.paths import pid_file
 from jsonltape_daemon.schema import connect
 from jsonltape_daemon.search import Filters, notes, search
 from jsonltape_daemon.service import Config, Daemon, daemon_status, running_pid
@@ -362,7 +363,14 @@ def test_start_status_stop_from_the_command_line(root: Path, tmp_path: Path) -> 
     finally:
         stopped = run("daemon", "stop", "--index", str(index))
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
-    assert run("daemon", "status", "--index", str(index)).returncode == 1
+    # LSB status codes: 3 not running; stopping a stopped daemon succeeds
+    assert run("daemon", "status", "--index", str(index)).returncode == 3
+    again_stopped = run("daemon", "stop", "--index", str(index))
+    assert again_stopped.returncode == 0 and "not running" in again_stopped.stdout
+    # 1: dead, but its pid file remains (a daemon that was SIGKILLed leaves one)
+    pid_file(index).write_text("999999999\n")
+    dead = run("daemon", "status", "--index", str(index))
+    assert dead.returncode == 1 and "pid file" in dead.stdout, dead
 
 
 def test_service_files_match_the_checked_in_templates() -> None:

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import jsonltape
+from jsonltape import _framing
 from jsonltape.cli import cli
 
 
@@ -124,8 +125,11 @@ def test_todo_prints_the_latest_list(session: Path) -> None:
 
 
 def test_unknown_required_type_exits_2_naming_the_line(session: Path) -> None:
-    with jsonltape.open(session) as tape:
-        seq = tape.append("x.ext/secret", {}).seq
+    # the writer refuses such a type (spec §8.7.1), so it comes from another writer's line
+    seq = sum(1 for _ in jsonltape.read(session))
+    line = b'{"seq":%d,"type":"x.ext/secret","time":1800000000000,"data":{}}' % seq
+    with open(session, "ab") as f:
+        f.write(_framing.frame(line))
     r = invoke("messages", session)
     assert r.exit_code == 2 and f"line {seq + 1}" in r.stderr and "x.ext/secret" in r.stderr
 

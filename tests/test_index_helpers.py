@@ -1,4 +1,6 @@
-"""Helpers for the index tests (no tests here): build sessions, dump an index, rebuild one."""
+"""Helpers for the index tests (build sessions, dump an index, rebuild one, check the
+full-text tables), and the tests that show these oracles can fail: a helper that sees no
+difference would make every test built on it pass whatever the index holds."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 from jsonltape_daemon.cjk import grams
 from jsonltape_daemon.ingest import Ingestor
 from jsonltape_daemon.store import SqliteStore
@@ -143,3 +146,65 @@ def fold_statuses(path: Path) -> dict[int, str]:
     except CorruptError:
         pass
     return status
+
+
+# -- the oracles can fail ---------------------------------------------------------------------
+
+
+def _indexed(tmp_path: Path, texts: list[str]) -> tuple[Path, SqliteStore]:
+    root = tmp_path / "root"
+    session(root / "a.jsonl", texts)
+    store = SqliteStore(tmp_path / "i.db")
+    engine = Ingestor(store, root)
+    engine.rescan()
+    engine.build_substrings()
+    return root, store
+
+
+def test_dump_equals_a_rebuild_and_sees_a_changed_message(tmp_path: Path) -> None:
+    root, store = _indexed(tmp_path, ["hello index", "second turn"])
+    try:
+        assert dump(store.con) == rebuild(root)
+        store.con.execute("UPDATE messages SET text = 'tampered' WHERE seq = 2")
+        assert dump(store.con) != rebuild(root)
+    finally:
+        store.close()
+
+
+def test_fts_ok_passes_a_fresh_index_and_catches_tables_out_of_step(tmp_path: Path) -> None:
+    _root, store = _indexed(tmp_path, ["東京の天気", "FileNotFoundError here"])
+    try:
+        fts_ok(store.con)
+        # the message text changes behind the full-text tables' back
+        store.con.execute("UPDATE messages SET text = '北京の雨' WHERE text LIKE '東京%'")
+        with pytest.raises((sqlite3.DatabaseError, AssertionError)):
+            fts_ok(store.con)
+    finally:
+        store.close()
+
+
+def test_raw_append_continues_the_seqs_with_good_lines(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    session(path, ["one"])
+    before = sum(1 for _ in jsonltape.read(path))
+    raw_append(path, [("user/message", user_data("two")), ("user/message", user_data("three"))])
+    events = list(jsonltape.read(path))
+    assert [e.seq for e in events] == list(range(before + 2))
+    assert [e.data["message"]["parts"][0]["content"] for e in events[-2:]] == ["two", "three"]
+    assert jsonltape.verify(path).state == "clean"
+
+
+def test_fold_statuses_marks_a_replaced_message_superseded(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    session(path, [])
+    with jsonltape.open(path) as tape:
+        old = tape.user("first wording")
+        new = tape.append(
+            "user/message",
+            user_data("second wording"),
+            surface={"op": "replace", "start": old.seq, "end": old.seq},
+            sources=[old.seq],
+        )
+    statuses = fold_statuses(path)
+    assert statuses[new.seq] == "current"
+    assert statuses[old.seq] != "current"

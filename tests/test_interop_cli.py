@@ -61,6 +61,10 @@ def test_import_a_tree_then_again_adds_nothing(tmp_path: Path) -> None:
     reports = [json.loads(line) for line in again.stdout.splitlines()]
     assert [rep["status"] for rep in reports] == ["unchanged", "unchanged"]
     assert {p: Path(p).stat().st_size for p in written} == sizes
+    quiet = run("import", "--from", "claude-code", str(projects), "-o", str(root))
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == ""  # nothing changed, so no path is printed
+    assert "import: 2 files, 2 unchanged; 0 sessions created, 0 events appended" in quiet.stderr
 
 
 def test_import_defaults_to_the_jsonltape_root(tmp_path: Path) -> None:

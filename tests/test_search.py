@@ -25,6 +25,8 @@ from jsonltape_daemon.store import MessageRow, SessionRow, SqliteStore
 import jsonltape
 from jsonltape.cli import cli
 
+from .test_index_helpers import session
+
 TEXTS = {
     "a": ["The naïve approach failed on the café migration", "東京都の天気は晴れです。明日は雨"],
     "b": [
@@ -103,9 +105,90 @@ def test_phrase_order_matters_and_words_are_anded(indexed: tuple[Path, Path]) ->
     assert len(q(indexed[1], "naive approach")) == 1
 
 
-def test_fts_syntax_is_literal_text(indexed: tuple[Path, Path]) -> None:
-    for query in ['"', "AND OR NOT", "(", "a:b", "NEAR(x y)", "*", '"unterminated phrase', "^-+"]:
-        q(indexed[1], query)  # never raises
+#: One session per text: each FTS-syntax query below must find its literal text and no decoy
+#: (a decoy is what the query would match if it were FTS syntax, or if its words were ORed).
+LITERAL = {
+    "near": "call NEAR(x y) in the query",
+    "x-then-y": "x then y, with a gap between the two",
+    "bool": "either this or that, and not both",
+    "and-only": "this and that",
+    "colon": "the col: prefix is for a column",
+    "column": "a plain column of values",
+    "star": "a literal * star",
+    "caret": "the regex ^-+ here",
+    "plain": "a line with no special text",
+}
+
+
+@pytest.fixture
+def literal_index(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    for name, text in LITERAL.items():
+        session(root / f"{name}.jsonl", [text])
+    index = tmp_path / "literal.db"
+    store = SqliteStore(index)
+    Ingestor(store, root).rescan()
+    store.close()
+    return index
+
+
+def found(index: Path, query: str) -> set[str]:
+    """The sessions (file stems) with a hit for ``query``."""
+    con = connect(index, readonly=True)
+    try:
+        return {Path(h.path).stem for h in search(con, query, Filters(), limit=100)}
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("NEAR(x y)", {"near"}),  # as FTS, NEAR(x y) would also match "x then y"
+        ("AND OR NOT", {"bool"}),  # as FTS a syntax error; as words all three must be there
+        ("NOT", {"bool"}),
+        ("OR", {"bool", "colon"}),  # two letters: found inside words too ("col: ... for")
+        ("col:", {"colon"}),  # as FTS a column filter (an error: there is no column "col")
+        ('"*"', {"star"}),  # as FTS a bare prefix (everything); here a literal character
+        ("*", set()),  # the prefix marker with no prefix: nothing to search for, not everything
+        ("^-+", {"caret"}),
+        ("(", {"near"}),
+        ('"', set()),  # an empty phrase: nothing to search for
+    ],
+)
+def test_fts_syntax_is_literal_text(literal_index: Path, query: str, expected: set[str]) -> None:
+    assert found(literal_index, query) == expected
+
+
+def test_a_phrase_matches_in_order_and_words_anywhere(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    session(root / "phrase.jsonl", ['the migration adds a NOT NULL column, she said "hi"'])
+    session(root / "words.jsonl", ["NULL is not the migration's problem"])
+    index = tmp_path / "i.db"
+    assert run_sync(root, index).returncode == 0
+
+    def sessions_found(*args: str) -> set[str]:
+        r = run(index, "search", *args, "--json")
+        assert r.returncode == 0, r.stderr
+        return {Path(json.loads(line)["path"]).stem for line in r.stdout.splitlines()}
+
+    assert sessions_found("migration", "NOT", "NULL") == {"phrase", "words"}  # ANDed words
+    assert sessions_found('migration "NOT NULL"') == {"phrase"}  # the README's quoting
+    assert sessions_found("migration", "--phrase", "NOT NULL") == {"phrase"}
+    assert sessions_found("--phrase", "NOT NULL", "--phrase", "migration adds") == {"phrase"}
+    assert sessions_found("--phrase", 'said "hi"') == {"phrase"}  # a quote inside a phrase
+    assert sessions_found("--phrase", "NULL NOT") == set()
+    nothing = run(index, "search", "--phrase", "  ")
+    assert nothing.returncode == 2 and nothing.stderr.startswith("jsonltape: error: nothing")
+
+
+def run_sync(root: Path, index: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jsonltape", "sync", str(root), "--index", str(index)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_superseded_only_with_all(indexed: tuple[Path, Path]) -> None:

@@ -12,14 +12,22 @@ __all__ = ["DaemonError", "FeatureMissingError", "IndexBusyError", "IndexStateEr
 class IndexStateError(JsonltapeError):
     """The index cannot be used as it is: missing, written by a newer version, unreadable."""
 
+    code = "index-unusable"
+
 
 class FeatureMissingError(IndexStateError):
     """This Python's SQLite lacks FTS5 or its trigram tokenizer."""
+
+    code = "sqlite-feature-missing"
 
 
 class IndexBusyError(LockedError):
     """Another daemon or sync holds the index's writer lock."""
 
+    code = "index-busy"
+
 
 class DaemonError(JsonltapeError):
     """The daemon could not be started, stopped or reached."""
+
+    code = "daemon"

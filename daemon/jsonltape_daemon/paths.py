@@ -12,15 +12,23 @@ Beside an index ``X.db`` live ``X.db.lock`` (one writer: daemon or sync), ``X.db
 ``X.db.status`` (the running daemon), ``X.db.log`` (the log of ``daemon start``), and while a
 bulk load runs ``X.db.build`` (the new index) and ``X.db.fts`` (its full-text helper's). The
 directory is created 0700 and every file 0600, whatever the umask.
+
+A directory that already exists and that group or others may write into (0777, 0775; a
+sticky one such as /tmp is safe, as for session files) could let them swap the index or
+its lock: jsonltape's own data directory (and its sessions root) is tightened to 0700 when it
+is yours; any other is refused with :class:`~jsonltape.errors.UnsafeFileError`, since its mode
+may be on purpose.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 
 from jsonltape import _fs
+from jsonltape.errors import UnsafeFileError
 
 __all__ = [
     "build_path",
@@ -63,8 +71,22 @@ def default_index() -> Path:
 
 
 def ensure_private_dir(path: Path) -> None:
-    """Create ``path`` (and missing parents) 0700, as the library creates session dirs."""
+    """Create ``path`` (and missing parents) 0700, as the library creates session dirs; an
+    existing one that others may write into is tightened (ours) or refused (module doc)."""
     _fs.make_dirs(path)
+    st = os.stat(path)
+    if not st.st_mode & 0o022 or st.st_mode & stat.S_ISVTX:
+        return
+    mode = stat.S_IMODE(st.st_mode)
+    ours = Path(path).absolute() in (data_dir(), data_dir() / "sessions")
+    if ours and (not hasattr(os, "getuid") or st.st_uid == os.getuid()):
+        os.chmod(path, 0o700)  # our data directory, made loose by a umask of 000: tighten it
+        return
+    raise UnsafeFileError(
+        f"directory is writable by group or others (mode {mode:04o}); chmod 700 it, or use "
+        "another --index",
+        path=path,
+    )
 
 
 def _beside(index: Path, suffix: str) -> Path:

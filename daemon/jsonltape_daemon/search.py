@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -178,10 +179,19 @@ def notes(con: sqlite3.Connection) -> list[str]:
 
 
 def search(
-    con: sqlite3.Connection, query: str, filters: Filters | None = None, limit: int = 20
+    con: sqlite3.Connection,
+    query: str,
+    filters: Filters | None = None,
+    limit: int = 20,
+    *,
+    phrases: Sequence[str] = (),
 ) -> list[Hit]:
-    """Run a query (see the module docs); at most ``limit`` hits, best first."""
-    terms = parse_query(query)
+    """Run a query (see the module docs); at most ``limit`` hits, best first.
+
+    ``phrases`` are more phrase terms, taken as they are: they may hold any character, a
+    double quote too, which a phrase written inside ``query`` cannot.
+    """
+    terms = parse_query(query) + [Term(p.strip(), phrase=True) for p in phrases if p.strip()]
     if not terms:
         return []
     filters = filters or Filters()

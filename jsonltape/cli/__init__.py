@@ -2,7 +2,9 @@
 
 Commands load lazily, so ``jsonltape verify`` never imports the daemon, watchdog or sqlite3.
 Data goes to stdout, diagnostics to stderr; library errors become one line and an exit code
-here and nowhere else.
+here and nowhere else: one line on stderr, ``jsonltape: error: <where>: <what>``. Click's own
+usage errors (a missing argument, an unknown option) are turned into that same one line here,
+for every command and group, with a pointer to the command's ``--help``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from ..errors import (
     CorruptError,
     JsonltapeError,
     LockedError,
-    WriterFailedError,
+    SessionExistsError,
+    StorageError,
 )
 
 __all__ = ["EXIT_CODES", "cli", "main"]
@@ -59,7 +62,8 @@ EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (CorruptError, 3),
     (LockedError, 4),
     (ConcurrentModificationError, 4),
-    (WriterFailedError, 5),
+    (StorageError, 5),
+    (SessionExistsError, 2),
     (JsonltapeError, 2),
 ]
 
@@ -72,7 +76,27 @@ class CliError(click.ClickException):
         self.exit_code = exit_code  # type: ignore[misc]
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"jsonltape: error: {self.format_message()}", err=True)
+        click.echo(f"jsonltape: error: {one_line(self.format_message())}", err=True)
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped (``\\n``, ``\\x1b``).
+
+    A diagnostic is one line whatever a file name or a value holds, and a terminal never
+    receives an escape sequence from one.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
+def _usage_line(exc: click.UsageError) -> CliError:
+    """A click usage error as one line: ``<what> (see 'jsonltape CMD --help')``, exit 2."""
+    what = exc.format_message().strip().rstrip(".")
+    if what[:1].isupper() and what[1:2].islower():
+        what = what[0].lower() + what[1:]
+    where = exc.ctx.command_path if exc.ctx is not None else "jsonltape"
+    return CliError(f"{what} (see '{where} --help')", 2)
 
 
 def fail(exc: BaseException) -> CliError:
@@ -103,6 +127,20 @@ _BAD_INPUT_ERRNOS = frozenset(
 
 
 class _LazyGroup(click.Group):
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a bare `jsonltape` asked for the help text: click prints it
+        except click.UsageError as exc:  # the top level's own options (`jsonltape --bogus`)
+            raise _usage_line(exc) from None
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(n for n, (mod, _) in _COMMANDS.items() if _available(mod))
 
@@ -118,6 +156,10 @@ class _LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a bare group (`jsonltape daemon`) prints its help, as asked
+        except click.UsageError as exc:  # any subcommand's, in any group below this one
+            raise _usage_line(exc) from None
         except (JsonltapeError, OSError) as exc:
             if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
                 raise  # the reader of our output left (`| head`): click exits quietly

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fnmatch
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,25 +13,18 @@ import click
 import msgspec
 
 from .. import reader, writer
-from .._scan import TOO_DEEP
+from .._scan import TOO_DEEP, TailScan
+from .._time import format_ms
 from ..errors import InvalidEventError, JsonltapeError
 from ..events import Line
 from ..repair import repair as repair_file
-from . import CliError, fail
+from . import CliError, fail, one_line
+from ._params import SECONDS, SEQ, JsonObject, parse_json
 
 _json = msgspec.json.Decoder()
 _enc = msgspec.json.Encoder()
 
 path_arg = click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-
-
-def _parse_json(text: str, what: str) -> Any:
-    try:
-        return _json.decode(text)
-    except msgspec.DecodeError as exc:
-        raise CliError(f"{what} is not valid JSON: {exc}", 2) from None
-    except RecursionError:
-        raise CliError(f"{what}: {TOO_DEEP}", 2) from None
 
 
 @click.command()
@@ -38,19 +33,16 @@ def _parse_json(text: str, what: str) -> Any:
 @click.option("--title", help="A title for people.")
 @click.option("--cwd", help="Working directory the agent ran in.")
 @click.option("--agent", help="Name/version of the agent writing the session.")
-@click.option("--meta", help="Free metadata as a JSON object.")
+@click.option("--meta", type=JsonObject(), help="Free metadata as a JSON object.")
 def new(
     path: Path,
     session_id: str | None,
     title: str | None,
     cwd: str | None,
     agent: str | None,
-    meta: str | None,
+    meta: dict[str, Any] | None,
 ) -> None:
-    """Create a new session file at PATH and print its id."""
-    meta_obj = _parse_json(meta, "--meta") if meta is not None else None
-    if meta_obj is not None and not isinstance(meta_obj, dict):
-        raise CliError("--meta must be a JSON object", 2)
+    """Create a new session file at PATH and print its id (refused if PATH exists)."""
     with writer.open(
         path,
         create=True,
@@ -58,7 +50,7 @@ def new(
         title=title,
         cwd=cwd,
         agent=agent,
-        meta=meta_obj,
+        meta=meta,
         durability="manual",
     ) as tape:
         click.echo(tape.session_id)
@@ -68,18 +60,24 @@ def new(
 @path_arg
 @click.argument("stdin", required=False, metavar="[-]")
 @click.option("--type", "type_", help="Event type, e.g. user/message.")
-@click.option("--data", help="Event data as a JSON object.")
+@click.option("--data", type=JsonObject(), help="Event data as a JSON object (default {}).")
 @click.option("--key", help="Idempotency key: an event with this key is written only once.")
 @click.option("--surface", help='Surface op as JSON: "append" or {"op":"replace",...}.')
 @click.option("--sources", help="Comma-separated seqs this event derives from.")
-@click.option("--ignorable", is_flag=True, default=None, help="Mark an extension type ignorable.")
+@click.option(
+    "--ignorable",
+    is_flag=True,
+    default=None,
+    help="Mark an extension type (x-vendor/...) ignorable: readers that do not know it skip "
+    "it. An unknown type that is not ignorable is refused.",
+)
 @click.option("--create", is_flag=True, help="Create the session if PATH does not exist.")
-@click.option("--wait", type=float, default=0.0, help="Seconds to wait for another writer.")
+@click.option("--wait", type=SECONDS, default=0.0, help="Seconds to wait for another writer.")
 def append(
     path: Path,
     stdin: str | None,
     type_: str | None,
-    data: str | None,
+    data: dict[str, Any] | None,
     key: str | None,
     surface: str | None,
     sources: str | None,
@@ -91,7 +89,7 @@ def append(
 
     Either one event from --type/--data, or `-` to read JSON lines of
     {type, data, surface?, sources?, key?, ignorable?} from stdin. All events are checked
-    before any is written: one bad line means nothing is appended.
+    before any is written: one bad line means nothing is appended. STDIN is that `-`.
     """
     items: list[dict[str, Any]] = []
     if stdin is not None:
@@ -110,6 +108,8 @@ def append(
                 raise CliError(f"<stdin>: line {n}: {TOO_DEEP}", 2) from None
             if not isinstance(item, dict):
                 raise CliError(f"<stdin>: line {n}: an event must be a JSON object", 2)
+            if "data" in item and not isinstance(item["data"], dict):
+                raise CliError(f"<stdin>: line {n}: $.data: data must be a JSON object", 2)
             item["_line"] = n
             items.append(item)
         if not items:
@@ -119,10 +119,10 @@ def append(
             raise CliError("--type is required (or - to read events from stdin)", 2)
         item = {"type": type_}
         if data is not None:
-            item["data"] = _parse_json(data, "--data")
+            item["data"] = data
         if surface is not None:
             item["surface"] = (
-                _parse_json(surface, "--surface") if surface.strip()[:1] in '{"' else surface
+                parse_json(surface, "'--surface'") if surface.strip()[:1] in '{"' else surface
             )
         if sources:
             try:
@@ -142,7 +142,7 @@ def append(
             events = tape.append_batch(items)
         except InvalidEventError as exc:
             if stdin is not None and exc.batch_item is not None:
-                exc.path, exc.line = "<stdin>", lines[exc.batch_item]
+                raise exc.at(path="<stdin>", line=lines[exc.batch_item]) from exc.__cause__
             raise
     for event in events:
         click.echo(event.seq)
@@ -150,7 +150,7 @@ def append(
 
 @click.command()
 @path_arg
-@click.option("--from", "from_seq", type=int, default=0, help="Start at this seq.")
+@click.option("--from", "from_seq", type=SEQ, default=0, help="Start at this seq.")
 @click.option("--type", "pattern", help="Only event types matching this glob, e.g. 'tool/*'.")
 def cat(path: Path, from_seq: int, pattern: str | None) -> None:
     """Print the committed lines of PATH exactly as stored (a torn tail is not printed)."""
@@ -164,22 +164,29 @@ def cat(path: Path, from_seq: int, pattern: str | None) -> None:
 
 @click.command()
 @path_arg
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (raw epoch ms).")
 def info(path: Path, as_json: bool) -> None:
-    """Show the header and the tail state of PATH (reads only the end of the file)."""
+    """Show the header and the tail state of PATH (reads only the end of the file).
+
+    Times are shown in local time (--json keeps the epoch milliseconds), and the state is
+    explained: a turn left open on purpose by a writer that closed cleanly, or by a crash.
+    """
     scan = reader.tail_scan(path)
     h = scan.header
+    mode = _mode(path)
     obj = {
         "path": str(path),
         "id": h.id,
         "title": h.title,
         "created": h.created,
+        "last_event": scan.last_time,
         "cwd": h.cwd,
         "agent": h.agent,
         "parent": msgspec.to_builtins(h.parent) if h.parent else None,
         "version": f"{h.version}.{h.minor}",
         "events": scan.next_seq,
         "size": scan.size,
+        "mode": f"{mode:04o}" if mode is not None else None,
         "tail_state": scan.state,
         "last_checkpoint_seq": scan.checkpoint_seq,
         "open_turn": scan.turn.seq if scan.turn else None,
@@ -188,9 +195,74 @@ def info(path: Path, as_json: bool) -> None:
     if as_json:
         click.echo(_enc.encode(obj).decode())
         return
-    for k, v in obj.items():
+    rows: list[tuple[str, object]] = [
+        ("path", path),
+        ("id", h.id),
+        ("title", h.title),
+        ("created", f"{format_ms(h.created, utc=False)} (local time)"),
+        ("last event", format_ms(scan.last_time, utc=False)),
+        ("cwd", h.cwd),
+        ("agent", h.agent),
+        ("parent", _parent(h.parent)),
+        ("format", f"jsonltape {h.version}.{h.minor}"),
+        ("events", f"{scan.next_seq} (seq 0 to {scan.next_seq - 1}), {scan.size} bytes"),
+        ("permissions", _permissions(mode)),
+        ("state", _state(scan)),
+    ]
+    for k, v in rows:
         if v is not None:
-            click.echo(f"{k + ':':<20} {v}")
+            click.echo(f"{k + ':':<13} {one_line(str(v))}")
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return stat.S_IMODE(os.stat(path, follow_symlinks=False).st_mode)
+    except OSError:
+        return None
+
+
+def _permissions(mode: int | None) -> str | None:
+    if mode is None:
+        return None
+    if mode & 0o022:
+        return f"{mode:04o}: writable by group or others; writers refuse it (chmod 600 it)"
+    if mode & 0o044:
+        return f"{mode:04o}: readable by group or others (sessions are created 0600)"
+    return f"{mode:04o} (owner only)"
+
+
+def _parent(parent: Any) -> str | None:
+    if parent is None:
+        return None
+    where = f" ({parent.path})" if parent.path else ""
+    return f"forked from {parent.session} at seq {parent.seq}{where}"
+
+
+def _state(scan: TailScan) -> str:
+    """The tail state in words: what it means and what to do about it."""
+    if scan.state == "corrupt":
+        return (
+            f"corrupt: line {scan.bad_line} (byte {scan.bad_offset}): {scan.bad_reason}; this "
+            "is damage before the last checkpoint, not a crash (`repair --force` cuts it)"
+        )
+    if scan.state == "torn-tail":
+        return (
+            f"torn tail: line {scan.bad_line} (byte {scan.bad_offset}): {scan.bad_reason}; a "
+            "crash cut the last write (`jsonltape repair` moves it to a sidecar)"
+        )
+    if scan.turn is not None and scan.closed:
+        return (
+            f"open turn, on purpose: the turn started at seq {scan.turn.seq} has no end, but the "
+            "last writer closed the session cleanly (as a script appending one event per run "
+            "does); nothing to repair"
+        )
+    if scan.turn is not None:
+        return (
+            f"open turn: the turn started at seq {scan.turn.seq} never ended and no writer closed "
+            "the session: a writer is still running, or it crashed (`jsonltape repair` closes "
+            "the turn as interrupted)"
+        )
+    return "clean: no turn is open, nothing to repair"
 
 
 _VERIFY_EXIT = {"clean": 0, "torn-tail": 1, "open-turn": 1, "corrupt": 3}
@@ -200,7 +272,7 @@ _VERIFY_EXIT = {"clean": 0, "torn-tail": 1, "open-turn": 1, "corrupt": 3}
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per file.")
 def verify(paths: tuple[Path, ...], as_json: bool) -> None:
-    """Check every line of each file: framing, CRC, valid JSON envelope, dense seq.
+    """Check every line of each file in PATHS: framing, CRC, valid JSON envelope, dense seq.
 
     Exit 0 when all are clean, 1 when some need `repair` (torn tail, or a turn a crash left
     open), 3 when some are corrupt (damage before the last checkpoint), 2 on unreadable input.
@@ -231,7 +303,7 @@ def verify(paths: tuple[Path, ...], as_json: bool) -> None:
 @path_arg
 @click.option("--force", is_flag=True, help="Also cut a corrupt file at its first damaged line.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
-@click.option("--wait", type=float, default=0.0, help="Seconds to wait for a live writer.")
+@click.option("--wait", type=SECONDS, default=0.0, help="Seconds to wait for a live writer.")
 def repair(path: Path, force: bool, as_json: bool, wait: float) -> None:
     """Repair PATH: cut a torn tail (kept in a .torn sidecar) and close a crashed turn.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import sys
 import time
 from pathlib import Path
@@ -19,8 +20,17 @@ from jsonltape_daemon import paths, schema
 from jsonltape_daemon.lock import daemon_status, running_pid
 
 from . import CliError
+from ._params import Seconds
 
-__all__ = ["daemon", "echo_json", "index_option", "index_stats", "reader", "root_arg"]
+__all__ = [
+    "daemon",
+    "echo_json",
+    "existing_root",
+    "index_option",
+    "index_stats",
+    "reader",
+    "root_arg",
+]
 
 _enc = msgspec.json.Encoder()
 
@@ -34,11 +44,33 @@ root_arg = click.argument("root", required=False, type=click.Path(file_okay=Fals
 
 
 def index_of(path: Path | None) -> Path:
-    return (path or paths.default_index()).absolute()
+    """The index file to use; refused at once if something else is there (sqlite would block
+    on a FIFO, and fail with a bare "disk I/O error" on a directory)."""
+    index = (path or paths.default_index()).absolute()
+    try:
+        mode = os.stat(index).st_mode
+    except OSError:
+        return index  # missing (created by a writer, reported by a reader) or unreadable
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise CliError(f"{index}: {kind}, not an index file", 2)
+    return index
 
 
 def root_of(path: Path | None) -> Path:
     return (path or paths.default_root()).absolute()
+
+
+def existing_root(path: Path | None) -> Path:
+    """The sessions root to mirror. jsonltape's own default (``<data dir>/sessions``) is created
+    0700 on first use, so a fresh install just works; a root the user named (ROOT or
+    ``$JSONLTAPE_ROOT``) must exist: a typo is reported, not created."""
+    root = root_of(path)
+    if not root.is_dir():
+        if path is not None or root != paths.data_dir() / "sessions":
+            raise CliError(f"{root}: no such directory", 2)
+        paths.ensure_private_dir(root)
+    return root
 
 
 def reader(index: Path) -> sqlite3.Connection:
@@ -119,21 +151,21 @@ def _daemon_options(fn: Any) -> Any:
             click.option("--poll", is_flag=True, help="Poll instead of inotify/FSEvents (NFS)."),
             click.option(
                 "--poll-interval",
-                type=click.FloatRange(0.1),
+                type=Seconds(0.1),
                 default=2.0,
                 show_default=True,
                 help="Seconds between polls.",
             ),
             click.option(
                 "--rescan-interval",
-                type=click.FloatRange(1),
+                type=Seconds(1),
                 default=60.0,
                 show_default=True,
                 help="Seconds between full rescans.",
             ),
             click.option(
                 "--debounce",
-                type=click.FloatRange(0),
+                type=Seconds(0),
                 default=0.1,
                 show_default=True,
                 help="Seconds of quiet before a changed file is synced.",
@@ -178,11 +210,16 @@ def daemon_run(
     debounce: float,
     sources: tuple[str, ...],
 ) -> None:
-    """Run the daemon in the foreground (for systemd, launchd or a terminal)."""
+    """Run the daemon in the foreground (for systemd, launchd or a terminal).
+
+    It mirrors the session files under ROOT (default: $JSONLTAPE_ROOT, else <data dir>/sessions,
+    created 0700 on first use; a ROOT you name must exist) into the index until SIGTERM or
+    Ctrl-C.
+    """
     from jsonltape_daemon.service import Config, Daemon
 
     config = Config(
-        root=root_of(root),
+        root=existing_root(root),
         index=index_of(index_path),
         poll=poll,
         poll_interval=poll_interval,
@@ -204,10 +241,13 @@ def daemon_start(
     debounce: float,
     sources: tuple[str, ...],
 ) -> None:
-    """Start the daemon in the background (pid and log files beside the index)."""
+    """Start the daemon in the background (pid and log files beside the index).
+
+    ROOT is as for `daemon run`. Exit 0 once it is up; it is refused when one already runs.
+    """
     from jsonltape_daemon.service import start
 
-    idx, r = index_of(index_path), root_of(root)
+    idx, r = index_of(index_path), existing_root(root)
     args = [
         str(r),
         "--index",
@@ -230,22 +270,40 @@ def daemon_start(
 @daemon.command("stop")
 @index_option
 def daemon_stop(index_path: Path | None) -> None:
-    """Stop the daemon (it finishes its current transaction first)."""
+    """Stop the daemon (it finishes its current transaction first).
+
+    Stopping a daemon that is not running succeeds (exit 0, "not running"), as LSB init
+    scripts and systemd do.
+    """
     from jsonltape_daemon.service import stop
 
     pid = stop(index_of(index_path))
     click.echo(f"daemon stopped (pid {pid})" if pid else "the daemon is not running")
 
 
+#: ``daemon status`` exit codes, LSB's for a service's status action.
+STATUS_RUNNING, STATUS_DEAD_PIDFILE, STATUS_NOT_RUNNING = 0, 1, 3
+
+
 @daemon.command("status")
 @index_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def daemon_status_cmd(index_path: Path | None, as_json: bool) -> None:
-    """Pid, root, index, files tracked, events indexed, lag and errors. Exit 1 if stopped."""
+    """Pid, root, index, files tracked, events indexed, lag and errors.
+
+    Exit codes follow LSB for a service's status: 0 running, 3 not running, 1 not running but
+    its pid file remains (the daemon died without cleaning up; `daemon start` starts anew).
+    """
     idx = index_of(index_path)
     pid = running_pid(idx)
+    stale = pid is None and paths.pid_file(idx).exists()
     status = daemon_status(idx) or {}
-    info: dict[str, Any] = {"running": pid is not None, "pid": pid, "index": str(idx)}
+    info: dict[str, Any] = {
+        "running": pid is not None,
+        "state": "running" if pid is not None else "dead" if stale else "stopped",
+        "pid": pid,
+        "index": str(idx),
+    }
     if pid is not None:
         info.update({k: v for k, v in status.items() if k not in ("pid", "index")})
     if idx.exists():
@@ -258,6 +316,11 @@ def daemon_status_cmd(index_path: Path | None, as_json: bool) -> None:
         info["substrings"] = stats["substrings"]
     if as_json:
         echo_json(info)
+    elif stale:
+        click.echo(
+            f"the daemon is not running, but its pid file {paths.pid_file(idx)} remains "
+            "(it died without stopping)"
+        )
     elif pid is None:
         click.echo("the daemon is not running")
     else:
@@ -275,7 +338,9 @@ def daemon_status_cmd(index_path: Path | None, as_json: bool) -> None:
         click.echo(f"lag:      {status.get('lag', 0):.3f} s pending, last sync {ago:.1f} s ago")
         for err in status.get("errors") or []:
             click.echo(f"error:    {err}")
-    sys.exit(0 if pid is not None else 1)
+    sys.exit(
+        STATUS_RUNNING if pid is not None else STATUS_DEAD_PIDFILE if stale else STATUS_NOT_RUNNING
+    )
 
 
 def _service_text(kind: str, root: Path, index: Path) -> str:
@@ -299,7 +364,7 @@ _kind_option = click.option(
 @index_option
 @_kind_option
 def daemon_print_service(root: Path | None, index_path: Path | None, kind: str | None) -> None:
-    """Print a systemd user unit or a launchd agent that runs the daemon."""
+    """Print a systemd user unit or a launchd agent that runs the daemon over ROOT."""
     from jsonltape_daemon import units
 
     text = _service_text(kind or units.default_kind(), root_of(root), index_of(index_path))
@@ -314,7 +379,8 @@ def daemon_print_service(root: Path | None, index_path: Path | None, kind: str |
 def daemon_install_service(
     root: Path | None, index_path: Path | None, kind: str | None, force: bool
 ) -> None:
-    """Write the service file into place and print the commands that enable it."""
+    """Write the service file (the daemon over ROOT) into place and print the commands that
+    enable it."""
     from jsonltape_daemon import units
 
     k = kind or units.default_kind()

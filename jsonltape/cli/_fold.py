@@ -11,13 +11,14 @@ import msgspec
 
 from .. import fold
 from . import CliError
+from ._params import SECONDS, SEQ
 
 _json = msgspec.json.Decoder()
 _enc = msgspec.json.Encoder()
 
 path_arg = click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 wait_opt = click.option(
-    "--wait", type=float, default=0.0, help="Seconds to wait for another writer."
+    "--wait", type=SECONDS, default=0.0, help="Seconds to wait for another writer."
 )
 json_opt = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
@@ -72,7 +73,7 @@ parent_opt = click.option(
     show_default=True,
     help="neutral: the surface as logged; openai/anthropic: a request body.",
 )
-@click.option("--at", type=int, help="Fold only up to this seq (what the model saw then).")
+@click.option("--at", type=SEQ, help="Fold only up to this seq (what the model saw then).")
 @click.option("--all-versions", is_flag=True, help="Every message event with its status.")
 @parent_opt
 def messages(
@@ -98,10 +99,10 @@ def messages(
 @click.command()
 @path_arg
 @click.option("--summary", required=True, help="The summary: TEXT, or @FILE (@- for stdin).")
-@click.option("--through", type=int, required=True, help="Last seq to compact.")
-@click.option("--start", type=int, help="First seq to compact (default: the first message).")
+@click.option("--through", type=SEQ, required=True, help="Last seq to compact.")
+@click.option("--start", type=SEQ, help="First seq to compact (default: the first message).")
 @click.option("--reason", help="Why (e.g. manual, context-pressure).")
-@click.option("--tokens", type=int, help="Token count of what is compacted, if known.")
+@click.option("--tokens", type=SEQ, help="Token count of what is compacted, if known.")
 @click.option("--model", help="The model that wrote the summary.")
 @json_opt
 @wait_opt
@@ -116,7 +117,7 @@ def compact(
     as_json: bool,
     wait: float,
 ) -> None:
-    """Replace messages up to --through by a summary (nothing is deleted).
+    """Replace messages of PATH up to --through by a summary (nothing is deleted).
 
     Appends compaction/start, compaction/summary (with the file ledger), the summary message
     and compaction/end. An empty summary is refused and nothing is written.
@@ -143,30 +144,31 @@ def compact(
 
 @click.command()
 @path_arg
-@click.argument("seq", type=int)
+@click.argument("seq", type=SEQ)
 @click.option("--stub", help="Text that replaces the output (default: a note with its size).")
 @wait_opt
 def prune(path: Path, seq: int, stub: str | None, wait: float) -> None:
-    """Replace the output of tool result SEQ by a short stub (the original stays logged)."""
+    """Replace the output of tool result SEQ in PATH by a short stub (the original stays
+    logged)."""
     events = fold.prune(path, seq, stub=stub, lock_timeout=wait)
     click.echo(f"pruned seq {seq}: stub is seq {events[-1].seq}")
 
 
 @click.command()
 @path_arg
-@click.argument("seq", type=int)
-@click.option("--to", "end", type=int, help="Retract the messages from SEQ through this seq.")
+@click.argument("seq", type=SEQ)
+@click.option("--to", "end", type=SEQ, help="Retract the messages from SEQ through this seq.")
 @click.option("--reason", help="Why the messages are retracted.")
 @wait_opt
 def retract(path: Path, seq: int, end: int | None, reason: str | None, wait: float) -> None:
-    """Take message SEQ (or SEQ..--to) off the surface; its tool results go with it."""
+    """Take message SEQ (or SEQ..--to) of PATH off the surface; its tool results go with it."""
     events = fold.retract(path, seq, end, reason=reason, lock_timeout=wait)
     click.echo(f"retracted by seq {events[0].seq}")
 
 
 @click.command()
 @path_arg
-@click.option("--at", type=int, required=True, help="Fork after this seq of PATH.")
+@click.option("--at", type=SEQ, required=True, help="Fork after this seq of PATH.")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), help="New file.")
 @click.option("--id", "session_id", help="Session id of the fork (default: generated).")
 @click.option("--title", help="Title of the fork (default: the parent's).")
@@ -239,7 +241,7 @@ def discard(
 @click.option("--reason", help="Why the handoff happens.")
 @wait_opt
 def handoff(path: Path, summary: str, state: str | None, reason: str | None, wait: float) -> None:
-    """Start afresh from a summary: the context is rebuilt from this handoff on."""
+    """Start PATH afresh from a summary: the context is rebuilt from this handoff on."""
     state_obj = None
     if state is not None:
         try:
@@ -257,7 +259,7 @@ _MARK = {"pending": " ", "in_progress": "~", "completed": "x"}
 
 @click.command()
 @path_arg
-@click.option("--at", type=int, help="The todo list as of this seq.")
+@click.option("--at", type=SEQ, help="The todo list as of this seq.")
 @parent_opt
 @json_opt
 def todo(path: Path, at: int | None, parent_specs: tuple[str, ...], as_json: bool) -> None:

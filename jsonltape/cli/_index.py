@@ -28,10 +28,12 @@ from jsonltape_daemon.ingest import Ingestor, SyncStats, walk
 from jsonltape_daemon.lock import daemon_status, index_lock, running_pid
 from jsonltape_daemon.store import SqliteStore, remove_db
 
+from .._time import MAX_TIME, format_ms
 from . import CliError
 from ._daemon_cmds import (
     daemon,
     echo_json,
+    existing_root,
     index_of,
     index_option,
     index_stats,
@@ -39,12 +41,13 @@ from ._daemon_cmds import (
     root_arg,
     root_of,
 )
+from ._params import COUNT, SEQ
 
 __all__ = ["daemon", "index", "search", "sessions", "show", "sync"]
 
 
 def _when(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
+    return format_ms(ms, utc=False, seconds=False)
 
 
 _RELATIVE = re.compile(r"^(\d+)\s*([mhdw])$")
@@ -55,8 +58,8 @@ def _parse_date(text: str, *, end: bool) -> int:
     """ISO date/time (local unless it has an offset), or relative: 30m, 2h, 7d, 2w."""
     t = text.strip().lower()
     m = _RELATIVE.match(t)
-    if m:
-        return int((time.time() - int(m.group(1)) * _UNIT_S[m.group(2)]) * 1000)
+    if m:  # int arithmetic: a 400-digit "ago" is just before any session, not an overflow
+        return max(0, time.time_ns() // 1_000_000 - int(m.group(1)) * _UNIT_S[m.group(2)] * 1000)
     if t in ("today", "yesterday"):
         day = dt.date.today() - dt.timedelta(days=1 if t == "yesterday" else 0)
         t = day.isoformat()
@@ -69,9 +72,12 @@ def _parse_date(text: str, *, end: bool) -> int:
             raise CliError(
                 f"cannot read date {text!r}; use 2026-05-09, 2026-05-09T14:30, 7d, 12h or 30m", 2
             ) from None
-    if end and len(t) == 10:  # a whole day: --until 2026-05-09 includes that day
-        value += dt.timedelta(days=1)
-    return int(value.timestamp() * 1000)
+    try:
+        if end and len(t) == 10:  # a whole day: --until 2026-05-09 includes that day
+            value += dt.timedelta(days=1)
+        return int(value.timestamp() * 1000)
+    except (OverflowError, OSError, ValueError):  # 9999-12-31 + 1 day, year 1 in local time
+        return 0 if value.year < 1970 else MAX_TIME + 1
 
 
 class _GracefulStop:
@@ -149,9 +155,7 @@ def sync(
     commit: the next sync (or the daemon) goes on from there. ROOT defaults to $JSONLTAPE_ROOT
     or <data dir>/sessions.
     """
-    r, idx = root_of(root), index_of(index_path)
-    if not r.is_dir():
-        raise CliError(f"{r}: no such directory", 2)
+    r, idx = existing_root(root), index_of(index_path)
     try:
         foreign = [parse_source(spec) for spec in sources]
     except ValueError as exc:
@@ -199,6 +203,7 @@ def sync(
                     stats.seconds += more.seconds
                     stats.add("substrings", more.seconds)
                 pending = store.substrings_pending()
+                total = store.con.execute("SELECT count(*) FROM sessions").fetchone()[0]
                 errors = [
                     f
                     for under in [str(r), *(path for _kind, path in foreign)]
@@ -213,8 +218,9 @@ def sync(
         echo_json(stats)
     else:
         click.echo(
-            f"{r}: {stats.files} files read, {stats.sessions_added} sessions added, "
-            f"{stats.sessions_removed} removed, +{stats.events} events, "
+            f"{r}: {_n(total, 'session')} indexed; {stats.files} files read, "
+            f"{stats.sessions_added} sessions added, {stats.sessions_removed} removed, "
+            f"+{stats.events} events, "
             f"+{stats.messages} messages in {stats.seconds:.2f} s"
             + (f" (searchable after {searchable:.2f} s)" if "substrings" in stats.phases else "")
         )
@@ -224,6 +230,10 @@ def sync(
         click.echo("jsonltape: the substring index is not complete yet", err=True)
     for f in errors:
         click.echo(f"jsonltape: warning: {f.path}: {f.error}", err=True)
+
+
+def _n(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 # -- search -------------------------------------------------------------------------------
@@ -238,7 +248,14 @@ def _highlighter(styled: bool) -> Callable[[str], str]:
 
 
 @click.command()
-@click.argument("query", nargs=-1, required=True)
+@click.argument("query", nargs=-1)
+@click.option(
+    "--phrase",
+    "phrases",
+    multiple=True,
+    metavar="TEXT",
+    help="Also require this exact phrase, taken literally (no quoting needed). Repeatable.",
+)
 @index_option
 @click.option("--session", help="Only this session (id, id prefix or path).")
 @click.option("--role", "roles", multiple=True, help="Only this role (user, assistant, tool...).")
@@ -247,10 +264,17 @@ def _highlighter(styled: bool) -> Callable[[str], str]:
 @click.option("--until", help="Messages before this date/time (a date includes that day).")
 @click.option("--path", "path_glob", help="Only sessions whose path matches this glob.")
 @click.option("--all", "all_", is_flag=True, help="Include superseded/compacted/retracted ones.")
-@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10_000),
+    default=20,
+    show_default=True,
+    help="Show at most N hits.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per hit.")
 def search(
     query: tuple[str, ...],
+    phrases: tuple[str, ...],
     index_path: Path | None,
     session: str | None,
     roles: tuple[str, ...],
@@ -264,14 +288,15 @@ def search(
 ) -> None:
     """Full-text search over every indexed message.
 
-    Words are ANDed, "quoted phrases" match in order, prefix* matches word starts; any
-    other character is literal. Substrings (NotFound in FileNotFoundError) and Japanese or
-    Chinese text of any length are found too. Best matches first (bm25), newer first among
-    equals.
+    The words of QUERY are ANDed, "quoted phrases" match in order, prefix* matches word
+    starts; any other character is literal. Quote a phrase for the shell too:
+    search 'migration "NOT NULL"', or use --phrase 'NOT NULL'. Substrings (NotFound in
+    FileNotFoundError) and Japanese or Chinese text of any length are found too. Best
+    matches first (bm25), newer first among equals.
     """
     text = " ".join(query)
-    if not s.parse_query(text):
-        raise CliError("nothing to search for", 2)
+    if not s.parse_query(text) and not any(p.strip() for p in phrases):
+        raise CliError("nothing to search for (give QUERY or --phrase)", 2)
     filters = s.Filters(
         session=session,
         roles=roles,
@@ -285,7 +310,7 @@ def search(
     try:
         for note in s.notes(con):
             click.echo(f"jsonltape: warning: {note}", err=True)
-        hits = s.search(con, text, filters, limit)
+        hits = s.search(con, text, filters, limit, phrases=phrases)
     except Exception as exc:
         if type(exc).__module__ == "sqlite3":
             raise CliError(f"search failed: {exc}", 2) from None
@@ -313,7 +338,7 @@ def search(
 
 @click.command()
 @index_option
-@click.option("--limit", type=click.IntRange(1), default=None, help="Show at most N sessions.")
+@click.option("--limit", type=COUNT, default=None, help="Show at most N sessions.")
 @click.option("--path", "path_glob", help="Only sessions whose path matches this glob.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per session.")
 def sessions(
@@ -344,7 +369,7 @@ def _print_window(info: s.SessionInfo, turns: list[s.Turn], more: int | None, re
     for t in turns:
         status = "" if t.status == "current" else f" [{t.status}]"
         cut = " [truncated]" if t.truncated else ""
-        stamp = dt.datetime.fromtimestamp(t.time / 1000).strftime("%Y-%m-%d %H:%M:%S")
+        stamp = format_ms(t.time, utc=False)
         click.echo(f"\n#{t.seq}  {stamp}  {t.role}{status}{cut}")
         for line in (t.text or "(no text)").splitlines() or [""]:
             click.echo(f"    {line}")
@@ -353,8 +378,10 @@ def _print_window(info: s.SessionInfo, turns: list[s.Turn], more: int | None, re
 @click.command()
 @click.argument("session")
 @index_option
-@click.option("--last", type=click.IntRange(1), default=20, show_default=True, help="Messages.")
-@click.option("--before", type=int, help="Only messages before this seq (page backwards).")
+@click.option(
+    "--last", type=COUNT, default=20, show_default=True, help="How many messages to show."
+)
+@click.option("--before", type=SEQ, help="Only messages before this seq (page backwards).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
 def show(
     session: str, index_path: Path | None, last: int, before: int | None, as_json: bool

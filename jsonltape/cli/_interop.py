@@ -16,6 +16,7 @@ from ..interop import SOURCES, FileReport, discover, import_file
 from ..interop.export import FORMATS, ExportFormat
 from ..interop.export import export as export_session
 from . import CliError
+from ._params import SECONDS
 
 _enc = msgspec.json.Encoder()
 #: Line problems printed per file before "... and N more".
@@ -57,7 +58,7 @@ def _err(text: str) -> None:
 )
 @click.option(
     "--settle",
-    type=click.FloatRange(min=0),
+    type=SECONDS,
     default=3600.0,
     show_default=True,
     help="Seconds after its last change when a source is finished: a turn it left open is "
@@ -78,9 +79,9 @@ def import_(
     jsonltape sessions, one per source session.
 
     Every source line is kept verbatim in the imported session. Importing again adds nothing;
-    a source that grew adds only its new part. Prints the session files written (or the
-    reports with --json); problems and a summary go to stderr. Exit 2 if a source could not be
-    imported (nothing is written for it).
+    a source that grew adds only its new part. Prints the session files created or appended
+    to (every report with --json); problems and a one-line summary go to stderr. Exit 2 if a
+    source could not be imported (nothing is written for it).
     """
     out_root = (root or _default_root()).absolute()
     files, skipped = discover(source, sources, exclude=str(out_root))
@@ -106,7 +107,7 @@ def import_(
             reports.append(report)
             if as_json:
                 click.echo(_enc.encode(report).decode())
-            elif report.status != "error":
+            elif report.status == "imported":  # what changed; the unchanged are only counted
                 for s in report.sessions:
                     click.echo(s)
     _report(reports, len(files) == 1)
@@ -210,6 +211,8 @@ def export(
     An open or torn session is exported as far as it is committed (stderr says so). With
     --redact, what was redacted is summarised on stderr.
     """
+    if output is not None and (not output.name or output.is_dir()):
+        raise CliError(f"-o {output}: is a directory; name the file to write", 2)
     parents: dict[str, str | os.PathLike[str]] = {}
     for spec in parent_specs:
         sid, sep, where = spec.partition("=")

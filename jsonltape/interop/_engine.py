@@ -60,6 +60,8 @@ _UUID_TAIL = re.compile(
 class SourceError(JsonltapeError):
     """A source file cannot be imported (wrong format, changed since the last import, ...)."""
 
+    code = "bad-source"
+
 
 class Torn(msgspec.Struct):
     line: int
