@@ -10,6 +10,7 @@ line is good or bad for all of them alike.
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -63,9 +64,15 @@ def decode(body: bytes) -> Event:
     (not damage: the caller names the line, spec §6).
     """
     try:
-        return _strict(body)
+        event = _strict(body)
     except msgspec.ValidationError:
-        pass  # an unknown member, or a real problem the loose decode names
+        event = _loose_event(body)  # an unknown member, or a real problem it names
+    if _DIGIT_RUN.search(body) is not None and _holds_huge_int(body):
+        raise msgspec.ValidationError("Number out of range (an integer no double can hold)")
+    return event
+
+
+def _loose_event(body: bytes) -> Event:
     loose = _loose.decode(body)
     _any(body)  # the bytes of the unknown members: UTF-8, numbers a double holds
     return Event(
@@ -79,6 +86,53 @@ def decode(body: bytes) -> Event:
         ignorable=loose.ignorable,
         crc=loose.crc,
     )
+
+
+# msgspec keeps an integer literal exactly, however long, where a double parser would overflow;
+# spec §4 makes a number no double can hold a bad line, so such integers are looked for. Any
+# such literal has at least 309 digits, and a run of 309 digits covers at least 4 consecutive
+# points of a grid with a 77-byte step: a chunk whose sample shows no 4 digits in a row holds
+# none. The screen costs one strided copy and a search over 1/77 of the bytes.
+_STEP = 77
+_SAMPLED_RUN = re.compile(rb"(?=[0-9]{4})")  # a lookahead: every start, overlaps included
+_DIGIT_RUN = re.compile(rb"[0-9]{309}")
+
+
+def _holds_huge_int(line: bytes) -> bool:
+    """True when the JSON text ``line`` holds an integer that no double can hold."""
+    try:
+        stack = [_any(line)]
+    except (msgspec.DecodeError, RecursionError):
+        return False  # not JSON at all: the decode that judges the line says why
+    while stack:
+        value = stack.pop()
+        if type(value) is int:
+            try:
+                float(value)
+            except OverflowError:
+                return True
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
+
+
+def _huge_int_lines(buf: bytes) -> set[int]:
+    """Where (offsets in ``buf``) the complete lines holding an integer no double holds start."""
+    found: set[int] = set()
+    seen: set[int] = set()
+    for m in _SAMPLED_RUN.finditer(buf[::_STEP]):
+        at = m.start() * _STEP
+        start = buf.rfind(b"\n", 0, at) + 1
+        end = buf.find(b"\n", at)
+        if end < 0 or start in seen:
+            continue  # a line that runs past the chunk is judged with the next one
+        seen.add(start)
+        line = buf[start:end]
+        if _DIGIT_RUN.search(line) is not None and _holds_huge_int(line):
+            found.add(start)
+    return found
 
 
 def _surface_of(value: Any) -> Any:
@@ -164,7 +218,10 @@ def scan(fd: int, start: int, expected: int | None, end: int | None = None) -> I
         if not chunk:
             break
         pos += len(chunk)
-        parts = (carry + chunk if carry else chunk).split(b"\n")
+        buf = carry + chunk if carry else chunk
+        buf_at = base
+        huge = _huge_int_lines(buf) if _SAMPLED_RUN.search(buf[::_STEP]) else None
+        parts = buf.split(b"\n")
         carry = parts.pop()
         for body in parts:
             # The line ends with exactly the suffix its own CRC gives (one format and one
@@ -179,7 +236,11 @@ def scan(fd: int, start: int, expected: int | None, end: int | None = None) -> I
                         event = None
                 except RecursionError:
                     event = None
-                if event is not None and (expected is None or event.seq == expected):
+                if (
+                    event is not None
+                    and (expected is None or event.seq == expected)
+                    and (huge is None or base - buf_at not in huge)
+                ):
                     expected = event.seq + 1
                     yield (base, body, event)
                     base += len(body) + 1

@@ -531,15 +531,18 @@ def check_header(event: Event, path: str | None = None) -> HeaderData:
             offset=0,
             field="$.data.version",
         )
-    for name in _OPTIONAL_HEADER:
-        if name in event.data and event.data[name] is None:
-            raise FormatError(
-                f"not a jsonltape session: header data.{name} is null (omit it or give a value)",
-                path=path,
-                line=1,
-                offset=0,
-                field=f"$.data.{name}",
-            )
+    parent = event.data.get("parent")
+    nulls = [f"$.data.{n}" for n in _OPTIONAL_HEADER if n in event.data and event.data[n] is None]
+    if isinstance(parent, dict):
+        nulls += [f"$.data.parent.{n}" for n in ("path", "crc") if parent.get(n, 0) is None]
+    if nulls:
+        raise FormatError(
+            f"not a jsonltape session: header {nulls[0][2:]} is null (omit it or give a value)",
+            path=path,
+            line=1,
+            offset=0,
+            field=nulls[0],
+        )
     try:
         return msgspec.convert(event.data, type=HeaderData)
     except msgspec.ValidationError as exc:

@@ -45,6 +45,11 @@ BAD_MEMBERS = {
     ),
     "sources-item-2**53": b'"type":"x.t/n","time":1,"data":{},"sources":[%d]' % (MAX_INT + 1),
     "1e400-in-data": b'"type":"x.t/n","time":1,"data":{"x":1e400}',
+    # Integers are kept exactly by msgspec however long; no double holds these (spec §4).
+    "integer-no-double-holds-in-data": b'"type":"x.t/n","time":1,"data":{"n":-1%b}' % (b"0" * 400),
+    "integer-no-double-holds-in-unknown-member": (
+        b'"type":"x.t/n","time":1,"data":{},"x":[2%b]' % (b"9" * 320)
+    ),
 }
 
 
@@ -252,3 +257,26 @@ def test_a_fork_whose_parent_path_hint_holds_nul_says_where_the_parent_is(
         jsonltape.messages(fork)
     assert err.value.field == "$.data.parent.path"
     assert jsonltape.messages(fork, parents={pid: parent})["messages"] is not None
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 77, 300, 1 << 20])
+def test_long_digit_runs_are_judged_by_value_at_any_chunk_size(
+    tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Digits in a string and an integer a double still holds (308 digits) are good; 309+
+    # digits that overflow a double are bad, wherever the reads split the line.
+    monkeypatch.setattr(_framing, "CHUNK", chunk)
+    path = tmp_path / "s.jsonl"
+    golden(path, turns=1)
+    fits = b"1" + b"7" * 307  # 1.77e307
+    good = b'"type":"x.t/n","time":1,"data":{"s":"%b","n":%b},"ignorable":true' % (
+        b"5" * 1000,
+        fits,
+    )
+    _append_bad(path, good, witness=False)
+    over = b"2" + b"0" * 308  # 2e308
+    at = _append_bad(path, b'"type":"x.t/n","time":1,"data":{"n":%b}' % over, witness=True)
+    with pytest.raises(jsonltape.CorruptError) as err:
+        list(jsonltape.read(path))
+    assert err.value.offset == at
+    assert jsonltape.verify(path).offset == at
