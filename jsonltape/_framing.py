@@ -77,7 +77,9 @@ def iter_lines(fd: int, start: int, end: int | None = None) -> Iterator[tuple[in
     so callers can tell a torn last line from a clean end.
     """
     pos = start
-    carry = b""
+    # A line that has not ended yet, in pieces: joined once when its newline arrives, so a
+    # line of L bytes costs O(L), not O(L²/CHUNK).
+    pending: list[bytes] = []
     carry_off = start
     while True:
         want = CHUNK if end is None else min(CHUNK, end - pos)
@@ -87,7 +89,11 @@ def iter_lines(fd: int, start: int, end: int | None = None) -> Iterator[tuple[in
         if not chunk:
             break
         pos += len(chunk)
-        buf = carry + chunk if carry else chunk
+        if chunk.find(b"\n") < 0:
+            pending.append(chunk)
+            continue
+        buf = b"".join((*pending, chunk)) if pending else chunk
+        pending = []
         base = carry_off
         i = 0
         while True:
@@ -96,10 +102,11 @@ def iter_lines(fd: int, start: int, end: int | None = None) -> Iterator[tuple[in
                 break
             yield base + i, buf[i : j + 1]
             i = j + 1
-        carry = buf[i:]
+        if i < len(buf):
+            pending.append(buf[i:])
         carry_off = base + i
-    if carry:
-        yield carry_off, carry
+    if pending:
+        yield carry_off, b"".join(pending)
 
 
 def iter_lines_reverse(fd: int, end: int, stop: int = 0) -> Iterator[tuple[int, bytes]]:
@@ -110,11 +117,21 @@ def iter_lines_reverse(fd: int, end: int, stop: int = 0) -> Iterator[tuple[int, 
     ``stop``), so a line is never split at a chunk boundary.
     """
     pos = end
-    tail = b""  # bytes of the (possibly partial) line that continues past the current chunk
+    # The line that continues past the current chunk, as pieces read right to left: joined
+    # once its start is found, so a long line is not copied again with every chunk.
+    pieces: list[bytes] = []
     while pos > stop:
         size = min(CHUNK, pos - stop)
         pos -= size
-        buf = os.pread(fd, size, pos) + tail
+        chunk = os.pread(fd, size, pos)
+        if pieces:
+            if chunk.find(b"\n") < 0:
+                pieces.append(chunk)
+                continue
+            buf = b"".join((chunk, *reversed(pieces)))
+            pieces = []
+        else:
+            buf = chunk
         j = len(buf)
         while True:
             i = buf.rfind(b"\n", 0, j - 1) if j > 0 else -1
@@ -122,6 +139,7 @@ def iter_lines_reverse(fd: int, end: int, stop: int = 0) -> Iterator[tuple[int, 
                 break
             yield pos + i + 1, buf[i + 1 : j]
             j = i + 1
-        tail = buf[:j]
-    if tail:
-        yield stop, tail
+        if j:
+            pieces.append(buf[:j])
+    if pieces:
+        yield stop, b"".join(reversed(pieces))

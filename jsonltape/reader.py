@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 from . import _fs
-from ._lines import Bad, scan
+from ._lines import Bad, scan, scan_events
 from ._scan import (
     State,
     TailScan,
@@ -125,12 +125,14 @@ def _events(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Event]:
     fd = _fs.open_for_read(p)
     try:
         start, expected = _start(fd, str(p), min_seq, from_offset)
-        for item in scan(fd, start, expected):
-            if isinstance(item, Bad):
-                _stop(fd, str(p), item)
-                return
-            if item[2].seq >= min_seq:
-                yield item[2]
+        for item in scan_events(fd, start, expected):
+            if type(item) is Event:
+                if item.seq >= min_seq:
+                    yield item
+                continue
+            assert isinstance(item, Bad)
+            _stop(fd, str(p), item)
+            return
     finally:
         os.close(fd)
 
