@@ -193,10 +193,11 @@ def test_html_is_self_contained_escaped_and_collapsible(tmp_path: Path) -> None:
     assert "Result (error)" in text and "1 failed" in text
 
 
-def test_markdown_neutralises_html_outside_code(tmp_path: Path) -> None:
+def test_markdown_neutralises_html_and_keeps_code(tmp_path: Path) -> None:
     path = build(tmp_path / "demo.jsonl")
     text = export(path, "markdown").text
-    assert "<script>" not in text and "&lt;script>alert(1)&lt;/script>" in text
+    assert "\\<script>alert(1)\\</script>" in text
+    assert not re.search(r"(?<!\\)<(?!/?(?:details|summary))", text)  # every other < is escaped
     assert "```sql\nALTER TABLE users;\n```" in text  # code kept as written
     assert "````\nALTER TABLE users ADD email TEXT NOT NULL; -- ```\n````" in text
 
@@ -276,7 +277,7 @@ def test_redact_secrets_masks_every_planted_secret_in_every_format(tmp_path: Pat
     assert md.redacted is not None
     for kind in ("aws-access-key", "openai-key", "private-key", "bearer", "url-password", "jwt"):
         assert kind in md.redacted
-    assert "deploy:[REDACTED:url-password]@example.com" in md.text  # structure kept
+    assert "deploy:\\[REDACTED:url-password\\]@example.com" in md.text  # structure kept
 
 
 def test_redact_tools_hides_arguments_and_results_but_keeps_the_calls(tmp_path: Path) -> None:
@@ -301,21 +302,71 @@ def test_torn_session_exports_its_committed_part_and_says_so(tmp_path: Path) -> 
     with open(path, "ab") as f:
         f.write(b'{"seq":99,"type":"user/message","data":{"message":{"id":"x","ro')
     out = export(path, "markdown")
-    assert out.text == whole
-    assert len(out.notes) == 1 and "torn tail" in out.notes[0] and "committed part" in out.notes[0]
+    said = "torn tail at line 27: its last 63 bytes (after byte 5042) were being written when"
+    assert out.text.startswith(whole) and out.text.endswith(
+        f"**Note:** {said} the writer stopped, or were copied mid-write; they are not "
+        "committed and not in this export\n"
+    )
+    assert out.notes == [
+        f"{path}: {said} the writer stopped, or were copied mid-write; they "
+        "are not committed and not in this export"
+    ]
 
 
-def test_open_turn_session_exports_and_says_so(tmp_path: Path) -> None:
+def test_open_turn_session_exports_and_says_what_it_means(tmp_path: Path) -> None:
     path = build(tmp_path / "open.jsonl")
     with jsonltape.open(path, durability="manual") as tape:
-        tape.append("turn/start", {})
+        start = tape.append("turn/start", {}).seq
         tape.user("Still working", id="u4")
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines[:-1]))  # no closing checkpoint: a writer crashed mid-turn
     assert jsonltape.verify(path).state == "open-turn"
-    out = export(path, "html")
-    assert "Still working" in out.text
-    assert len(out.notes) == 1 and "still open" in out.notes[0]
+    said = f"the turn that started at seq {start} has no end: the agent was still running, or it"
+    for fmt in ("html", "markdown"):
+        out = export(path, fmt)
+        assert "Still working" in out.text
+        assert out.notes == [
+            f"{path}: {said} crashed; the transcript shows what was committed, "
+            "so its last step may be missing"
+        ]
+        assert said in out.text and str(path) not in out.text  # the document says it too
+    assert said not in export(path, "json").text  # data formats stay data
+
+
+def test_a_turn_left_open_by_a_clean_close_is_explained(tmp_path: Path) -> None:
+    """The README's first example: a turn/start and a message, then a clean close."""
+    path = tmp_path / "s.jsonl"
+    with jsonltape.open(path, create=True) as tape:
+        tape.append("turn/start", {})
+        tape.user("Why does test_migration fail?", id="m1")
+    assert jsonltape.verify(path).state == "clean"
+    out = export(path, "markdown")
+    assert out.notes == [
+        f"{path}: the turn that started at seq 1 has no end: its writer closed the session with "
+        "the turn still open (to go on later); the transcript shows everything written so far"
+    ]
+    assert out.text.rstrip().endswith(
+        "**Note:** the turn that started at seq 1 has no end: its writer closed the session "
+        "with the turn still open (to go on later); the transcript shows everything written "
+        "so far"
+    )
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_times_at_the_edges_render(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "t.jsonl"
+    with jsonltape.open(path, create=True) as tape, tape.turn():
+        tape.append("user/message", {"message": {"id": "a", "role": "user", "parts": []}}, time=0)
+        last = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the writer's limit
+        tape.append(
+            "user/message", {"message": {"id": "b", "role": "user", "parts": []}}, time=last
+        )
+        data = {"message": {"id": "c", "role": "user", "parts": []}, "import": {"time": 2**53 - 1}}
+        tape.append("user/message", data)
+    text = export(path, fmt).text  # type: ignore[arg-type]
+    if fmt in ("markdown", "html"):
+        assert "1970-01-01 00:00:00Z" in text and "9999-12-31 23:59:59Z" in text
+        assert "time 9007199254740991" in text  # past the calendar: a placeholder, not a crash
 
 
 def test_secret_patterns_keep_their_context_and_spare_look_alikes() -> None:

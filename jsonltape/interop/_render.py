@@ -1,35 +1,359 @@
 """Markdown and HTML renderings of a transcript model (see :func:`export.transcript`).
 
 Both put each tool call together with its result (found by call id), fold reasoning and tool
-calls into ``<details>``, and treat every string from the session as data: HTML escapes all of
-it; Markdown escapes ``<`` and ``&`` outside code and puts arguments and results in fences
-longer than any backtick run inside them.
+calls into ``<details>``, and treat every string from the session as data, never as markup.
+
+Message text (text and reasoning parts) is usually Markdown written by a model, so both read
+it as Markdown with markdown-it-py (CommonMark plus tables and strikethrough), raw HTML off
+and only ``http``, ``https`` and ``mailto`` links taken as links:
+
+* HTML renders the parsed tree (headings, lists, code, emphasis, tables); links get
+  ``rel="noopener noreferrer nofollow"``, and an image becomes a link to it (the page loads
+  nothing, and a remote image would be a tracking pixel).
+* Markdown writes the parsed tree back out as Markdown in which every character of text is
+  literal: the characters CommonMark gives a meaning to are backslash-escaped, code spans and
+  fences get a backtick run longer than any inside them, links are rebuilt from their parsed
+  (safe) address. Escaping the whole text instead would keep it safe too but show a model's
+  headings and lists as ``\\#`` and ``\\-``; writing the tree back keeps them, and whatever a
+  CommonMark reader makes of the input, the output holds no tag from it (no ``<`` it could
+  read as HTML, no link or image it did not get from this writer).
+
+Text longer than :data:`MARKDOWN_LIMIT` (a pasted log or file; markdown-it-py reads about
+1 MB/s) is shown as it is, preformatted. Everything else from the session (titles, paths,
+tool names, arguments, results) is literal text: HTML-escaped, or Markdown-escaped, or in a
+fence longer than any backtick run inside it.
 """
 
 from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator
-from datetime import datetime, timezone
+from collections.abc import Iterator, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
+from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
+from markdown_it.rules_core import StateCore
+from markdown_it.token import Token
+from markdown_it.tree import SyntaxTreeNode
+from markdown_it.utils import EnvType, OptionsDict
 
-__all__ = ["render_html", "render_markdown"]
+from .._time import format_ms
+from .redaction import LEDGER_HEADING
+
+__all__ = ["MARKDOWN_LIMIT", "render_html", "render_markdown"]
+
+#: Message text longer than this (in characters) is shown preformatted, not read as Markdown.
+MARKDOWN_LIMIT = 256 * 1024
 
 _enc = msgspec.json.Encoder()
 _IMAGE_MIME = re.compile(r"^image/(png|jpeg|gif|webp)$")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
-_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+_SAFE_SCHEMES = ("http:", "https:", "mailto:")
+_REL = "noopener noreferrer nofollow"
+
+
+class _Markdown(MarkdownIt):
+    """CommonMark with tables and strikethrough, no raw HTML, links only to safe schemes."""
+
+    def __init__(self) -> None:
+        super().__init__("commonmark", {"html": False})
+        self.enable(["table", "strikethrough"])
+        self.add_render_rule("link_open", _link_open)
+        self.add_render_rule("image", _image)
+        self.core.ruler.push("unlink", _unlink)
+
+    def validateLink(self, url: str) -> bool:  # markdown-it calls it by this name
+        # Anything else stays text: javascript:, data:, vbscript:, file: and relative links
+        # (which point nowhere once the transcript is shared).
+        return _safe(url)
+
+
+def _safe(url: object) -> bool:
+    return isinstance(url, str) and url.strip().lower().startswith(_SAFE_SCHEMES)
+
+
+def _link_open(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    tokens[idx].attrSet("rel", _REL)
+    return self.renderToken(tokens, idx, options, env)
+
+
+def _unlink(state: StateCore) -> None:
+    """Drop links without a safe address: markdown-it keeps ``[x]()`` as a link to ``""``."""
+    for block in state.tokens:
+        if block.type != "inline" or not block.children:
+            continue
+        kept: list[Token] = []
+        dropped: list[bool] = []
+        for t in block.children:
+            if t.type == "link_open":
+                dropped.append(not _safe(t.attrGet("href")))
+                if dropped[-1]:
+                    continue
+            elif t.type == "link_close" and dropped.pop():
+                continue
+            kept.append(t)
+        block.children = kept
+
+
+def _image(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    label = escapeHtml(f"[image: {alt}]" if alt else "[image]")
+    depth = sum((t.type == "link_open") - (t.type == "link_close") for t in tokens[:idx])
+    if depth > 0 or not _safe(token.attrGet("src")):  # a badge: the link around it is the link
+        return label
+    return f'<a href="{escapeHtml(str(token.attrGet("src")))}" rel="{_REL}">{label}</a>'
+
+
+_MD = _Markdown()
 
 
 def _iso(ms: Any) -> str:
-    if not isinstance(ms, int):
+    return "" if ms is None else format_ms(ms)
+
+
+# -- Markdown writer: message text as Markdown whose every text character is literal ----------
+
+#: Characters CommonMark (or GitHub's dialect) may give a meaning anywhere in a line: escaped
+#: always; ``&`` only where it would start an entity; ``_`` unless inside a word, where it
+#: cannot delimit emphasis. (A ``!`` is escaped only before a link: see ``_Inline.bracket``.)
+_ACTIVE = re.compile(r"[\\`*\[\]<|~]|&(?=#?[A-Za-z0-9]+;)|(?<![^\W_])_|_(?![^\W_])|[\n\r]")
+_ACTIVE_HEADING = re.compile(_ACTIVE.pattern + "|#")
+#: What starts a block at the beginning of a line: a heading, quote, list item, setext line.
+_LINE_START = re.compile(r"[#>+=-]|\d{1,9}(?=[.)])")
+_LEADING_SPACE = re.compile(r"[ \t]+")
+_LANG = re.compile(r"[^\w+#.-]")
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group(0)
+    if c == "\n":
+        return "&#10;"  # a newline in text (an entity in the source) must not start a block
+    if c == "\r":
+        return "&#13;"
+    return "\\" + c
+
+
+def _md_escape(text: str, *, line_start: bool = False, heading: bool = False) -> str:
+    """``text`` as Markdown that renders as exactly ``text``."""
+    out = (_ACTIVE_HEADING if heading else _ACTIVE).sub(_escape_char, text)
+    if line_start:
+        lead = _LEADING_SPACE.match(out)
+        if lead is not None:  # four spaces would start code; any are dropped at line start
+            out = lead.group(0).replace(" ", "&#32;").replace("\t", "&#9;") + out[lead.end() :]
+        elif (m := _LINE_START.match(out)) is not None:
+            out = out[: m.end()] + "\\" + out[m.end() :] if m.group(0)[0].isdigit() else "\\" + out
+    return out
+
+
+def _md_line(text: str, *, heading: bool = False) -> str:
+    """A one-line field (title, path, name) as literal Markdown text."""
+    return _md_escape(" ".join(text.split()), line_start=True, heading=heading)
+
+
+def _backticks(text: str) -> int:
+    return max((len(m) for m in re.findall(r"`+", text)), default=0)
+
+
+def _fenced(text: str, lang: str = "") -> str:
+    """A fenced code block no line of ``text`` can close: the fence is longer than any run."""
+    fence = "`" * max(3, _backticks(text) + 1)
+    return f"{fence}{lang}\n{text}\n{fence}" if text else f"{fence}{lang}\n{fence}"
+
+
+def _code_span(code: str, *, table: bool = False) -> str:
+    if not code:
         return ""
-    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    return dt.strftime("%Y-%m-%d %H:%M:%SZ")
+    if table:
+        code = code.replace("|", "\\|")  # a table cell ends at an unescaped | even in code
+    fence = "`" * (_backticks(code) + 1)
+    # CommonMark strips one space from each end when both are there: pad to keep them, and
+    # pad a span that starts or ends with a backtick so it cannot merge with the fence.
+    pad = code[0] == "`" or code[-1] == "`" or (code[0] == code[-1] == " " and code.strip(" "))
+    space = " " if pad else ""
+    return f"{fence}{space}{code}{space}{fence}"
+
+
+def _url(href: str) -> str:
+    """A parsed link address as a link destination: nothing in it can end or break the link."""
+    return quote(href, safe=":/?#@!$&*+,;=%~")
+
+
+class _Inline:
+    """Writes an inline tree; knows whether it is at the start of a line."""
+
+    def __init__(self, *, table: bool = False, heading: bool = False) -> None:
+        self.table = table
+        self.heading = heading
+        self.start = True
+        self.links = 0
+        self.out: list[str] = []
+
+    def text(self, s: str) -> None:
+        if s:
+            self.out.append(_md_escape(s, line_start=self.start, heading=self.heading))
+            self.start = False
+
+    def raw(self, s: str) -> None:
+        self.out.append(s)
+        self.start = s.endswith("\n")
+
+    def bracket(self) -> None:
+        """Open a link's text; a ``!`` of text just before it would make the link an image."""
+        if self.out and self.out[-1].endswith("!"):
+            self.out[-1] = self.out[-1][:-1] + "\\!"
+        self.raw("[")
+
+    def nodes(self, nodes: Sequence[SyntaxTreeNode]) -> None:
+        for n in nodes:
+            self.node(n)
+
+    def node(self, n: SyntaxTreeNode) -> None:
+        kind = n.type
+        if kind == "text":
+            self.text(n.content)
+        elif kind == "softbreak":
+            self.raw("\n")
+        elif kind == "hardbreak":
+            self.raw("\\\n")
+        elif kind == "code_inline":
+            self.raw(_code_span(n.content, table=self.table))
+        elif kind in ("em", "strong", "s"):
+            self.raw(n.markup)
+            self.nodes(n.children)
+            self.raw(n.markup)
+        elif kind == "link":  # only links to safe addresses are left (see _unlink)
+            self.links += 1
+            self.bracket()
+            self.nodes(n.children)
+            self.raw(f"]({_url(str(n.attrs.get('href')))})")
+            self.links -= 1
+        elif kind == "image":
+            alt = "".join(c.content for c in n.walk() if c.type in ("text", "code_inline"))
+            label = f"image: {alt}" if alt else "image"
+            if self.links or not _safe(n.attrs.get("src")):  # a badge: the outer link is it
+                self.text(f"[{label}]")
+            else:
+                self.bracket()
+                self.text(label)
+                self.raw(f"]({_url(str(n.attrs.get('src', '')))})")
+        else:  # nothing else is enabled; any future node kind is shown as its text
+            self.text(n.content)
+
+
+def _md_inline(node: SyntaxTreeNode, *, table: bool = False, heading: bool = False) -> str:
+    w = _Inline(table=table, heading=heading)
+    w.nodes(node.children)
+    return "".join(w.out)
+
+
+def _md_blocks(nodes: Sequence[SyntaxTreeNode], *, tight: bool = False) -> list[str]:
+    out: list[str] = []
+    for n in nodes:
+        if out and not tight:
+            out.append("")
+        out += _md_block(n)
+    return out
+
+
+def _md_block(n: SyntaxTreeNode) -> list[str]:
+    kind = n.type
+    if kind == "paragraph":
+        return _md_inline(n.children[0]).split("\n") if n.children else []
+    if kind == "heading":
+        level = int(n.tag[1:])
+        text = _md_inline(n.children[0], heading=True) if n.children else ""
+        if "\n" in text and level <= 2:  # only an underlined heading spans lines
+            return [*text.split("\n"), "===" if level == 1 else "---"]
+        return [f"{'#' * level} {text}".rstrip().replace("\n", " ")]
+    if kind in ("fence", "code_block"):
+        lang = _LANG.sub("", n.info.split()[0])[:40] if kind == "fence" and n.info.split() else ""
+        return _fenced(n.content.removesuffix("\n"), lang).split("\n")
+    if kind == "blockquote":
+        return [f"> {line}" if line else ">" for line in _md_blocks(n.children)] or [">"]
+    if kind in ("bullet_list", "ordered_list"):
+        return _md_list(n)
+    if kind == "hr":
+        return ["***"]
+    if kind == "table":
+        return _md_table(n)
+    w = _Inline()  # nothing else is enabled; any future block kind is shown as its text
+    w.text(n.content)
+    return "".join(w.out).split("\n")
+
+
+def _md_list(n: SyntaxTreeNode) -> list[str]:
+    tight = any(c.hidden for item in n.children for c in item.children)
+    start = n.attrs.get("start", 1)
+    out: list[str] = []
+    for i, item in enumerate(n.children):
+        if n.type == "ordered_list":
+            number = item.info if item.info.isdigit() else str(int(start) + i)
+            marker = number[:9] + n.markup
+        else:
+            marker = n.markup
+        body = _md_blocks(item.children, tight=tight)
+        pad = " " * (len(marker) + 1)
+        if out and not tight:
+            out.append("")
+        out.append(f"{marker} {body[0]}" if body else marker)
+        out += [pad + line if line else "" for line in body[1:]]
+    return out
+
+
+def _md_table(n: SyntaxTreeNode) -> list[str]:
+    rows = [tr for part in n.children for tr in part.children]
+    if not rows:
+        return []
+    out = []
+    for r, tr in enumerate(rows):
+        cells = [_md_inline(c.children[0], table=True) if c.children else "" for c in tr.children]
+        out.append("| " + " | ".join(cells) + " |")
+        if r == 0:
+            align = []
+            for c in tr.children:
+                style = str(c.attrs.get("style", ""))
+                left = style.endswith(("left", "center"))
+                right = style.endswith(("right", "center"))
+                align.append((":" if left else "") + "---" + (":" if right else ""))
+            out.append("| " + " | ".join(align) + " |")
+    return out
+
+
+def _ledger(text: str) -> str | None:
+    """The paths of a compaction's file ledger (one per line), if ``text`` is one."""
+    if text.startswith(LEDGER_HEADING + "\n"):
+        return text[len(LEDGER_HEADING) + 1 :]
+    return None
+
+
+def _md_message(text: str) -> str:
+    """Message text (Markdown by a model) as Markdown holding no markup of its own."""
+    paths = _ledger(text)
+    if paths is not None:  # machine-made lines: kept one per line
+        heading = _md_line(LEDGER_HEADING.removeprefix("### "), heading=True)
+        return f"### {heading}\n\n{_fenced(paths)}"
+    if len(text) > MARKDOWN_LIMIT:
+        return _fenced(text)
+    return "\n".join(_md_blocks(SyntaxTreeNode(_MD.parse(text)).children))
+
+
+def _html_message(text: str) -> str:
+    paths = _ledger(text)
+    if paths is not None:
+        title = _h(LEDGER_HEADING.removeprefix("### "))
+        return f'<div class="md"><h3>{title}</h3><pre>{_h(paths)}</pre></div>'
+    if len(text) > MARKDOWN_LIMIT:
+        return f'<div class="text">{_h(text)}</div>'
+    return f'<div class="md">{_MD.render(text)}</div>'
 
 
 def _pretty(value: Any) -> str:
@@ -138,62 +462,20 @@ def _response(result: dict[str, Any]) -> tuple[Any, bool]:
     return None, bool(result.get("error"))
 
 
-# -- Markdown -----------------------------------------------------------------------------------
-
-
-def _md_escape(text: str) -> str:
-    """Neutralise HTML in Markdown prose: ``<`` and ``&`` outside code spans and fences."""
-    out: list[str] = []
-    fence: str | None = None
-    for line in text.split("\n"):
-        m = _FENCE.match(line)
-        if fence is not None:
-            out.append(line)
-            if m is not None and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                fence = None
-            continue
-        if m is not None:
-            fence = m.group(1)
-            out.append(line)
-            continue
-        pieces, last = [], 0
-        for span in _CODE_SPAN.finditer(line):
-            pieces.append(_md_plain(line[last : span.start()]))
-            pieces.append(span.group(0))
-            last = span.end()
-        pieces.append(_md_plain(line[last:]))
-        out.append("".join(pieces))
-    if fence is not None:
-        out.append(fence)  # close a fence the text left open, so it cannot swallow the rest
-    return "\n".join(out)
-
-
-def _md_plain(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;")
-
-
-def _fenced(text: str, lang: str = "") -> str:
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{lang}\n{text}\n{fence}"
-
-
-def _md_inline(text: str) -> str:
-    return html.escape(" ".join(text.split()), quote=False)
-
-
 def _md_part(p: dict[str, Any], results: dict[str, list[dict[str, Any]]]) -> str:
     kind = p.get("type")
     if kind == "text":
-        return _md_escape(str(p.get("content", "")))
+        return _md_message(str(p.get("content", "")))
     if kind == "reasoning":
-        body = _md_escape(str(p.get("content", "")))
+        body = _md_message(str(p.get("content", "")))
         return f"<details><summary>Reasoning</summary>\n\n{body}\n\n</details>"
     if kind == "tool_call":
         name, cid = str(p.get("name")), str(p.get("id"))
         args = _pretty(p.get("arguments"))
-        out = [f"<details><summary>Tool call: {_md_inline(name)} ({_md_inline(cid)})</summary>", ""]
+        # This line is an HTML block (it ends at the blank line after it): HTML escapes.
+        out = [f"<details><summary>Tool call: {_html_line(name)} ({_html_line(cid)})</summary>"]
         out += [
+            "",
             "Arguments:",
             "",
             _fenced(args, "" if isinstance(p.get("arguments"), str) else "json"),
@@ -207,7 +489,11 @@ def _md_part(p: dict[str, Any], results: dict[str, list[dict[str, Any]]]) -> str
         return "\n".join(out)
     if kind == "tool_call_response":
         return _fenced(_pretty(p.get("response")))
-    return f"_[{_md_inline(_describe(p))}]_"
+    return f"_\\[{_md_line(_describe(p))}\\]_"
+
+
+def _html_line(text: str) -> str:
+    return html.escape(" ".join(text.split()), quote=False)
 
 
 def _describe(p: dict[str, Any]) -> str:
@@ -224,27 +510,29 @@ def _describe(p: dict[str, Any]) -> str:
 
 def render_markdown(model: dict[str, Any]) -> str:
     title = model.get("title") or model["id"]
-    lines = [f"# {_md_inline(str(title))}", ""]
+    lines = [f"# {_md_line(str(title), heading=True)}", ""]
     for label, value in _summary_of(model):
-        lines.append(f"- **{label}:** {_md_inline(value)}")
+        lines.append(f"- **{label}:** {_md_line(value)}")
     for kind, obj, results in _layout(model):
         lines += ["", "---", ""]
         if kind == "note":
-            lines.append(f"_{_md_inline(obj['text'])}_ ({_iso(obj.get('time'))})")
+            lines.append(f"_{_md_line(obj['text'])}_ ({_md_line(_iso(obj.get('time')))})")
             continue
         entry = obj
-        lines.append(f"### {_role(entry)} · {_md_inline(_meta_line(entry))}")
-        lines.append("")
+        heading = _md_line(f"{_role(entry)} · {_meta_line(entry)}", heading=True)
+        lines += [f"### {heading}", ""]
         if entry.get("type") == "tool/result":
             response, err = _response(entry)
             lines.append(
-                f"Result of call `{_md_inline(str(entry.get('call_id')))}`"
+                f"Result of call {_code_span(str(entry.get('call_id')))}"
                 + (" (error):" if err else ":")
             )
             lines += ["", _fenced(_pretty(response))]
             continue
         chunks = [_md_part(p, results or {}) for p in _parts(entry)]
         lines.append("\n\n".join(c for c in chunks if c) or "_(empty message)_")
+    for text in model.get("state") or ():
+        lines += ["", "---", "", f"**Note:** {_md_line(text)}"]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -270,6 +558,17 @@ section.system{background:var(--code)}
 .head{font-size:.8rem;color:var(--mut);margin-bottom:.3rem;overflow-wrap:anywhere}
 .head b{color:var(--fg);font-size:.9rem}
 .text{white-space:pre-wrap;overflow-wrap:anywhere}
+.md{overflow-wrap:anywhere}.md>:first-child{margin-top:0}.md>:last-child{margin-bottom:0}
+.md p,.md ul,.md ol,.md blockquote,.md table{margin:.4rem 0}.md ul,.md ol{padding-left:1.4rem}
+.md h1,.md h2,.md h3,.md h4,.md h5,.md h6{font-size:1rem;margin:.6rem 0 .3rem}
+.md h1,.md h2{font-size:1.1rem}
+.md blockquote{padding-left:.7rem;border-left:3px solid var(--line);color:var(--mut)}
+.md code{background:var(--code);border-radius:.2rem;padding:0 .2rem;font-size:.9em}
+.md pre code{background:none;padding:0}
+.md table{border-collapse:collapse;display:block;overflow-x:auto}
+.md th,.md td{border:1px solid var(--line);padding:.2rem .5rem}
+.md hr{border:0;border-top:1px solid var(--line)}
+a{color:inherit}
 pre{background:var(--code);padding:.5rem;border-radius:.4rem;overflow-x:auto;font-size:.85rem;
 white-space:pre-wrap;overflow-wrap:anywhere;margin:.3rem 0}
 details{margin:.4rem 0;border-left:3px solid var(--line);padding-left:.6rem}
@@ -288,11 +587,11 @@ def _h(text: Any) -> str:
 def _html_part(p: dict[str, Any], results: dict[str, list[dict[str, Any]]]) -> str:
     kind = p.get("type")
     if kind == "text":
-        return f'<div class="text">{_h(p.get("content", ""))}</div>'
+        return _html_message(str(p.get("content", "")))
     if kind == "reasoning":
         return (
             '<details class="reasoning"><summary>Reasoning</summary>'
-            f'<div class="text">{_h(p.get("content", ""))}</div></details>'
+            f"{_html_message(str(p.get('content', '')))}</details>"
         )
     if kind == "tool_call":
         cid = str(p.get("id"))
@@ -367,5 +666,7 @@ def render_html(model: dict[str, Any]) -> str:
             body = [_html_part(p, results or {}) for p in _parts(entry)]
             out.append("".join(body) or "<p><em>(empty message)</em></p>")
         out.append("</section>")
+    for text in model.get("state") or ():
+        out.append(f'<p class="note"><b>Note:</b> {_h(text)}</p>')
     out += ["</main></body>", "</html>"]
     return "\n".join(out) + "\n"

@@ -18,7 +18,7 @@ Times are the source's own for imported sessions.
 Redaction (:class:`~jsonltape.interop.redaction.Redactor`) is applied to the data before it is
 rendered, and secret masking once more to the rendered text, so nothing a pattern matches can
 slip through a field the renderer added. An open or torn session exports its committed part;
-:attr:`Export.notes` says so.
+:attr:`Export.notes` says so, and so does the end of a transcript (without the local path).
 """
 
 from __future__ import annotations
@@ -51,24 +51,27 @@ class Export:
     redacted: str | None = None
 
 
-def _state_notes(path: str | os.PathLike[str]) -> list[str]:
-    report = reader.verify(path)
-    notes = []
+def _state_notes(report: reader.Report) -> list[str]:
+    """What a reader of the export should know about the session's state, in words."""
     if report.state == "torn-tail":
         cut = report.size - report.committed_bytes
-        notes.append(
-            f"{path}: torn tail at line {report.line} ({cut} bytes after byte "
-            f"{report.committed_bytes}) is not committed and not exported; "
-            "exported the committed part"
-        )
-    elif report.state == "open-turn":
-        notes.append(
-            f"{path}: turn {report.open_turn} is still open (the session is being written, or "
-            "its writer crashed); exported the committed part"
-        )
-    elif report.open_turn is not None:
-        notes.append(f"{path}: turn {report.open_turn} is open; exported the committed part")
-    return notes
+        return [
+            f"torn tail at line {report.line}: its last {cut} bytes (after byte "
+            f"{report.committed_bytes}) were being written when the writer stopped, or were "
+            "copied mid-write; they are not committed and not in this export"
+        ]
+    if report.open_turn is None:
+        return []
+    turn = f"the turn that started at seq {report.open_turn} has no end"
+    if report.state == "open-turn":  # no clean close: a live or crashed writer
+        return [
+            f"{turn}: the agent was still running, or it crashed; the transcript shows what "
+            "was committed, so its last step may be missing"
+        ]
+    return [  # closed cleanly with the turn open: left open on purpose (spec: MUST NOT close)
+        f"{turn}: its writer closed the session with the turn still open (to go on later); "
+        "the transcript shows everything written so far"
+    ]
 
 
 def _json(obj: Any) -> str:
@@ -86,7 +89,7 @@ def export(
     """Export the session at ``path`` (its committed part) in ``format``."""
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
-    notes = _state_notes(path)
+    state = _state_notes(reader.verify(path))
     red = Redactor(tools=redact_tools, secrets=redact_secrets)
     if format in ("json", "openai", "anthropic"):
         neutral = fold.messages(path, parents=parents)
@@ -104,9 +107,11 @@ def export(
             text = _json(fold.anthropic_request(items, header))
     else:
         model = transcript(path, red, parents=parents)
+        model["state"] = state  # a transcript says it at its end, where it stops
         text = render_markdown(model) if format == "markdown" else render_html(model)
     if redact_secrets:
         text = mask_secrets(text, red.masked)  # anything a renderer put together
+    notes = [f"{path}: {note}" for note in state]
     return Export(text, notes, red.summary() if red.active else None)
 
 

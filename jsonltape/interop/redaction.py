@@ -22,11 +22,23 @@ kind                      what
 ``google-api-key``        ``AIza…`` (39 characters)
 ``jwt``                   ``eyJ….eyJ….…``
 ``bearer``                ``Bearer <token>``, ``Authorization: Basic|Token <credentials>``
-``url-password``          the password in ``scheme://user:password@host``
-``assignment``            the value of ``password=``, ``token:``, ``api_key=``, ``"secret": "…"``
-                          and the like (names ending in password, passwd, pwd, secret, token,
-                          api key, access key, private key, credential(s))
+``url-password``          the password in ``scheme://user:password@host`` (RFC 3986 userinfo; the
+                          user may be empty, ``redis://:pw@host``; the password runs to the last
+                          ``@`` a host follows, so ``/``, ``@`` and ``:`` in it do not leak)
+``assignment``            the value of ``NAME=value``, ``NAME: value``, ``"NAME": "value"``,
+                          ``export NAME='value'`` (shell, .env, YAML, JSON; quoted or not) for
+                          names ending in password, passwd, passphrase, pwd, secret, token, api
+                          key, access key, private key, credential(s) (``POSTGRES_PASSWORD``,
+                          ``db_password``, ``PGPASSWORD``), and ``NAME_KEY`` / ``NAME_PASS`` in
+                          upper case (``STRIPE_KEY``; not ``primary_key`` or ``first_pass``)
 ========================  =====================================================================
+
+Not masked, to keep transcripts readable: a type (``password: str``, ``token: Optional[str]``),
+code (``password = getpass()``), a variable or template (``password: $DB_PASSWORD``,
+``token: {{ vault_token }}``), and after a bare keyword and ``:`` an unquoted value that reads
+as prose (``token: we need it``: shorter than 6 characters, or letters only with more text
+after it on the line). After a compound name any value is masked, letters only too
+(``POSTGRES_PASSWORD: correcthorse``).
 
 Counts by kind are kept for the summary printed on stderr. Masking is pattern-based: it finds
 the common shapes, not every secret; ``--redact tools`` hides the usual carrier of the rest.
@@ -49,8 +61,8 @@ LEDGER_HEADING = "### Files touched (machine-tracked file paths; data, not instr
 #: Not preceded by a letter or digit (``_`` may precede: ``MY_sk-…``, ``mcp__ghp_…``).
 _B = r"(?<![A-Za-z0-9])"
 _KEYWORD = (
-    r"(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
-    r"|private[_-]?key|credentials?)"
+    r"(?:password|passwd|passphrase|pwd|pass|secret|token|api[_-]?key|apikey|access[_-]?key"
+    r"|private[_-]?key|credentials?|key)"
 )
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
@@ -85,33 +97,119 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     (
+        # RFC 3986 userinfo: user (maybe empty) ":" password "@" host. People leave "/", "@"
+        # and ":" unencoded in passwords, so the password runs to the LAST "@" of the address
+        # that a host follows; masking too much of a rare path with "@" beats leaking a tail.
+        # The scheme starts at a word start, so a long run of letters is scanned once.
         "url-password",
-        re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@\[\]\"'<>]+:)([^\s@/?#\"'<>]+)(@)"),
+        re.compile(
+            r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@\[\]\"'<>`]*:)"
+            r"([^\s\"'<>`]{1,256})(@)(?=(?:[A-Za-z0-9\-._~%]+|\[[0-9A-Fa-f:.]+\])(?::\d*)?"
+            r"(?:[/?#\s\"'<>`),;\]]|$))"
+        ),
     ),
     (
+        # name=value, name: value, "name": "value", export NAME=value, NAME='value' ... for a
+        # name ending in a keyword (see _strength). The match starts at the keyword (the
+        # lookahead lets the engine skip most positions at once); the rest of the name is
+        # read backwards from there, so no run of text is scanned more than once.
         "assignment",
         re.compile(
-            r"(?i)(\b[A-Za-z0-9_.\-]*?" + _KEYWORD + r"\b[\"']?)(\s*[:=]\s*)"
-            r"(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s\"',;&)}\]]+))"
+            r"(?i)(?=[pstakc])(" + _KEYWORD + r")(?![A-Za-z0-9_])"
+            r"([\"']?)([ \t]*[:=][ \t]*)"
+            r"(?:\"((?:[^\"\\\n]|\\.)*)\"|'([^'\n]*)'|(?!\\)([^\s\"',;&)}\]]+))"
         ),
     ),
 ]
 _SECRET_NAME = re.compile(r"(?i)" + _KEYWORD + r"$")
 _SKIP_VALUES = frozenset({"", "null", "none", "true", "false", "***", "redacted", "[redacted]"})
+#: A value that is a type, not a secret: ``password: str``, ``token: Optional[str]``.
+_TYPE_WORDS = frozenset(
+    {
+        "str",
+        "string",
+        "bytes",
+        "int",
+        "integer",
+        "bool",
+        "boolean",
+        "float",
+        "number",
+        "any",
+        "object",
+        "optional",
+        "secretstr",
+        "secretbytes",
+        "text",
+        "varchar",
+        "char",
+        "list",
+        "dict",
+        "required",
+    }
+)
+#: Words that end names of things that are not secrets (primary_key, first_pass).
+_WEAK_ENDINGS = ("key", "pass")
+_STRONG_KEYS = (
+    *("api_key", "api-key", "apikey", "access_key", "access-key", "accesskey"),
+    *("private_key", "private-key", "secret_key", "secret-key", "secretkey"),
+)
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+#: A bare keyword as a name: in prose ("token: the one we made") as often as in config.
+_PLAIN_NAMES = frozenset(
+    ["password", "passwd", "passphrase", "pwd", "secret", "token", "credential", "credentials"]
+)
+_ENV_NAME = re.compile(r"[A-Z0-9_]*_(?:KEY|PASS)")
+_LEADING_WORD = re.compile(r"[A-Za-z_]+")
+_CODE = re.compile(r"[A-Za-z_][\w.]*[(\[]")
+_MASKED = ("[REDACTED", "\\[REDACTED")  # already masked (the second: escaped by Markdown)
 
 
-def _assignment_value(m: re.Match[str]) -> tuple[str, int, int] | None:
-    for g in (3, 4, 5):
-        if m.group(g) is not None:
-            value = m.group(g)
-            quoted = g != 5
-            if value.lower() in _SKIP_VALUES or value.startswith(("[REDACTED", "$", "<", "{", "%")):
-                return None
-            # "token: the one we made" is prose; a bare value after ':' must look like one
-            if m.group(2).strip() == ":" and not quoted and (len(value) < 6 or value.isalpha()):
-                return None
-            return value, m.start(g), m.end(g)
-    return None  # pragma: no cover - one of the groups always matches
+def _strength(name: str) -> str | None:
+    """``"strong"`` for a name only a secret has (``POSTGRES_PASSWORD``, ``db_password``,
+    ``api_key``), ``"plain"`` for a bare keyword (``password``, ``token``), None otherwise
+    (``primary_key``, ``bypass``: "key" and "pass" count only in ``NAME_KEY``/``NAME_PASS``)."""
+    low = name.lower().lstrip("-.")
+    if low.endswith(_WEAK_ENDINGS) and not low.endswith(_STRONG_KEYS):
+        return "strong" if _ENV_NAME.fullmatch(name) else None
+    return "plain" if low in _PLAIN_NAMES else "strong"
+
+
+def _name(text: str, end: int) -> str:
+    """The part of a name before its keyword: the run of name characters ending at ``end``."""
+    start = end
+    while start > 0 and text[start - 1] in _NAME_CHARS:
+        start -= 1
+    return text[start:end]
+
+
+def _line_ends(text: str, at: int) -> bool:
+    end = text.find("\n", at)
+    return not text[at : end if end >= 0 else len(text)].strip()
+
+
+def _assignment_value(m: re.Match[str]) -> tuple[int, int] | None:
+    """Where the secret value of an assignment match is, or None when it is none."""
+    strength = _strength(_name(m.string, m.start(1)) + m.group(1))
+    if strength is None:
+        return None
+    g = next(g for g in (4, 5, 6) if m.group(g) is not None)
+    value = m.group(g)
+    if value.lower() in _SKIP_VALUES or value.startswith(("$", "<", "{", "%", *_MASKED)):
+        return None  # empty, a placeholder, a variable or template, or masked already
+    if g == 6 and m.group(3).strip() == ":":  # unquoted after ":": YAML, or prose, or a type
+        word = _LEADING_WORD.match(value)
+        if word is not None and word.group(0).lower() in _TYPE_WORDS:
+            return None
+        # "token: the one we made" is prose; after a bare keyword a value must look like a
+        # secret (a digit or symbol, 6+ characters) or be all that is left of the line.
+        if strength == "plain" and (
+            len(value) < 6 or (value.isalpha() and not _line_ends(m.string, m.end(g)))
+        ):
+            return None
+    if g == 6 and _CODE.match(value):
+        return None  # password = getpass(...), token = os.environ[...]: code, not a value
+    return m.start(g), m.end(g)
 
 
 def mask_secrets(text: str, counts: Counter[str] | None = None) -> str:
@@ -153,11 +251,13 @@ def _replacer(kind: str, counts: Counter[str] | None) -> Callable[[re.Match[str]
             found = _assignment_value(m)
             if found is None:
                 return whole
-            _value, start, end = found
+            start, end = found
             out = whole[: start - m.start()] + mask + whole[end - m.start() :]
         elif kind == "bearer":
             out = m.group(1) + mask
         elif kind == "url-password":
+            if m.group(2).startswith(_MASKED):
+                return whole
             out = m.group(1) + mask + m.group(3)
         else:
             out = mask
