@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from . import _framing, _fs
+from ._lines import decode as decode_line
 from .events import Event
 
 __all__ = ["NOT_STARTED_TEXT", "OUTCOME_UNKNOWN_TEXT", "closers", "cut_tail"]
@@ -84,7 +85,7 @@ def closers(
     step: int | None = None
     pending: dict[str, int | None] = {}  # call id -> seq of its tool/call event, if recorded
     for _off, raw in _framing.iter_lines(fd, turn_offset, end):
-        ev = _decoder.decode(raw)
+        ev = decode_line(raw)  # unknown members are allowed (spec §6)
         t, d = ev.type, ev.data
         if t == "turn/start":
             turn_seq, step, pending = ev.seq, None, {}

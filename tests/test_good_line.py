@@ -280,3 +280,26 @@ def test_long_digit_runs_are_judged_by_value_at_any_chunk_size(
         list(jsonltape.read(path))
     assert err.value.offset == at
     assert jsonltape.verify(path).offset == at
+
+
+def test_repair_and_open_close_a_turn_whose_events_carry_unknown_members(tmp_path: Path) -> None:
+    # Found by the differential fuzz test: the closers were computed with a decoder that
+    # refused unknown envelope members, so repair and open raised msgspec's error.
+    path = tmp_path / "s.jsonl"
+    header = (
+        b'{"seq":0,"type":"session/start","time":1,"data":{"format":"jsonltape","version":1,'
+        b'"id":"s","created":1}}'
+    )
+    lines = [
+        header,
+        b'{"seq":1,"type":"turn/start","time":1,"data":{},"x-ext":[1,"a"]}',
+        b'{"seq":2,"type":"x/y","time":1,"data":{},"ignorable":true,"x-ext":1}',
+    ]
+    path.write_bytes(b"".join(_framing.frame(b) for b in lines))
+    path.chmod(0o600)
+    assert jsonltape.verify(path).state == "open-turn"
+    jsonltape.repair(path)
+    assert jsonltape.verify(path).state == "clean"
+    with jsonltape.open(path) as tape:
+        tape.user("after", id="u1")
+    assert [e.type for e in jsonltape.read(path)][-2:] == ["user/message", "session/flush"]

@@ -2,12 +2,14 @@
 
 A spec is only real when a second implementation written from its text agrees with ours: every
 conformance vector passes through the JavaScript reader via the runner, its own node tests
-pass, and sessions written by jsonltape at random (hypothesis) read, verify and fold the same
-in both.
+pass, sessions written by jsonltape at random (hypothesis) read, verify and fold the same
+in both, and mutated files from the differential fuzz corpus get the verdict of the classifier
+written from the spec (tests/fuzz_classifier.py) from the JavaScript reader too.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -25,7 +27,10 @@ import jsonltape
 from jsonltape import conformance
 
 from .conftest import LONG
+from .fuzz_classifier import Verdict, _deep_recursion
+from .helpers import load_script
 from .strategies import Refused, SurfaceModel, operation
+from .test_fuzz_differential import build_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 READER = ROOT / "spec" / "reference" / "jsonltape.mjs"
@@ -138,3 +143,78 @@ def test_retracting_a_lone_orphan_tool_result_folds_the_same(tmp_path: Path) -> 
     py = _python("fold", blob)
     assert [m["seq"] for m in py["messages"]] == [1, 3]
     assert _node("fold", blob) == py
+
+
+#: A node program that runs read, verify and repair (the protocol's answers) over many inputs,
+#: one JSON line ``{"b64": ...}`` each, in one process.
+_BATCH = """
+import { commandParts } from %s;
+let text = '';
+for await (const chunk of process.stdin) text += chunk;
+for (const line of text.split('\\n')) {
+  if (!line) continue;
+  const data = Buffer.from(JSON.parse(line).b64, 'base64');
+  const out = [];
+  for (const cmd of ['read', 'verify', 'repair']) {
+    out.push(JSON.stringify(cmd) + ':' + (await commandParts(cmd, data)).join(''));
+  }
+  process.stdout.write('{' + out.join(',') + '}\\n');
+}
+"""
+
+
+def _expected(v: Verdict) -> dict[str, Any]:
+    """The protocol's read, verify and repair answers (spec/conformance.md) for a verdict;
+    repair's closers are left out (the classifier does not plan them)."""
+    if v.state == "not-a-session":
+        err = {"error": v.error}
+        return {
+            "read": {"ok": False, "line": None, "offset": None, **err},
+            "verify": err,
+            "repair": err,
+        }
+    verify = {"state": v.state, "events": len(v.committed), "line": v.line, "offset": v.offset}
+    if v.state == "corrupt":
+        where = {"line": v.line, "offset": v.offset}
+        return {
+            "read": {"ok": False, "error": "corrupt", **where},
+            "verify": verify,
+            "repair": {"error": "corrupt", **where},
+        }
+    return {
+        "read": {"ok": True, "events": [c.event for c in v.committed]},
+        "verify": verify,
+        "repair": {"state": v.state, "cut": v.offset, "kept": len(v.committed)},
+    }
+
+
+def test_mutated_files_get_the_classifier_verdict_from_javascript(tmp_path: Path) -> None:
+    """The first inputs of the differential fuzz corpus (bad bytes and numbers in unknown
+    members, ranges, null header members, cuts, flips, edits, deep lines) through the
+    JavaScript reader's read, verify and repair: the same verdict and committed events as the
+    classifier written from the spec."""
+    assert NODE is not None
+    runner = load_script(ROOT / "spec" / "tools" / "conformance.py", "spec_tools_conformance")
+    inputs = [i for i in build_corpus(tmp_path, n=3000 if LONG else 300) if not i.verdict.duplicate]
+    stdin = "".join(json.dumps({"b64": base64.b64encode(i.data).decode()}) + "\n" for i in inputs)
+    script = _BATCH % json.dumps(READER.as_uri())
+    proc = subprocess.run(
+        [NODE, "--input-type=module", "-e", script],
+        input=stdin.encode(),
+        capture_output=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    answers = proc.stdout.split(b"\n")[:-1]  # (not splitlines: texts may hold U+2028)
+    assert len(answers) == len(inputs)
+    problems = []
+    with _deep_recursion():  # deep lines come back as deep JSON
+        for inp, answer in zip(inputs, answers, strict=True):
+            got = json.loads(answer)
+            for cmd, want in _expected(inp.verdict).items():
+                if cmd == "repair" and "closers" in got[cmd]:
+                    got[cmd].pop("closers")
+                if diff := runner.diff(want, got[cmd], limit=3):
+                    problems.append(f"{cmd}: {diff}\n    {inp.describe()[:1500]}")
+    assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:10])

@@ -28,7 +28,8 @@ export const hex8 = (n) => n.toString(16).padStart(8, '0');
 // ---------------------------------------------------------------------------------------------
 // Strict RFC 8259 JSON, iterative (no recursion limit). Integers outside ±(2^53-1) become BigInt
 // so nothing is lost; members whose number had a fraction or exponent ("1.0", "1e3") are
-// remembered so that "integer" checks (§6, §10.2) can tell 1.0 from 1.
+// remembered so that "integer" checks (§6, §10.2) can tell 1.0 from 1. A number no double can
+// hold (1e400, or an integer of 400 digits) is refused wherever it is (§4, I-JSON).
 const FLOAT_MEMBERS = new WeakMap();
 
 /** True when container[key] is a JSON integer (written without fraction or exponent). */
@@ -115,6 +116,7 @@ export function parseJson(text) {
     i = NUM.lastIndex;
     if (m[1] === undefined && m[2] === undefined) {
       const v = Number(m[0]);
+      if (!Number.isFinite(v)) fail('number out of range'); // 1 followed by 400 zeros (§4)
       return [Number.isSafeInteger(v) ? v : BigInt(m[0]), false];
     }
     const v = Number(m[0]);
@@ -266,12 +268,22 @@ const HEX = new Uint8Array(256);
 for (const c of '0123456789abcdef') HEX[c.charCodeAt(0)] = 1;
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
+// §6 ranges of the envelope (and of the header's created, §7).
+export const MAX_SEQ = Number.MAX_SAFE_INTEGER; // 2^53 - 1
+export const MAX_TIME = 253402300799999; // 9999-12-31T23:59:59.999Z
+
+/** container[key] is an integer in 0 ... max (a BigInt is beyond every range here). */
+const inRange = (container, key, max) =>
+  isInteger(container, key) && typeof container[key] === 'number' && container[key] >= 0 && container[key] <= max;
+
 /**
  * §4 + §5 + §6 + §10.2: is this line good? Returns {good: true, event} or {good: false, reason}.
  * A good line starts with {, ends in \n, has the 18-byte checksum suffix with a matching CRC-32
- * of every byte before it, is valid UTF-8 (I-JSON: no lone surrogates, no 1e400) and a JSON
- * object with integer seq (= its index, unless `anySeq`), string type, integer time, object data
- * and optional envelope members of the §6 types.
+ * of every byte before it, is valid UTF-8 throughout and JSON whose every string and member name
+ * (unknown members included, at any level) is Unicode text (I-JSON: no lone surrogates) and
+ * whose every number a double holds (no 1e400), and is an object with integer seq in
+ * 0 ... 2^53-1 (= its index, unless `anySeq`), string type, integer time in 0 ... MAX_TIME,
+ * object data and optional envelope members of the §6 types and ranges.
  */
 export function checkLine(rec, { anySeq = false } = {}) {
   const b = rec.bytes;
@@ -288,14 +300,18 @@ export function checkLine(rec, { anySeq = false } = {}) {
   if (got !== want) return { good: false, reason: `crc mismatch (computed ${hex8(got)})` };
   let ev;
   try {
+    // Every byte of the line is decoded and parsed: a bad byte or number in an unknown member
+    // (its name included) makes the line bad like one in data (§4).
     ev = parseJson(utf8.decode(b.subarray(0, n - 1)));
   } catch (e) {
     return { good: false, reason: e instanceof JsonError ? `invalid JSON: ${e.message}` : 'invalid UTF-8' };
   }
   if (!isPlainObject(ev)) return { good: false, reason: 'not a JSON object' };
   if (!isInteger(ev, 'seq')) return { good: false, reason: 'seq is not an integer' };
+  if (!inRange(ev, 'seq', MAX_SEQ)) return { good: false, reason: 'seq is outside 0 ... 2^53-1' };
   if (typeof ev.type !== 'string') return { good: false, reason: 'type is not a string' };
   if (!isInteger(ev, 'time')) return { good: false, reason: 'time is not an integer' };
+  if (!inRange(ev, 'time', MAX_TIME)) return { good: false, reason: 'time is outside 0 ... 253402300799999' };
   if (!isPlainObject(ev.data)) return { good: false, reason: 'data is not an object' };
   const bad = envelopeProblem(ev);
   if (bad) return { good: false, reason: bad };
@@ -305,14 +321,15 @@ export function checkLine(rec, { anySeq = false } = {}) {
 
 /**
  * §6: optional envelope members, when present, have the types of the table; surface, sources
- * and key may be null (= absent). surface is one of the three forms of §8.6.
+ * and key may be null (= absent). surface is one of the three forms of §8.6; its start and end
+ * and the items of sources are seqs, integers in 0 ... 2^53-1.
  */
 function envelopeProblem(ev) {
   const { surface: s, sources, key } = ev;
-  if (s != null && s !== 'append' && !(isPlainObject(s) && (s.op === 'replace' || s.op === 'retract') && isInteger(s, 'start') && isInteger(s, 'end'))) {
-    return 'surface is not "append", {"op":"replace",start,end} or {"op":"retract",start,end}';
+  if (s != null && s !== 'append' && !(isPlainObject(s) && (s.op === 'replace' || s.op === 'retract') && inRange(s, 'start', MAX_SEQ) && inRange(s, 'end', MAX_SEQ))) {
+    return 'surface is not "append", {"op":"replace",start,end} or {"op":"retract",start,end} with start and end in 0 ... 2^53-1';
   }
-  if (sources != null && !(Array.isArray(sources) && sources.every((_, i) => isInteger(sources, i)))) return 'sources is not an array of integers';
+  if (sources != null && !(Array.isArray(sources) && sources.every((_, i) => inRange(sources, i, MAX_SEQ)))) return 'sources is not an array of integers in 0 ... 2^53-1';
   if (key != null && typeof key !== 'string') return 'key is not a string';
   if (ev.ignorable !== undefined && typeof ev.ignorable !== 'boolean') return 'ignorable is not a boolean';
   return null;
@@ -355,24 +372,26 @@ function checkHeader(first) {
 }
 
 // §7: a header that lacks id or created, or gives any member of its table the wrong type, is
-// not a session header.
+// not a session header. A member present with the value null has the wrong type (null is not a
+// string, an integer or an object); only the envelope's surface, sources and key may be null.
+const has = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
 function headerProblem(d) {
   if (typeof d.id !== 'string') return '$.data.id must be a string';
-  if (!isInteger(d, 'created')) return '$.data.created must be an integer';
-  if (d.minor !== undefined && !isInteger(d, 'minor')) return '$.data.minor must be an integer';
+  if (!inRange(d, 'created', MAX_TIME)) return '$.data.created must be an integer in 0 ... 253402300799999';
+  if (has(d, 'minor') && !isInteger(d, 'minor')) return '$.data.minor must be an integer';
   for (const k of ['title', 'cwd', 'agent']) {
-    if (d[k] != null && typeof d[k] !== 'string') return `$.data.${k} must be a string`;
+    if (has(d, k) && typeof d[k] !== 'string') return `$.data.${k} must be a string`;
   }
-  const p = d.parent;
-  if (p != null) {
-    if (!isPlainObject(p) || typeof p.session !== 'string' || !isInteger(p, 'seq')) {
-      return '$.data.parent must be {session: string, seq: integer, path?, crc?}';
+  if (has(d, 'parent')) {
+    const p = d.parent;
+    if (!isPlainObject(p) || typeof p.session !== 'string' || !inRange(p, 'seq', MAX_SEQ)) {
+      return '$.data.parent must be {session: string, seq: integer in 0 ... 2^53-1, path?, crc?}';
     }
     for (const k of ['path', 'crc']) {
-      if (p[k] != null && typeof p[k] !== 'string') return `$.data.parent.${k} must be a string`;
+      if (has(p, k) && typeof p[k] !== 'string') return `$.data.parent.${k} must be a string`;
     }
   }
-  if (d.meta != null && !isPlainObject(d.meta)) return '$.data.meta must be an object';
+  if (has(d, 'meta') && !isPlainObject(d.meta)) return '$.data.meta must be an object';
   return null;
 }
 

@@ -287,3 +287,104 @@ test('the CLI speaks the protocol: one JSON object on stdout, exit 0, also for r
   assert.equal(JSON.parse(r.stdout).events.length, 14);
   assert.notEqual(run('bogus', Buffer.alloc(0)).status, 0);
 });
+
+// §4 and §10.2: the good-line test covers every byte of the line, unknown members included at
+// every level (envelope, surface object, data), and their names too.
+const BAD_BITS = {
+  'invalid UTF-8 (0xff)': Buffer.from([0x22, 0x78, 0xff, 0x79, 0x22]),
+  'UTF-8 of a surrogate (ed a0 80)': Buffer.from([0x22, 0xed, 0xa0, 0x80, 0x22]),
+  'overlong UTF-8 (c0 af)': Buffer.from([0x22, 0xc0, 0xaf, 0x22]),
+  'lone high surrogate escape': Buffer.from('"\\ud800"'),
+  'lone low surrogate escape': Buffer.from('"a\\udc00b"'),
+};
+const BAD_NUMBERS = ['1e400', '-1e400', '2e308', '1' + '0'.repeat(400), '-1' + '0'.repeat(400)];
+const framed = (...parts) => { const b = Buffer.concat(parts.map((p) => (Buffer.isBuffer(p) ? p : Buffer.from(p)))); return Buffer.concat([b, Buffer.from(`,"crc":"${hex8(crc32(b))}"}\n`)]); };
+
+test('a bad byte or number anywhere in a line, unknown members and names included, makes it bad (§4)', async () => {
+  const places = {
+    'envelope value': (v) => ['{"seq":1,"type":"a/b","time":1,"data":{},"x-ext":', v],
+    'first envelope member': (v) => ['{"x-ext":', v, ',"seq":1,"type":"a/b","time":1,"data":{}'],
+    'envelope name': (s) => ['{"seq":1,"type":"a/b","time":1,"data":{},', s, ':1'],
+    'data value': (v) => ['{"seq":1,"type":"a/b","time":1,"data":{"v":', v, '}'],
+    'data name': (s) => ['{"seq":1,"type":"a/b","time":1,"data":{', s, ':1}'],
+    'nested array': (v) => ['{"seq":1,"type":"a/b","time":1,"data":{"v":[1,[{"w":[', v, ']}]]}'],
+    'surface object value': (v) => ['{"seq":1,"type":"user/message","time":1,"data":{},"surface":{"op":"replace","start":0,"end":0,"x":', v, '}'],
+    'surface object name': (s) => ['{"seq":1,"type":"user/message","time":1,"data":{},"surface":{"op":"retract","start":0,"end":0,', s, ':1}'],
+  };
+  for (const [where, make] of Object.entries(places)) {
+    const name = where.endsWith('name');
+    const payloads = { ...BAD_BITS, ...(name ? {} : Object.fromEntries(BAD_NUMBERS.map((n) => [n.slice(0, 8), Buffer.from(n)]))) };
+    for (const [what, bytes] of Object.entries(payloads)) {
+      const bad = framed(...make(bytes));
+      const v = await verify(file(HEADER, bad));
+      assert.deepEqual([where, what, v.state, v.line], [where, what, 'torn-tail', 2]);
+      // ... and corrupt when a witness follows (the bad line is before a checkpoint)
+      const w = await verify(file(HEADER, bad, flush(2, 1)));
+      assert.deepEqual([where, what, w.state, w.line], [where, what, 'corrupt', 2]);
+    }
+    // the same places with good payloads are good lines: the rule is about the bytes
+    for (const good of ['"ok"', '"\\ud83d\\ude00"', '"é"', '1.7976931348623157e308', '123456789012345678901234567890', '-0', '1e-400']) {
+      if (name && !good.startsWith('"')) continue;
+      assert.equal((await verify(file(HEADER, framed(...make(Buffer.from(good)))))).state, 'clean', `${where} ${good}`);
+    }
+  }
+});
+
+test('a bad byte in an unknown header member makes the file not a session; a bad witness is no witness', async () => {
+  for (const bytes of Object.values(BAD_BITS)) {
+    const h = framed('{"seq":0,"type":"session/start","time":1,"data":{"format":"jsonltape","version":1,"id":"x","created":1,"meta":{"k":', bytes, '}}');
+    assert.deepEqual(await runCommand('verify', file(h, ev(1, 'a/b'))), { error: 'not-jsonltape' });
+    // after damage, a session/flush holding a bad byte is not a witness: torn tail, not corrupt
+    const badFlush = framed(`{"seq":3,"type":"session/flush","time":1,"data":{"offset":0,"seq":2},"ignorable":true,"x":`, bytes);
+    const v = await verify(file(HEADER, ev(1, 'a/b'), line('{"seq":2,"type":"a/b"'), badFlush));
+    assert.deepEqual([v.state, v.line], ['torn-tail', 3]);
+  }
+});
+
+test('envelope ranges (§6): seq and seqs 0 ... 2^53-1, time 0 ... 253402300799999', async () => {
+  const MAX = '9007199254740991';
+  const cases = [
+    ['time', 'time', '253402300799999', true],
+    ['time', 'time', '253402300800000', false],
+    ['time', 'time', '0', true],
+    ['time', 'time', '-1', false],
+    ['time', 'time', '9007199254740991', false],
+    ['time', 'time', '18446744073709551616', false],
+    ['sources', 'sources', `[0,${MAX}]`, true],
+    ['sources', 'sources', '[9007199254740992]', false],
+    ['sources', 'sources', '[-1]', false],
+    ['sources', 'sources', '[18446744073709551616]', false],
+    ['surface start', 'surface', `{"op":"replace","start":${MAX},"end":${MAX}}`, true],
+    ['surface start', 'surface', '{"op":"replace","start":9007199254740992,"end":1}', false],
+    ['surface end', 'surface', '{"op":"retract","start":1,"end":-1}', false],
+    ['surface end', 'surface', '{"op":"retract","start":1,"end":18446744073709551616}', false],
+  ];
+  for (const [label, member, value, good] of cases) {
+    const body = member === 'time'
+      ? `{"seq":1,"type":"user/message","time":${value},"data":{}`
+      : `{"seq":1,"type":"user/message","time":1,"data":{},"${member}":${value}`;
+    const v = await verify(file(HEADER, body));
+    assert.deepEqual([label, value, v.state], [label, value, good ? 'clean' : 'torn-tail']);
+  }
+  // a witness's seq is not compared with its position, but it is a seq: 0 ... 2^53-1
+  const torn = line('{"seq":2,"type":"a/b"');
+  const witness = (seq) => file(HEADER, ev(1, 'a/b'), torn, `{"seq":${seq},"type":"session/flush","time":1,"data":{"offset":@OFF@,"seq":1},"ignorable":true`);
+  assert.equal((await verify(witness(MAX))).state, 'corrupt');
+  assert.equal((await verify(witness('9007199254740992'))).state, 'torn-tail');
+  assert.equal((await verify(witness('-1'))).state, 'torn-tail');
+});
+
+test('header (§7): a member of the table present as null has the wrong type; created is a time', async () => {
+  const h = (extra) => line(`{"seq":0,"type":"session/start","time":1,"data":{"format":"jsonltape","version":1,"id":"x","created":1${extra}}`);
+  for (const extra of [',"title":null', ',"cwd":null', ',"agent":null', ',"meta":null', ',"parent":null', ',"minor":null',
+    ',"parent":{"session":"s","seq":0,"path":null}', ',"parent":{"session":"s","seq":0,"crc":null}',
+    ',"parent":{"session":"s","seq":9007199254740992}', ',"parent":{"session":"s","seq":-1}']) {
+    assert.deepEqual(await runCommand('verify', file(h(extra), ev(1, 'a/b'))), { error: 'not-jsonltape' }, extra);
+  }
+  const created = (c) => line(`{"seq":0,"type":"session/start","time":1,"data":{"format":"jsonltape","version":1,"id":"x","created":${c}}`);
+  for (const c of ['-1', '253402300800000', '18446744073709551616', 'null']) {
+    assert.deepEqual(await runCommand('verify', created(c)), { error: 'not-jsonltape' }, c);
+  }
+  assert.equal((await verify(created('253402300799999'))).state, 'clean');
+  assert.equal((await verify(h(',"minor":12,"title":"","parent":{"session":"s","seq":0,"path":"p","crc":"c"}'))).state, 'clean');
+});
