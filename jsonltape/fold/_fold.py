@@ -12,6 +12,7 @@ those inherited nodes come before the fork's own nodes and cannot be changed by 
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -21,6 +22,7 @@ import msgspec
 from .. import _framing, _fs
 from .._scan import too_deep
 from ..errors import (
+    ConcurrentModificationError,
     FoldError,
     FormatError,
     InvalidEventError,
@@ -30,7 +32,7 @@ from ..errors import (
 )
 from ..events import CORE_TYPES, SURFACE_TYPES, HeaderData, Replace, validate_data
 from ._stream import Row, header_of, raw_data, rows
-from ._surface import Status, SurfaceFold
+from .._surface import Status, SurfaceFold
 
 __all__ = ["FoldError", "Node", "SessionFold", "Version", "fold_file"]
 
@@ -55,15 +57,63 @@ _INTERPRETED = SURFACE_TYPES | {
 _PASSED = frozenset(CORE_TYPES) - _INTERPRETED - {"session/start"}
 
 
+class Source:
+    """The file a fold's message events live in: their data is read back from it when it is
+    shown, so a fold holds where each message is, not its body (memory follows the number of
+    messages on the surface, not their size)."""
+
+    __slots__ = ("__weakref__", "_fd", "path")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def data(self, seq: int, offset: int, size: int) -> bytes:
+        """The ``data`` JSON of the line of ``seq`` at ``offset``; the line must be the one
+        folded (same length, a valid frame, the same seq), or the file changed underneath."""
+        if self._fd is None:
+            self._fd = _fs.open_for_read(Path(self.path))
+            weakref.finalize(self, os.close, self._fd)
+        raw = os.pread(self._fd, size, offset)
+        try:
+            got = _line_data(raw) if len(raw) == size and _framing.frame_ok(raw) else None
+        except msgspec.DecodeError:
+            got = None
+        if got is None or got.seq != seq:
+            raise ConcurrentModificationError(
+                f"the line of seq {seq} changed while the session was being read",
+                path=self.path,
+                line=seq + 1,
+                offset=offset,
+            )
+        return bytes(got.data)
+
+
+class _LineData(msgspec.Struct):
+    seq: int
+    data: msgspec.Raw
+
+
+_line_data = msgspec.json.Decoder(_LineData).decode
+
+
 class Node(NamedTuple):
-    """A message event: its seq, time, type, raw ``data`` JSON, and the session holding it
-    (None for the folded session's own events, else the ancestor's id)."""
+    """A message event: its seq, time and type, where its line is, and the session holding it
+    (None for the folded session's own events, else the ancestor's id). :attr:`data` reads
+    the event's ``data`` JSON back from the file."""
 
     seq: int
     time: int
     type: str
-    data: bytes
+    offset: int
+    size: int
+    source: Source
     session: str | None = None
+
+    @property
+    def data(self) -> bytes:
+        """The raw ``data`` JSON of the event, as stored."""
+        return self.source.data(self.seq, self.offset, self.size)
 
 
 class Version(NamedTuple):
@@ -89,6 +139,7 @@ class SessionFold:
         self, path: str, header: HeaderData, base: _Base | None = None, *, versions: bool = False
     ) -> None:
         self.path = path
+        self.source = Source(path)
         self.header = header
         self.base = base
         self.surface = SurfaceFold()
@@ -218,7 +269,7 @@ class SessionFold:
         changes = self.surface.apply_parts(seq, t, h.surface, h.sources, data)
         node: Node | None = None
         if t != "surface/retract":
-            node = Node(seq, h.time, t, raw_data(row))
+            node = Node(seq, h.time, t, row.offset, len(row.raw), self.source)
             if self.history is not None:
                 self.history.append(node)
         removed: list[int] = []
