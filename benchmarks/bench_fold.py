@@ -34,7 +34,7 @@ from pathlib import Path
 import msgspec
 
 from jsonltape import _framing, fold
-from jsonltape.events import Event, _Out
+from jsonltape.events import Event
 
 _enc = msgspec.json.Encoder()
 
@@ -60,7 +60,7 @@ def build(path: Path, events: int, compact_every: int = 2000) -> dict[str, int]:
     ) -> int:
         nonlocal seq, size, lines, since_flush
         line = _framing.frame(
-            _enc.encode(_Out(seq, type_, t0 + seq, data, surface, sources, None, ignorable))
+            _enc.encode(Event(seq, type_, t0 + seq, data, surface, sources, None, ignorable))
         )
         out.extend(line)
         s = seq

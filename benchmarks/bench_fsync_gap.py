@@ -10,7 +10,7 @@ runs, right after an fdatasync returned, against what it costs in a hot loop:
 - ``bare``: the baseline loop, nothing between the syncs;
 - ``bare + busy N µs``: a busy wait between the syncs (tiny code, stays in cache);
 - ``bare + prepare``: the same loop, plus validating and encoding the next event the way
-  ``append`` does (``jsonltape._prepare.prepare_plain``) before each write;
+  ``append`` does (``jsonltape._prepare.prepare_event``) before each write;
 - ``jsonltape always``: the real writer.
 
 For each it prints the time per append, the time spent in fdatasync, and the time the work
@@ -122,7 +122,9 @@ def main() -> int:
     _prepare.prepare_event("user/message", msgs[0], None, None, None, None, 1, 0)
 
     def prepare(i: int) -> bytes:
-        return _prepare.prepare_plain("user/message", msgs[i], i + 1)[0]
+        return _prepare.prepare_event(
+            "user/message", msgs[i], None, None, None, None, i + 1, _prepare.now_ms()
+        )[0]
 
     variants: dict[str, Callable[[], tuple[float, float, float]]] = {
         "bare": lambda: loop(root, n, None),

@@ -1,9 +1,13 @@
-"""The write path of a Tape: queue lines, write them, sync, checkpoint (a mixin).
+"""The write path of a Tape: queue lines, write them, sync, checkpoint.
 
 Order is everything here (spec §10.1): lines reach the file in seq order with one write per
 batch; a checkpoint is written only after the sync that covers every byte before it returned,
 and lands exactly at the offset it records. Group commit runs its sync in a flusher thread
 without the lock, so appends go on meanwhile; nothing reaches the file while that sync runs.
+
+A writer is one :class:`WriterState` (everything it knows about its session, like filelock's
+``FileLockContext``) shared by :class:`jsonltape.Tape`, the API, and :class:`Committer`, which
+owns the order of writes, syncs and checkpoints.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,19 +23,66 @@ import msgspec
 
 from . import _framing, _fs
 from ._gate import encoder
-from ._prepare import now_ms, write_all
+from ._prepare import now_ms
 from .errors import ConcurrentModificationError, JsonltapeError, WriterFailedError
 from .events import Event, FlushData, TurnRef
 
-__all__ = ["MAX_BUFFER", "Committer"]
+if TYPE_CHECKING:
+    from ._session import SessionLock
+    from ._surface import SurfaceFold
+
+__all__ = ["MAX_BUFFER", "Committer", "WriterState"]
 
 #: Queued bytes beyond which lines are written out before the next sync.
 MAX_BUFFER = 1 << 20
 _TURN_TYPES = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
 
 
+@dataclass(eq=False, slots=True)
+class WriterState:
+    """Everything one writer knows about its session file. Guarded by ``mutex``."""
+
+    path: Path
+    fd: int
+    ops: _fs.FileOps
+    lock: SessionLock
+    #: The header line's bytes: each sync checks the file still starts with them.
+    header_line: bytes
+    #: (st_dev, st_ino) of the session file: each sync checks the path still names it.
+    ident: tuple[int, int]
+    durability: str
+    group_events: int
+    group_s: float
+    size: int  # logical end: written plus queued
+    written: int  # bytes handed to the OS
+    next_seq: int
+    durable_seq: int
+    last_time: int
+    turn: TurnRef | None
+    step: int | None = None
+    pending: int = 0  # events written since the last checkpoint
+    buf: list[bytes] = field(default_factory=list)
+    keys: dict[str, int] | None = None  # key -> offset, built on first keyed append
+    #: The surface, folded from the whole file the first time an append needs it (a replace
+    #: or retract) and kept current after that, so plain appends stay O(1).
+    surface: SurfaceFold | None = None
+    deadline: float | None = None
+    failed: BaseException | None = None
+    closed: bool = False
+    closed_why: str = "the tape is closed"
+    syncing: bool = False  # a background group commit is between its sync and checkpoint
+    #: (offset, covered seq, open turn) of a checkpoint a deferred sync left due.
+    ckpt_due: tuple[int, int, TurnRef | None] | None = None
+    flusher: threading.Thread | None = None
+    mutex: threading.RLock = field(default_factory=threading.RLock)
+    cond: threading.Condition = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cond = threading.Condition(self.mutex)
+
+
 class _FlushOut(msgspec.Struct, omit_defaults=True):
-    """A checkpoint line's envelope in canonical member order (``_Out`` with typed data)."""
+    """A checkpoint line's envelope: :class:`Event`'s members and order, ``data`` typed."""
 
     seq: int
     type: str
@@ -47,133 +99,134 @@ def _checkpoint_line(seq: int, now: int, data: FlushData) -> bytes:
 
 
 class Committer:
-    """Queueing, writing, syncing and checkpointing for :class:`jsonltape.Tape`."""
+    """Queueing, writing, syncing and checkpointing for one :class:`WriterState`."""
 
-    if TYPE_CHECKING:
-        path: Path
-        _fd: int
-        _ops: _fs.FileOps
-        _mutex: threading.RLock
-        _cond: threading.Condition
-        _buf: list[bytes]
-        _size: int
-        _written: int
-        _next_seq: int
-        _durable_seq: int
-        _last_time: int
-        _pending: int
-        _keys: dict[str, int] | None
-        _turn: TurnRef | None
-        _step: int | None
-        _ident: tuple[int, int]
-        _header_line: bytes
-        _failed: BaseException | None
-        _durability: str
-        _group_events: int
-        _group_s: float
-        _deadline: float | None
-        _flusher: threading.Thread | None
-        _closed: bool
-        _syncing: bool
-        _ckpt_due: tuple[int, int, TurnRef | None] | None
+    __slots__ = ("s",)
 
-        def _check_usable(self) -> None: ...
+    def __init__(self, state: WriterState) -> None:
+        self.s = state
 
-    def _stage(self, prepared: list[tuple[bytes, Event]]) -> None:
+    def check_usable(self) -> None:
+        s = self.s
+        if s.closed:
+            raise JsonltapeError(s.closed_why, path=s.path)
+        if s.failed is not None:
+            raise WriterFailedError(
+                f"the writer failed earlier ({s.failed}) and accepts no more events; "
+                "reopen the session to recover",
+                path=s.path,
+            ) from s.failed
+
+    def stage(self, prepared: list[tuple[bytes, Event]]) -> None:
         """Queue whole lines for the next write and advance the writer's state."""
-        start = self._size
+        s = self.s
+        start = s.size
         for line, event in prepared:
-            self._buf.append(line)
-            if self._keys is not None and event.key is not None:
-                self._keys[event.key] = start
+            s.buf.append(line)
+            if s.keys is not None and event.key is not None:
+                s.keys[event.key] = start
             if event.type in _TURN_TYPES:
                 self._track_turn(event, start)
             start += len(line)
-        self._size = start
-        self._next_seq = prepared[-1][1].seq + 1
-        self._last_time = prepared[-1][1].time
-        self._pending += len(prepared)
-        if self._size - self._written > MAX_BUFFER:
-            self._drain()
+        s.size = start
+        s.next_seq = prepared[-1][1].seq + 1
+        s.last_time = prepared[-1][1].time
+        s.pending += len(prepared)
+        if s.size - s.written > MAX_BUFFER:
+            self.drain()
 
-    def _stage_one(self, line: bytes, event: Event) -> None:
-        """:meth:`_stage` for one event without a key (the plain ``append``), unrolled: it
-        runs once per event, and the general loop costs a third of an append's bookkeeping."""
-        self._buf.append(line)
+    def commit_one(self, line: bytes, event: Event) -> None:
+        """:meth:`stage` and :meth:`after_append` for one event without a key (``append``),
+        unrolled: it runs once per event, and the general loop costs a third of an append's
+        bookkeeping. In group commit, most appends find the window open and only queue."""
+        s = self.s
+        s.buf.append(line)
         if event.type in _TURN_TYPES:
-            self._track_turn(event, self._size)
-        self._size += len(line)
-        self._next_seq = event.seq + 1
-        self._last_time = event.time
-        self._pending += 1
-        if self._size - self._written > MAX_BUFFER:
-            self._drain()
+            self._track_turn(event, s.size)
+        s.size += len(line)
+        s.next_seq = event.seq + 1
+        s.last_time = event.time
+        s.pending += 1
+        if s.size - s.written > MAX_BUFFER:
+            self.drain()
+        if s.deadline is None or s.pending >= s.group_events or s.durability != "group":
+            self.after_append()
 
     def _track_turn(self, event: Event, start: int) -> None:
-        t = event.type
+        s, t = self.s, event.type
         if t == "turn/start":
-            self._turn = TurnRef(event.seq, start)
-            self._step = None
+            s.turn = TurnRef(event.seq, start)
+            s.step = None
         elif t == "turn/end":
-            self._turn = None
-            self._step = None
+            s.turn = None
+            s.step = None
         elif t == "step/start":
-            self._step = event.seq
+            s.step = event.seq
         elif t == "step/end":
-            self._step = None
+            s.step = None
 
-    def _drain(self) -> None:
+    def drain(self) -> None:
         """Hand the queued lines to the OS in one write (no sync), after checking that nobody
         else changed the file since our last write."""
-        if not self._buf:
+        blob = self._take()
+        if blob is None:
             return
-        while self._syncing:  # a background round owns the file's end until its checkpoint
-            self._cond.wait()
-        if self._failed is not None:
-            self._check_usable()
-        self._check_unchanged(identity=False)
-        blob = b"".join(self._buf)
-        self._buf.clear()
+        s = self.s
         try:
-            write_all(self._ops, self._fd, blob)
+            _fs.write_all(s.ops, s.fd, blob)
         except OSError as exc:
             self._rollback(exc)
-            raise WriterFailedError(f"write failed: {exc.strerror or exc}", path=self.path) from exc
-        self._written += len(blob)
+            raise WriterFailedError(f"write failed: {exc.strerror or exc}", path=s.path) from exc
+        s.written += len(blob)
+
+    def _take(self) -> bytes | None:
+        """The queued lines as one blob, once the file's end is ours to write (None: none)."""
+        s = self.s
+        if not s.buf:
+            return None
+        while s.syncing:  # a background round owns the file's end until its checkpoint
+            s.cond.wait()
+        if s.failed is not None:
+            self.check_usable()
+        self._check_unchanged(identity=False)
+        blob = b"".join(s.buf)
+        s.buf.clear()
+        return blob
 
     def _rollback(self, exc: OSError) -> None:
         """Cut a partial write so the file still ends on a line boundary, and stop: the lost
         events were never reported durable, and a failing write may be a failing device."""
-        self._failed = exc
+        s = self.s
+        s.failed = exc
         try:
-            self._ops.truncate(self._fd, self._written)
+            s.ops.truncate(s.fd, s.written)
         except OSError as again:
-            self._failed = again
+            s.failed = again
 
     def _check_unchanged(self, *, identity: bool) -> None:
         """Fail if someone else changed the file: its size before every write (so we never
         append after a foreign truncation or append), and with ``identity`` (after the last
-        write, before every sync: so a change that raced that write is never reported durable)
-        its size, that the path still names our file (a git checkout replaces it by
-        rename) and that the header line is still the one we read or wrote (an in-place
-        edit of the same size changes neither size nor inode)."""
+        write, before anything is reported durable) its size, that the path still names our
+        file (a git checkout replaces it by rename) and that the header line is still the one
+        we read or wrote (an in-place edit of the same size changes neither size nor inode)."""
+        s = self.s
         if identity:
             # One lstat of the path answers both: when it names our inode, its size is ours.
             try:
-                st = os.stat(self.path, follow_symlinks=False)
-                same = (st.st_dev, st.st_ino) == self._ident
+                st = os.stat(s.path, follow_symlinks=False)
+                same = (st.st_dev, st.st_ino) == s.ident
             except FileNotFoundError:
                 same = False
         else:
-            st, same = os.fstat(self._fd), True
+            st, same = os.fstat(s.fd), True
         what = None
-        if not same or st.st_size != self._written:
+        if not same or st.st_size != s.written:
             what = (
                 "was replaced or removed"
                 if not same
-                else f"changed size from {self._written} to {st.st_size} bytes"
+                else f"changed size from {s.written} to {st.st_size} bytes"
             )
-        elif identity and os.pread(self._fd, len(self._header_line), 0) != self._header_line:
+        elif identity and os.pread(s.fd, len(s.header_line), 0) != s.header_line:
             # An in-place edit keeps size and inode; the header is the line a fold trusts
             # most, and one pread per sync costs nothing next to the sync itself.
             what = "had its header (line 1) edited in place"
@@ -181,41 +234,43 @@ class Committer:
             exc = ConcurrentModificationError(
                 f"the session file {what} behind this writer's back (another program, a git "
                 "checkout?); nothing more is appended to it",
-                path=self.path,
+                path=s.path,
             )
-            self._failed = exc
+            s.failed = exc
             raise exc
 
-    def _after_append(self) -> None:
-        if self._durability == "always":
-            self._flush_locked(defer=True)
+    def after_append(self) -> None:
+        s = self.s
+        if s.durability == "always":
+            self.flush(defer=True)
             return
-        if self._durability != "group":
+        if s.durability != "group":
             return
-        if self._pending >= self._group_events:
-            if self._deadline == 0.0:
+        if s.pending >= s.group_events:
+            if s.deadline == 0.0:
                 return  # already due; the flusher thread will get to it
-            self._deadline = 0.0  # due now; the flusher thread syncs while appends go on
-        elif self._deadline is None:
-            self._deadline = time.monotonic() + self._group_s
+            s.deadline = 0.0  # due now; the flusher thread syncs while appends go on
+        elif s.deadline is None:
+            s.deadline = time.monotonic() + s.group_s
         else:
             return
-        if self._flusher is None:
-            self._flusher = threading.Thread(
-                target=self._flush_loop, daemon=True, name=f"jsonltape-flush:{self.path.name}"
+        if s.flusher is None:
+            s.flusher = threading.Thread(
+                target=self._flush_loop, daemon=True, name=f"jsonltape-flush:{s.path.name}"
             )
-            self._flusher.start()
-        self._cond.notify_all()
+            s.flusher.start()
+        s.cond.notify_all()
 
     def _flush_loop(self) -> None:
-        with self._cond:
-            while not self._closed and self._failed is None:
-                if self._deadline is None or self._syncing:
-                    self._cond.wait()
+        s = self.s
+        with s.cond:
+            while not s.closed and s.failed is None:
+                if s.deadline is None or s.syncing:
+                    s.cond.wait()
                     continue
-                remaining = self._deadline - time.monotonic()
+                remaining = s.deadline - time.monotonic()
                 if remaining > 0:
-                    self._cond.wait(remaining)
+                    s.cond.wait(remaining)
                     continue
                 try:
                     self._background_round()
@@ -227,121 +282,117 @@ class Committer:
 
         The checkpoint is encoded and its seq and bytes reserved *before* the sync (its offset,
         covered seq and open turn are known then); events appended during the sync queue up
-        behind it. Nothing reaches the file while the sync runs (``_drain`` waits), so the
+        behind it. Nothing reaches the file while the sync runs (``drain`` waits), so the
         checkpoint lands exactly at the offset it records, after the sync returned.
         """
-        self._deadline = None
-        if self._pending == 0:
+        s = self.s
+        s.deadline = None
+        if s.pending == 0:
             return
-        self._drain()
+        self.drain()
         self._check_unchanged(identity=True)  # after the write: it may have raced a change
-        offset, covered, pending = self._written, self._next_seq - 1, self._pending
-        data = FlushData(offset=offset, seq=covered, turn=self._turn)
+        offset, covered, pending = s.written, s.next_seq - 1, s.pending
+        data = FlushData(offset=offset, seq=covered, turn=s.turn)
         line = _checkpoint_line(covered + 1, now_ms(), data)
-        self._next_seq += 1
-        self._size += len(line)
-        self._syncing = True
-        self._cond.release()  # held once by _flush_loop's `with`
+        s.next_seq += 1
+        s.size += len(line)
+        s.syncing = True
+        s.cond.release()  # held once by _flush_loop's `with`
         error: OSError | None = None
         try:
-            self._ops.sync(self._fd)
+            s.ops.sync(s.fd)
         except OSError as exc:
             error = exc
         finally:
-            self._cond.acquire()
-            self._syncing = False
-            self._cond.notify_all()
+            s.cond.acquire()
+            s.syncing = False
+            s.cond.notify_all()
         if error is not None:
-            self._failed = error
+            s.failed = error
             raise WriterFailedError(
                 f"fsync failed: {error.strerror or error}; the data since the last checkpoint "
                 "may be lost",
-                path=self.path,
+                path=s.path,
             ) from error
         try:
-            write_all(self._ops, self._fd, line)
+            _fs.write_all(s.ops, s.fd, line)
         except OSError as exc:
             self._rollback(exc)
-            raise WriterFailedError(f"write failed: {exc.strerror or exc}", path=self.path) from exc
-        self._written += len(line)
-        self._durable_seq = covered
-        self._pending -= pending
+            raise WriterFailedError(f"write failed: {exc.strerror or exc}", path=s.path) from exc
+        s.written += len(line)
+        s.durable_seq = covered
+        s.pending -= pending
 
     # -- durability ----------------------------------------------------------------------
 
-    def flush(self) -> int:
-        """Make every appended event durable and checkpoint it; return the durable seq."""
-        with self._mutex:
-            self._check_usable()
-            self._flush_locked()
-            return self._durable_seq
-
-    def _flush_locked(
-        self, *, marker: bool = False, final: bool = False, defer: bool = False
-    ) -> None:
-        """Sync, then checkpoint. ``marker``: checkpoint even with nothing pending and say
-        ``closed``; ``final``: sync the checkpoint itself too (on close); ``defer``: leave the
-        checkpoint due, to go out with the next write (durability "always": one write and
-        one fsync per append, like a bare write+fdatasync loop)."""
-        self._deadline = None
-        while self._syncing:  # let a background round finish and place its checkpoint
-            self._cond.wait()
-        if self._failed is not None:
-            self._check_usable()
-        if self._ckpt_due is not None:
-            if self._pending == 0:
-                self._emit_due()  # it lands exactly at the offset it records
+    def flush(self, *, marker: bool = False, final: bool = False, defer: bool = False) -> None:
+        """Sync, then checkpoint (the lock held). ``marker``: checkpoint even with nothing
+        pending and say ``closed``; ``final``: sync the checkpoint itself too (on close);
+        ``defer``: leave the checkpoint due, to go out with the next write (durability
+        "always": one write and one sync per append, like a bare write+fdatasync loop)."""
+        s = self.s
+        s.deadline = None
+        while s.syncing:  # let a background round finish and place its checkpoint
+            s.cond.wait()
+        if s.failed is not None:
+            self.check_usable()
+        if s.ckpt_due is not None:
+            if s.pending == 0:
+                self.emit_due()  # it lands exactly at the offset it records
             else:  # pragma: no cover - appends emit a due checkpoint before staging
-                self._ckpt_due = None
-        if self._pending == 0 and not marker:
-            if self._buf:
-                self._drain()
+                s.ckpt_due = None
+        if s.pending == 0 and not marker:
+            if s.buf:
+                self.drain()
                 if final:
                     self._sync()
             return
-        self._drain()
+        self.drain()
         self._check_unchanged(identity=True)  # after the write: it may have raced a change
         self._sync()
-        self._durable_seq = self._next_seq - 1
+        s.durable_seq = s.next_seq - 1
         if defer:
-            self._ckpt_due = (self._written, self._next_seq - 1, self._turn)
-            self._pending = 0
+            s.ckpt_due = (s.written, s.next_seq - 1, s.turn)
+            s.pending = 0
             return
-        seq = self._next_seq
+        seq = s.next_seq
         self._stage_checkpoint(
-            seq, FlushData(offset=self._size, seq=seq - 1, turn=self._turn, closed=marker)
+            seq, FlushData(offset=s.size, seq=seq - 1, turn=s.turn, closed=marker)
         )
-        self._drain()
-        self._pending = 0
+        self.drain()
+        s.pending = 0
         if final:
             self._sync()
 
-    def _emit_due(self) -> None:
+    def emit_due(self) -> None:
         """Queue the checkpoint a deferred sync left due (its bytes were synced already)."""
-        assert self._ckpt_due is not None
-        offset, covered, turn = self._ckpt_due
-        self._ckpt_due = None
-        assert offset == self._size, "nothing may be queued between a sync and its checkpoint"
+        s = self.s
+        assert s.ckpt_due is not None
+        offset, covered, turn = s.ckpt_due
+        s.ckpt_due = None
+        assert offset == s.size, "nothing may be queued between a sync and its checkpoint"
         self._stage_checkpoint(covered + 1, FlushData(offset=offset, seq=covered, turn=turn))
 
     def _stage_checkpoint(self, seq: int, data: FlushData) -> None:
         """Queue a checkpoint line (it needs no sync of its own, so it adds nothing pending)."""
+        s = self.s
         now = now_ms()
         line = _checkpoint_line(seq, now, data)
-        self._buf.append(line)
-        self._last_time = now
-        self._size += len(line)
-        self._next_seq = seq + 1
+        s.buf.append(line)
+        s.last_time = now
+        s.size += len(line)
+        s.next_seq = seq + 1
 
     def _sync(self) -> None:
+        s = self.s
         try:
-            self._ops.sync(self._fd)
+            s.ops.sync(s.fd)
         except OSError as exc:
             # After a failed fsync the kernel may have dropped the dirty pages and a retry
             # can "succeed" without the data (fsyncgate): never retry, never report durable.
-            self._failed = exc
+            s.failed = exc
             raise WriterFailedError(
                 f"fsync failed: {exc.strerror or exc}; the data since the last checkpoint may "
                 "be lost",
-                path=self.path,
+                path=s.path,
             ) from exc

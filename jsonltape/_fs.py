@@ -13,7 +13,13 @@ import stat
 import sys
 from pathlib import Path
 
-from .errors import InvalidArgumentError, SessionNotFoundError, StorageError, UnsafeFileError
+from .errors import (
+    InvalidArgumentError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StorageError,
+    UnsafeFileError,
+)
 
 __all__ = [
     "FileOps",
@@ -22,7 +28,9 @@ __all__ = [
     "fsync_dir",
     "make_dirs",
     "open_for_append",
+    "publish",
     "session_path",
+    "write_all",
 ]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -48,6 +56,37 @@ class FileOps:
 
     def truncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
+
+
+def write_all(ops: FileOps, fd: int, data: bytes) -> None:
+    """Write all of ``data`` through ``ops`` (a regular file takes it in one call)."""
+    n = ops.write(fd, data)
+    if n == len(data):
+        return  # the usual case: a regular file takes the whole write
+    view = memoryview(data)[max(n, 0) :]
+    while view:
+        n = ops.write(fd, view)  # type: ignore[arg-type]
+        if n <= 0:  # pragma: no cover - write() returning 0 on a regular file
+            raise OSError(errno.EIO, "short write")
+        view = view[n:]
+
+
+def publish(tmp: Path, path: Path) -> None:
+    """Give the finished temp file its name without ever replacing an existing file."""
+    try:
+        os.link(tmp, path, follow_symlinks=False)
+    except FileExistsError:
+        raise SessionExistsError("session file already exists", path=path) from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            raise
+        # File systems without hard links: O_EXCL creation is still exclusive.
+        fd = create_exclusive(path)
+        try:
+            write_all(FileOps(), fd, tmp.read_bytes())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def session_path(path: object) -> Path:

@@ -48,7 +48,10 @@ def suspect(encoded: bytes) -> bool:
     """True when ``encoded`` may hold an unsafe integer, a negative zero or nesting deeper
     than :data:`MAX_DEPTH` (then look closer)."""
     mapped = encoded.translate(_DIGITS_AS_ZERO)
-    if _SIXTEEN_DIGITS in mapped or mapped.count(b"{") >= MAX_DEPTH:
+    if _SIXTEEN_DIGITS in mapped:
+        return True
+    # Each opener needs its closer: a line shorter than 2 * MAX_DEPTH cannot nest that deep.
+    if len(encoded) >= 2 * MAX_DEPTH and mapped.count(b"{") >= MAX_DEPTH:
         return True
     # A one-byte search is memchr; a two-byte needle costs 4x as much, so it only runs when
     # there is a minus sign at all.
@@ -132,6 +135,12 @@ def explain(value: Any, where: str = "$", outer: int = 0) -> tuple[str, str] | N
                 for k, _ in items:
                     if type(k) is not str:
                         return path, f"object key {k!r} is a {type(k).__name__}, not a string"
+                    try:
+                        k.encode("utf-8")
+                    except UnicodeEncodeError:
+                        return path, (
+                            f"object key {k!r} contains a lone surrogate and is not valid UTF-8"
+                        )
                 for k, item in reversed(items):
                     stack.append((_child(path, k), item))
             else:

@@ -43,10 +43,12 @@ import filelock
 import msgspec
 
 from . import _fs
-from ._prepare import check_time, encode_event, now_ms, publish, write_all
+from ._fs import publish, write_all
+from ._prepare import check_time, encode_event, now_ms
 from .errors import (
     ConcurrentModificationError,
     InvalidArgumentError,
+    InvalidEventError,
     JsonltapeError,
     LockedError,
     SessionExistsError,
@@ -58,7 +60,9 @@ from .ids import new_session_id, validate_session_id
 
 __all__ = [
     "SessionLock",
+    "check_header_args",
     "check_lock_timeout",
+    "check_options",
     "create_file",
     "lock_path",
     "lock_session",
@@ -83,6 +87,51 @@ def check_lock_timeout(value: object) -> None:
         raise InvalidArgumentError(
             f"lock_timeout must be a finite number of seconds >= 0, not {value!r}",
             field="lock_timeout",
+        )
+
+
+def _bad(name: str, what: str, value: object) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{name} must be {what}, not {value!r}", field=name)
+
+
+def _finite(value: object) -> bool:
+    """A real, finite number (``True`` is not one)."""
+    return type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def check_options(
+    create: object, durability: object, group_events: object, group_ms: object, timeout: object
+) -> None:
+    """Refuse open()'s options before anything is touched (library errors naming the option)."""
+    if not (create is True or create is False or create == "if-missing"):
+        raise _bad("create", "True, False or 'if-missing'", create)
+    if durability not in ("always", "group", "manual"):
+        raise _bad("durability", "'always', 'group' or 'manual'", durability)
+    if type(group_events) is not int or group_events < 1:
+        raise _bad("group_events", "an integer >= 1", group_events)
+    if not _finite(group_ms) or group_ms <= 0:  # type: ignore[operator]
+        raise _bad("group_ms", "a finite number of milliseconds > 0", group_ms)
+    check_lock_timeout(timeout)
+
+
+def check_header_args(**members: object) -> None:
+    """The header members a caller passes: right types, or an error naming the member."""
+    for name in ("title", "cwd", "agent"):
+        value = members[name]
+        if value is not None and type(value) is not str:
+            raise InvalidEventError(
+                f"{name} must be a string, not {type(value).__name__}", field=f"$.data.{name}"
+            )
+    if members["parent"] is not None and not isinstance(members["parent"], ParentRef):
+        raise InvalidEventError(
+            f"parent must be a jsonltape.ParentRef, not {type(members['parent']).__name__}",
+            field="$.data.parent",
+        )
+    meta = members["meta"]
+    if meta is not None and not isinstance(meta, Mapping):
+        raise InvalidEventError(
+            f"meta must be a mapping (a JSON object), not {type(meta).__name__}",
+            field="$.data.meta",
         )
 
 

@@ -1,4 +1,5 @@
-"""Fast validation of a core event's data, done on the copy the lossless gate decoded anyway.
+"""The shape stage of the append pipeline: a core event's data, checked on the copy the
+lossless gate decoded anyway.
 
 :func:`jsonltape.events.validate_data` converts a dict into the data Struct and then checks each
 content part in Python; that is the precise path that names what is wrong. Here the same shapes
@@ -15,7 +16,7 @@ from typing import Any, Union
 
 import msgspec
 
-from .events import CORE_TYPES, PART_TYPES, Message, validate_data
+from .events import CORE_TYPES, MESSAGE_ROLES, PART_TYPES, Message, validate_data
 
 __all__ = ["validate_fast"]
 
@@ -39,11 +40,6 @@ _FastMessage = msgspec.defstruct(
         ("name", Union[str, None], None),
     ],
 )
-_ROLES = {
-    "user/message": ("user", "system"),
-    "assistant/message": ("assistant",),
-    "tool/result": ("tool",),
-}
 
 
 def _fast_data(shape: type[msgspec.Struct]) -> Any:
@@ -74,7 +70,7 @@ def validate_fast(type_: str, decoded: dict[str, Any], data: dict[str, Any]) -> 
     except msgspec.ValidationError:
         validate_data(type_, data)  # names the problem, or accepts an extension part type
         return
-    roles = _ROLES.get(type_)
+    roles = MESSAGE_ROLES.get(type_)
     if roles is None:
         return
     message = typed.message

@@ -22,6 +22,7 @@ __all__ = [
     "IGNORABLE_TYPES",
     "MAX_INT",
     "MAX_TIME",
+    "MESSAGE_ROLES",
     "SURFACE_TYPES",
     "TURN_END_REASONS",
     "VERSION",
@@ -82,7 +83,15 @@ Surface = Union[Literal["append"], Replace, Retract]
 
 
 class Event(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
-    """One decoded line. Unknown envelope members are kept in the raw line only."""
+    """The envelope (spec §6): one decoded line. Unknown envelope members are kept in the raw
+    line only.
+
+    The one model of the envelope for reading and writing: readers decode every line into it
+    (its bounds are the good-line test's), and the writer encodes an Event with ``crc`` left
+    empty, which ``omit_defaults`` leaves out with every other default (the members in
+    canonical order, no ``null``, no ``"ignorable": false``), then decodes its own line back
+    with the readers' decoder, so it never writes a member a reader would refuse.
+    """
 
     seq: SeqInt
     type: str
@@ -93,19 +102,6 @@ class Event(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fiel
     key: str | None = None
     ignorable: bool = False
     crc: str = ""
-
-
-class _Out(msgspec.Struct, omit_defaults=True):
-    """What the writer encodes: the envelope in canonical member order, without the crc."""
-
-    seq: int
-    type: str
-    time: int
-    data: dict[str, Any]
-    surface: Surface | None = None
-    sources: list[int] | None = None
-    key: str | None = None
-    ignorable: bool = False
 
 
 class Line(NamedTuple):
@@ -417,7 +413,8 @@ SURFACE_TYPES = frozenset({"user/message", "assistant/message", "tool/result"})
 #: Types the writer always marks ``ignorable`` (readers may skip them when folding).
 IGNORABLE_TYPES = frozenset({"session/flush", "assistant/chunk"})
 
-_ROLE_FOR = {
+#: The roles the message of each model-visible type may carry (spec §8.2).
+MESSAGE_ROLES: dict[str, tuple[str, ...]] = {
     "user/message": ("user", "system"),
     "assistant/message": ("assistant",),
     "tool/result": ("tool",),
@@ -463,7 +460,7 @@ def validate_data(type_: str, data: dict[str, Any]) -> msgspec.Struct | None:
 
 
 def _validate_message(type_: str, message: Message, decoded: msgspec.Struct) -> None:
-    roles = _ROLE_FOR[type_]
+    roles = MESSAGE_ROLES[type_]
     if message.role not in roles:
         raise InvalidEventError(
             f"{type_} carries a message with role {message.role!r}; expected "

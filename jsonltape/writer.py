@@ -8,8 +8,10 @@ Protocol (the spec's "writer" section, kept in this order on purpose):
 2. Create a session atomically: header into an owner-only temp file, fsync, ``link`` to the
    final name (never clobbers), fsync the directory. Opening an existing session reads only
    its tail: a torn tail is cut into a sidecar, a turn left open by a crash is closed.
-3. Each append is validated and encoded once, then written with one ``write`` (a batch too).
-4. ``flush``: fdatasync, and only after it returned, a ``session/flush`` checkpoint line whose
+3. Each append goes through one pipeline (``_prepare``: envelope, lossless gate, shape,
+   frame; then the surface fold once one is kept), is encoded once, and is written with one
+   ``write`` (a batch too).
+4. ``flush``: sync, and only after it returned, a ``session/flush`` checkpoint line whose
    ``data.offset`` is its own offset. An fsync error poisons the writer for good.
 5. ``close``: flush, then a final checkpoint with ``closed: true``, synced. That marker is how
    a later writer tells a deliberate open turn from one a crash left behind.
@@ -18,54 +20,39 @@ Protocol (the spec's "writer" section, kept in this order on purpose):
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 
-from . import _framing, _fs, _repair
-from ._agent import AgentHelpers, TurnHandle
-from ._commit import Committer
-from ._prepare import (
-    check_time,
-    encode_event,
-    load_keys,
-    now_ms,
-    prepare_event,
-    prepare_plain,
-    read_line,
-    spec_of,
-)
+from . import _agent, _framing, _fs, _repair
+from ._agent import TurnHandle
+from ._commit import Committer, WriterState
+from ._lines import decode as decode_line
+from ._prepare import check_key, encode_event, now_ms, prepare_event, spec_of
 from ._scan import TailScan, scan_tail
-from ._session import SessionLock, check_lock_timeout, create_file, lock_path, lock_session
+from ._session import (
+    SessionLock,
+    check_header_args,
+    check_options,
+    create_file,
+    lock_path,
+    lock_session,
+)
+from ._surface import SurfaceFold
 from .errors import (
     ConcurrentModificationError,
     CorruptError,
-    InvalidArgumentError,
     InvalidEventError,
     JsonltapeError,
     SessionExistsError,
-    SurfaceError,
-    WriterFailedError,
 )
-from .events import (
-    SURFACE_TYPES,
-    Event,
-    HeaderData,
-    ParentRef,
-    Replace,
-    Retract,
-    TurnRef,
-)
-
-if TYPE_CHECKING:
-    from .fold._surface import SurfaceFold
+from .events import SURFACE_TYPES, Event, HeaderData, ParentRef, Replace, Retract, TurnRef
 
 __all__ = ["Durability", "Tape", "TurnHandle", "lock_path", "open"]
 
@@ -129,9 +116,9 @@ def open(
         source session's).
     """
     p = _fs.session_path(path)
-    _check_options(create, durability, group_events, group_ms, lock_timeout)
+    check_options(create, durability, group_events, group_ms, lock_timeout)
     if create:
-        _check_header_args(title=title, cwd=cwd, agent=agent, parent=parent, meta=meta)
+        check_header_args(title=title, cwd=cwd, agent=agent, parent=parent, meta=meta)
     if create == "if-missing" and os.path.lexists(p):
         create = False
     if create:
@@ -163,65 +150,13 @@ def open(
     )
 
 
-def _bad(name: str, what: str, value: object) -> InvalidArgumentError:
-    return InvalidArgumentError(f"{name} must be {what}, not {value!r}", field=name)
+class Tape:
+    """An open session with its writer lock held. Thread-safe; one per session at a time.
 
-
-def _finite(value: object) -> bool:
-    """A real, finite number (``True`` is not one)."""
-    return type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
-
-
-def _check_options(
-    create: object, durability: object, group_events: object, group_ms: object, timeout: object
-) -> None:
-    """Refuse open()'s options before anything is touched (library errors naming the option)."""
-    if not (create is True or create is False or create == "if-missing"):
-        raise _bad("create", "True, False or 'if-missing'", create)
-    if durability not in ("always", "group", "manual"):
-        raise _bad("durability", "'always', 'group' or 'manual'", durability)
-    if type(group_events) is not int or group_events < 1:
-        raise _bad("group_events", "an integer >= 1", group_events)
-    if not _finite(group_ms) or group_ms <= 0:  # type: ignore[operator]
-        raise _bad("group_ms", "a finite number of milliseconds > 0", group_ms)
-    check_lock_timeout(timeout)
-
-
-def _check_header_args(**members: object) -> None:
-    """The header members a caller passes: right types, or an error naming the member."""
-    for name in ("title", "cwd", "agent"):
-        value = members[name]
-        if value is not None and type(value) is not str:
-            raise InvalidEventError(
-                f"{name} must be a string, not {type(value).__name__}", field=f"$.data.{name}"
-            )
-    if members["parent"] is not None and not isinstance(members["parent"], ParentRef):
-        raise InvalidEventError(
-            f"parent must be a jsonltape.ParentRef, not {type(members['parent']).__name__}",
-            field="$.data.parent",
-        )
-    meta = members["meta"]
-    if meta is not None and not isinstance(meta, Mapping):
-        raise InvalidEventError(
-            f"meta must be a mapping (a JSON object), not {type(meta).__name__}",
-            field="$.data.meta",
-        )
-
-
-def _sources(value: Any) -> Any:
-    """An event's ``sources`` as a list (the rules on its seqs are checked with the event)."""
-    if value is None or type(value) is list:
-        return value
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise SurfaceError(
-            f"sources must be a list of earlier seqs, not {type(value).__name__}",
-            field="$.sources",
-        )
-    return list(value)
-
-
-class Tape(AgentHelpers, Committer):
-    """An open session with its writer lock held. Thread-safe; one per session at a time."""
+    A facade over one :class:`~jsonltape._commit.WriterState` (``_s``): appends run the one
+    pipeline (:func:`jsonltape._prepare.prepare_event`, then the surface fold when one is
+    kept), and a :class:`~jsonltape._commit.Committer` (``_c``) writes, syncs and checkpoints.
+    """
 
     def __init__(
         self,
@@ -242,42 +177,28 @@ class Tape(AgentHelpers, Committer):
     ) -> None:
         self.path = path
         self.header = header
-        self._fd = fd
-        self._lock_file = lock
-        #: The header line's bytes: each flush checks the file still starts with them.
-        self._header_line = header_line
-        self._closed_why = "the tape is closed"
-        self._owner_pid = os.getpid()
-        self._ops = ops or _fs.FileOps()
-        self._mutex = threading.RLock()
-        self._cond = threading.Condition(self._mutex)
-        self._size = size  # logical end: written plus queued
-        self._written = size  # bytes handed to the OS
-        self._buf: list[bytes] = []
-        self._next_seq = next_seq
-        self._durable_seq = next_seq - 1
-        self._last_time = last_time
-        self._turn = turn
-        self._step: int | None = None
-        self._pending = 0  # events written since the last checkpoint
-        self._durability = durability
-        self._group_events = group_events
-        self._group_s = group_ms / 1000.0
-        self._deadline: float | None = None
-        self._failed: BaseException | None = None
-        self._closed = False
-        self._keys: dict[str, int] | None = None  # key -> offset, built on first keyed append
-        # The surface is folded from the whole file the first time an append needs it (a
-        # replace or retract) and kept up to date after that, so plain appends stay O(1).
-        self._surface: SurfaceFold | None = None
         st = os.fstat(fd)
-        self._ident = (st.st_dev, st.st_ino)
-        self._flusher: threading.Thread | None = None
-        self._syncing = False  # a background group commit is between its sync and checkpoint
-        #: (offset, covered seq, open turn) of a checkpoint a deferred sync left due.
-        self._ckpt_due: tuple[int, int, TurnRef | None] | None = None
-        _OPEN.add(self)
+        self._s = WriterState(
+            path=path,
+            fd=fd,
+            ops=ops or _fs.FileOps(),
+            lock=lock,
+            header_line=header_line,
+            ident=(st.st_dev, st.st_ino),
+            durability=durability,
+            group_events=group_events,
+            group_s=group_ms / 1000.0,
+            size=size,
+            written=size,
+            next_seq=next_seq,
+            durable_seq=next_seq - 1,
+            last_time=last_time,
+            turn=turn,
+        )
+        self._c = Committer(self._s)
+        self._owner_pid = os.getpid()
         self._opened_from: object = None
+        _OPEN.add(self)
         #: Synthetic events this writer appended on open to close a crashed turn.
         self.closers: list[Event] = []
         #: Where opening saved a torn tail it cut off, if it did.
@@ -395,15 +316,16 @@ class Tape(AgentHelpers, Committer):
             )
             tape._opened_from = scan
             tape.sidecar = sidecar
+            s = tape._s
             # Lines a crashed writer left after its last checkpoint are whole but were never
             # synced: count them so the next flush (or close) makes them durable.
-            tape._pending = scan.next_seq - 1 - (scan.checkpoint_seq or 0)
-            tape._durable_seq = (scan.checkpoint_seq or 1) - 1
+            s.pending = scan.next_seq - 1 - (scan.checkpoint_seq or 0)
+            s.durable_seq = (scan.checkpoint_seq or 1) - 1
             if scan.turn is not None and not scan.closed:
                 tape.closers = tape._close_interrupted_turn(scan.turn)
         except BaseException:
             if tape is not None:  # never closed at exit: its fd and lock go right here
-                tape._closed = True
+                tape._s.closed = True
                 _OPEN.discard(tape)
             if fd >= 0:
                 os.close(fd)
@@ -414,20 +336,21 @@ class Tape(AgentHelpers, Committer):
 
     def _close_interrupted_turn(self, turn: TurnRef) -> list[Event]:
         """Append the closers of a turn a crash left open, stamped with the last event's time."""
-        items = _repair.closers(self._fd, turn.offset, self._size)
+        s = self._s
+        items = _repair.closers(s.fd, turn.offset, s.size)
         if not items:
             return []
-        with self._mutex:
+        with s.mutex:
             prepared = []
-            seq = self._next_seq
+            seq = s.next_seq
             for type_, data, sources in items:
                 surface = "append" if type_ in SURFACE_TYPES else None
                 prepared.append(
-                    encode_event(seq, type_, self._last_time, data, surface, sources, None, False)
+                    encode_event(seq, type_, s.last_time, data, surface, sources, None, False)
                 )
                 seq += 1
-            self._stage(prepared)
-            self._flush_locked()
+            self._c.stage(prepared)
+            self._c.flush()
         return [event for _line, event in prepared]
 
     # -- properties ----------------------------------------------------------------------
@@ -439,21 +362,22 @@ class Tape(AgentHelpers, Committer):
     @property
     def next_seq(self) -> int:
         """The seq the next appended event will get."""
-        return self._next_seq
+        return self._s.next_seq
 
     @property
     def durable_seq(self) -> int:
         """Every event with a seq up to this one is durable (covered by a checkpoint)."""
-        return self._durable_seq
+        return self._s.durable_seq
 
     @property
     def open_turn(self) -> int | None:
         """Seq of the ``turn/start`` of the turn currently open, if any."""
-        return self._turn.seq if self._turn is not None else None
+        turn = self._s.turn
+        return turn.seq if turn is not None else None
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._s.closed
 
     # -- appending -----------------------------------------------------------------------
 
@@ -475,7 +399,7 @@ class Tape(AgentHelpers, Committer):
         the source's time. Raises :class:`InvalidEventError` and writes nothing if the event
         breaks a rule.
         """
-        if key is not None or time is not None:
+        if key is not None:
             item = {
                 "type": type,
                 "data": data,
@@ -486,33 +410,37 @@ class Tape(AgentHelpers, Committer):
                 "time": time,
             }
             return self.append_batch([item])[0]
-        with self._mutex:
-            self._check_usable()
-            due = self._ckpt_due is not None  # a due checkpoint takes the next seq first
+        s = self._s
+        with s.mutex:
+            if s.closed or s.failed is not None:
+                self._c.check_usable()
+            due = s.ckpt_due is not None  # a due checkpoint takes the next seq first
             try:
-                seq = self._next_seq + due
-                if surface is None and sources is None and ignorable is None:
-                    line, event = prepare_plain(type, data, seq)
-                else:
-                    line, event = prepare_event(
-                        type, data, surface, _sources(sources), None, ignorable, seq, now_ms()
-                    )
-                # Only a given surface can be a replace or retract; a plain append just keeps
-                # an already folded surface current.
-                if self._surface is not None or (
+                line, event = prepare_event(
+                    type,
+                    data,
+                    surface,
+                    sources,
+                    None,
+                    ignorable,
+                    s.next_seq + due,
+                    now_ms() if time is None else time,
+                )
+                # Only a given surface can be a replace or retract; any other append just
+                # keeps an already folded surface current.
+                if s.surface is not None or (
                     surface is not None and isinstance(event.surface, (Replace, Retract))
                 ):
-                    fold = self._surface if self._surface is not None else self._fold_surface([])
+                    fold = s.surface if s.surface is not None else self._fold_surface([])
                     fold.apply(event)  # validates first: on error the fold is unchanged
-                    self._surface = fold
+                    s.surface = fold
             except JsonltapeError as exc:
                 if exc.path is None:
                     raise exc.at(path=self.path) from exc.__cause__
                 raise
             if due:
-                self._emit_due()
-            self._stage_one(line, event)
-            self._after_append()
+                self._c.emit_due()
+            self._c.commit_one(line, event)
             return event
 
     def append_batch(self, items: Iterable[Mapping[str, Any]]) -> list[Event]:
@@ -528,25 +456,22 @@ class Tape(AgentHelpers, Committer):
                 f"append_batch takes a list of event mappings, not {type(items).__name__}",
                 path=self.path,
             )
-        with self._mutex:
-            self._check_usable()
+        s = self._s
+        with s.mutex:
+            self._c.check_usable()
             now = now_ms()
             prepared: list[tuple[bytes, Event]] = []
             results: list[Event | None] = []
             batch_keys: set[str] = set()
-            due = self._ckpt_due is not None  # a due checkpoint takes the next seq first
-            seq = self._next_seq + due
-            surface = self._surface.clone() if self._surface is not None else None
+            due = s.ckpt_due is not None  # a due checkpoint takes the next seq first
+            seq = s.next_seq + due
+            surface = s.surface.clone() if s.surface is not None else None
             for i, item in enumerate(items):
                 try:
                     spec = spec_of(item)
                     key = spec["key"]
                     if key is not None:
-                        if not isinstance(key, str) or not key or len(key) > 1024:
-                            raise InvalidEventError(
-                                "key must be a non-empty string of at most 1024 characters",
-                                field="$.key",
-                            )
+                        check_key(key)
                         if key in batch_keys:
                             raise InvalidEventError(
                                 f"key {key!r} appears twice in this batch", field="$.key"
@@ -560,11 +485,11 @@ class Tape(AgentHelpers, Committer):
                         spec["type"],
                         spec["data"],
                         spec["surface"],
-                        _sources(spec["sources"]),
+                        spec["sources"],
                         key,
                         spec["ignorable"],
                         seq,
-                        check_time(spec["time"], now),
+                        now if spec["time"] is None else spec["time"],
                     )
                     if surface is None and isinstance(line[1].surface, (Replace, Retract)):
                         surface = self._fold_surface(prepared)
@@ -578,36 +503,33 @@ class Tape(AgentHelpers, Committer):
                 seq += 1
             if prepared:
                 if due:
-                    self._emit_due()
-                self._stage(prepared)
-                self._surface = surface
-                self._after_append()
+                    self._c.emit_due()
+                self._c.stage(prepared)
+                s.surface = surface
+                self._c.after_append()
             fresh = iter(ev for _line, ev in prepared)
             return [r if r is not None else next(fresh) for r in results]
 
     def _fold_surface(self, pending: list[tuple[bytes, Event]]) -> SurfaceFold:
         """Fold the surface of everything written so far plus ``pending`` (this batch)."""
-        # Imported here: the fold package builds on the writer (compaction, forks append).
-        from .fold._surface import SurfaceFold
-
-        self._drain()
+        self._c.drain()
         fold = SurfaceFold()
-        for _off, raw in _framing.iter_lines(self._fd, 0, self._size):
-            fold.apply(_decoder.decode(raw))
+        for _off, raw in _framing.iter_lines(self._s.fd, 0, self._s.size):
+            fold.apply(decode_line(raw))
         for _line, event in pending:
             fold.apply(event)
         return fold
 
     def _existing(self, key: str, spec: dict[str, Any]) -> Event | None:
-        if self._keys is None:
-            self._drain()
-            self._keys = load_keys(self._fd, self._size)
-        off = self._keys.get(key)
+        s = self._s
+        if s.keys is None:
+            self._c.drain()
+            s.keys = _load_keys(s.fd, s.size)
+        off = s.keys.get(key)
         if off is None:
             return None
-        self._drain()
-        raw = read_line(self._fd, off)
-        event = _decoder.decode(raw)
+        self._c.drain()
+        event = decode_line(_read_line(s.fd, off))
         data = spec["data"] if spec["data"] is not None else {}
         if event.type != spec["type"] or event.data != data:
             raise InvalidEventError(
@@ -617,24 +539,76 @@ class Tape(AgentHelpers, Committer):
             )
         return event
 
-    def _check_usable(self) -> None:
-        if self._closed:
-            raise JsonltapeError(self._closed_why, path=self.path)
-        if self._failed is not None:
-            raise WriterFailedError(
-                f"the writer failed earlier ({self._failed}) and accepts no more events; "
-                "reopen the session to recover",
-                path=self.path,
-            ) from self._failed
+    # -- conveniences for agent authors (they all append through append) --------------------
+
+    def user(
+        self, content: str | list[dict[str, Any]], *, id: str | None = None, key: str | None = None
+    ) -> Event:
+        """Append a ``user/message`` with text or a list of content parts."""
+        return self.append("user/message", _agent.user_data(content, id, self.path), key=key)
+
+    def assistant(
+        self,
+        content: str | list[dict[str, Any]] = "",
+        *,
+        tool_calls: Iterable[Mapping[str, Any]] = (),
+        model: str | None = None,
+        usage: Mapping[str, Any] | None = None,
+        id: str | None = None,
+        key: str | None = None,
+    ) -> Event:
+        """Append an ``assistant/message``; ``tool_calls`` are ``{id?, name, arguments}``."""
+        s = self._s
+        turn = s.turn.seq if s.turn is not None else None
+        data = _agent.assistant_data(content, tool_calls, model, usage, id, turn, s.step, self.path)
+        return self.append("assistant/message", data, key=key)
+
+    def tool_call(
+        self,
+        name: str,
+        arguments: Any = None,
+        *,
+        call_id: str | None = None,
+        key: str | None = None,
+    ) -> Event:
+        """Record that a tool call is about to run (``tool/call``), before running it."""
+        s = self._s
+        turn = s.turn.seq if s.turn is not None else None
+        data = _agent.tool_call_data(name, arguments, call_id, turn, s.step)
+        return self.append("tool/call", data, key=key)
+
+    def tool_result(
+        self, call_id: str, result: Any, *, is_error: bool = False, key: str | None = None
+    ) -> Event:
+        """Append the model-visible ``tool/result`` of call ``call_id``."""
+        data = _agent.tool_result_data(call_id, result, is_error, self.path)
+        return self.append("tool/result", data, key=key)
+
+    def turn(self, input: Any = None) -> AbstractContextManager[TurnHandle]:
+        """``turn/start`` now, ``turn/end`` when the block ends (``error`` if it raised)."""
+        return _agent.turn(self, input)
+
+    def step(self) -> AbstractContextManager[int]:
+        """``step/start`` now and ``step/end`` when the block ends; yields the step's seq."""
+        return _agent.step(self)
+
+    # -- durability and lifetime ---------------------------------------------------------
+
+    def flush(self) -> int:
+        """Make every appended event durable and checkpoint it; return the durable seq."""
+        with self._s.mutex:
+            self._c.check_usable()
+            self._c.flush()
+            return self._s.durable_seq
 
     def drain(self) -> None:
         """Write queued events to the file now, without waiting for them to be durable.
 
         Readers in other processes see them at once; only :meth:`flush` makes them durable.
         """
-        with self._mutex:
-            self._check_usable()
-            self._drain()
+        with self._s.mutex:
+            self._c.check_usable()
+            self._c.drain()
 
     @contextmanager
     def locked(self) -> Iterator[Tape]:
@@ -643,7 +617,7 @@ class Tape(AgentHelpers, Committer):
         For read-then-append sequences (fold, compact) whose appends name seqs they computed.
         Other processes are already kept out by the session's file lock.
         """
-        with self._mutex:
+        with self._s.mutex:
             yield self
 
     def close(self) -> None:
@@ -652,46 +626,46 @@ class Tape(AgentHelpers, Committer):
         With a turn still open, the final checkpoint says ``closed: true`` so that the next
         writer leaves the turn open instead of closing it as interrupted.
         """
-        with self._mutex:
-            if self._closed:
+        s = self._s
+        with s.mutex:
+            if s.closed:
                 return
             try:
-                if self._failed is None:
-                    if self._turn is not None and not self._ends_closed():
-                        # The open turn is deliberate: say so, or the next writer would
-                        # take it for a crash and close it as interrupted.
-                        self._flush_locked(marker=True, final=True)
-                    else:
-                        self._flush_locked(final=True)
+                if s.failed is None:
+                    # An open turn is deliberate: say so, or the next writer would take it
+                    # for a crash and close it as interrupted.
+                    marker = s.turn is not None and not self._ends_closed()
+                    self._c.flush(marker=marker, final=True)
             finally:
-                self._closed = True
+                s.closed = True
                 _OPEN.discard(self)
-                self._cond.notify_all()
-                os.close(self._fd)
-                self._lock_file.release()
-        if self._flusher is not None and self._flusher is not threading.current_thread():
-            self._flusher.join()
+                s.cond.notify_all()
+                os.close(s.fd)
+                s.lock.release()
+        if s.flusher is not None and s.flusher is not threading.current_thread():
+            s.flusher.join()
 
     def _forget_in_child(self) -> None:
         """In a forked child: refuse every further call and close this process's copies of
         the descriptors, without flushing or unlocking (they are the parent's)."""
-        self._closed = True
-        self._closed_why = (
+        s = self._s
+        s.closed = True
+        s.closed_why = (
             f"this tape was opened by process {self._owner_pid}, and this is a forked child; "
             "open the session in the child itself (after the parent closed it)"
         )
-        self._lock_file.forget()
+        s.lock.forget()
         try:
-            os.close(self._fd)
+            os.close(s.fd)
         except OSError:
             pass
 
     def _ends_closed(self) -> bool:
         """True when nothing was written since a closing checkpoint (keeps repair idempotent)."""
-        if self._pending:
+        if self._s.pending:
             return False
         scan = self._opened_from
-        return bool(isinstance(scan, TailScan) and scan.closed and scan.committed == self._size)
+        return bool(isinstance(scan, TailScan) and scan.closed and scan.committed == self._s.size)
 
     def __enter__(self) -> Tape:
         return self
@@ -700,4 +674,21 @@ class Tape(AgentHelpers, Committer):
         self.close()
 
     def __repr__(self) -> str:
-        return f"<Tape {str(self.path)!r} id={self.session_id} next_seq={self._next_seq}>"
+        return f"<Tape {str(self.path)!r} id={self.session_id} next_seq={self._s.next_seq}>"
+
+
+def _load_keys(fd: int, end: int) -> dict[str, int]:
+    """Every key in the session and the offset of its line (the first, if repeated)."""
+    keys: dict[str, int] = {}
+    for off, raw in _framing.iter_lines(fd, 0, end):
+        if b'"key":' in raw:
+            event = _decoder.decode(raw)
+            if event.key is not None:
+                keys.setdefault(event.key, off)
+    return keys
+
+
+def _read_line(fd: int, off: int) -> bytes:
+    for _off, raw in _framing.iter_lines(fd, off):
+        return raw
+    raise JsonltapeError("line vanished", offset=off)  # pragma: no cover

@@ -89,7 +89,7 @@ class Workload:
     points: list[Point] = field(default_factory=list)
 
 
-def record(path: Path, script: list[str]) -> Workload:
+def record(path: Path, script: list[str], durability: str = "manual") -> Workload:
     """Run a small agent script through a recording writer.
 
     Script words: ``turn`` (open a turn), ``end`` (close it), ``user``, ``assistant``,
@@ -97,7 +97,7 @@ def record(path: Path, script: list[str]) -> Workload:
     ``big`` (a 9 KB message spanning several blocks), ``chunk`` (an ignorable delta).
     """
     ops = RecordingOps()
-    tape = recording_tape(path, ops)
+    tape = recording_tape(path, ops, durability=durability)
     header_size = path.stat().st_size
     durable_seq = 0
     durable = header_size
@@ -144,9 +144,9 @@ def record(path: Path, script: list[str]) -> Workload:
         mark()
     data = path.read_bytes()
     # Abandon the writer without a clean close: a crash leaves no closing checkpoint.
-    os.close(tape._fd)
-    tape._closed = True
-    tape._lock_file.release()
+    os.close(tape._s.fd)
+    tape._s.closed = True
+    tape._s.lock.release()
     return Workload(data, points)
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "Op",
     "Refused",
     "SurfaceModel",
+    "append_request",
     "event_request",
     "message_text",
     "operation",
@@ -353,3 +354,61 @@ def event_request(draw: st.DrawFn) -> tuple[str, Any]:
     if draw(st.sampled_from(range(10))) == 3:
         data["odd"] = draw(st.sampled_from([float("nan"), 2**60, (1, 2), -0.0]))
     return type_, data
+
+
+#: Envelope values the writer must refuse beside good ones, member by member.
+_bad_surfaces = st.sampled_from(
+    [
+        "prepend",
+        5,
+        {"op": "replace", "start": 1},
+        {"op": "replace", "start": 1, "end": 2, "x": 1},
+        {"op": "swap", "start": 1, "end": 2},
+        {"op": "replace", "start": "1", "end": 2},
+    ]
+)
+_ops = st.builds(
+    lambda op, a, b, as_dict: {"op": op, "start": a, "end": b} if as_dict else (op, a, b),
+    st.sampled_from(["replace", "retract"]),
+    st.integers(-1, 9),
+    st.integers(-1, 9),
+    st.booleans(),
+)
+_sources = st.lists(st.integers(-1, 9), max_size=4) | st.sampled_from(
+    ["01", 5, (1, 2), range(2), [True], [1.0], [2**60], [1, None], {"a": 1}]
+)
+_keys = st.sampled_from(["k", "", "x" * 1024, "x" * 1025, 5, "\udc80", "import:a:1"])
+_ignorables = st.sampled_from([True, False, 1, "yes"])
+_times = st.integers(0, 253_402_300_799_999) | st.sampled_from(
+    [-1, 253_402_300_799_999, 253_402_300_800_000, 1.5, True, "now", 2**64]
+)
+
+
+@st.composite
+def append_request(draw: st.DrawFn) -> dict[str, Any]:
+    """One request to the append pipeline, every member drawn (for seq 7): mostly the
+    defaults and good values, now and then a value some rule refuses, so that requests
+    breaking two or more rules at once show which rule wins."""
+    from jsonltape.events import Replace, Retract
+
+    drawn, data = draw(event_request())
+    others: list[Any] = ["surface/retract", "session/flush", "Bad Type", 5, "x.b/c"]
+    type_ = draw(st.sampled_from([drawn] * 6 + others))
+    if draw(st.sampled_from(range(12))) == 3:
+        data = draw(st.sampled_from([None, 5, [1], "text"]))
+    often = st.sampled_from(range(4))
+    surface: Any = None
+    if draw(often) == 0:
+        surface = draw(st.just("append") | _bad_surfaces | _ops)
+        if isinstance(surface, tuple):
+            op, a, b = surface
+            surface = (Replace if op == "replace" else Retract)(a, b)
+    return {
+        "type": type_,
+        "data": data,
+        "surface": surface,
+        "sources": draw(_sources) if draw(often) == 0 else None,
+        "key": draw(_keys) if draw(often) == 0 else None,
+        "ignorable": draw(_ignorables) if draw(often) == 0 else None,
+        "time": draw(_times),
+    }

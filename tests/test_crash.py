@@ -111,6 +111,27 @@ def test_alice_crash_images_lose_no_checkpointed_event(tmp_path: Path) -> None:
     assert states.get("clean", 0) + states.get("open-turn", 0) > n_images // 20
 
 
+def test_alice_crash_images_of_an_always_writer_keep_every_appended_event(
+    tmp_path: Path,
+) -> None:
+    """durability="always": each append is written and synced before it returns (its
+    checkpoint rides in front of the next one); whatever a crash leaves, every event whose
+    append returned is committed."""
+    session = tmp_path / "d" / "golden.jsonl"
+    work = record(session, SCRIPT, durability="always")
+    rng = random.Random(11)
+    probe = tmp_path / "probe.jsonl"
+    for i in range(2_000 if LONG else 400):
+        point = work.points[i % len(work.points)]
+        img = image(work, point, rng)
+        report = _scan_bytes(probe, img)
+        assert report.state != "corrupt", (i, point)
+        assert report.committed_bytes >= point.durable, (i, point)
+        assert img[: report.committed_bytes] == work.data[: report.committed_bytes]
+    last = work.points[-1]
+    assert last.durable == last.written  # the last append returned durable
+
+
 def test_alice_crash_images_repair_to_clean_and_continue(tmp_path: Path) -> None:
     session = tmp_path / "d" / "golden.jsonl"
     work = record(session, SCRIPT)

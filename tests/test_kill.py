@@ -128,7 +128,7 @@ def test_fsync_failure_in_the_background_is_reported_on_next_call(tape_path: Pat
     ops.fail_sync_at = 1
     tape.user("a")
     for _ in range(200):
-        if tape._failed is not None:
+        if tape._s.failed is not None:
             break
         time.sleep(0.01)
     with pytest.raises(jsonltape.WriterFailedError):

@@ -1,5 +1,5 @@
-"""Property tests: JSON-safe data round-trips byte-exactly; everything else is refused clearly;
-the writer's fast path for plain appends decides and encodes exactly like the general one."""
+"""Property tests: JSON-safe data round-trips byte-exactly; everything else is refused clearly
+(the whole append pipeline against the spec's rules: tests/test_append_pipeline.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import jsonltape
-from jsonltape import _prepare
 from jsonltape._gate import MAX_SAFE_INT
-
-from . import strategies
 
 json_scalars = (
     st.none()
@@ -114,50 +111,3 @@ def test_gate_refuses_every_non_json_value_and_names_it(
         assert path.stat().st_size == size
     assert err.value.field == where
     assert why in err.value.message
-
-
-_WARM: dict[str, dict[str, Any]] = {
-    "user/message": {"message": {"id": "m", "role": "user", "parts": []}},
-    "assistant/message": {"message": {"id": "m", "role": "assistant", "parts": []}},
-    "tool/call": {"call_id": "c", "name": "ls"},
-    "tool/result": {
-        "call_id": "c",
-        "message": {
-            "id": "m",
-            "role": "tool",
-            "parts": [{"type": "tool_call_response", "id": "c"}],
-        },
-    },
-    "turn/start": {},
-    "turn/end": {"turn": 1, "reason": "completed"},
-    "step/start": {},
-    "step/end": {"step": 1},
-    "todo/write": {"todos": []},
-    "assistant/chunk": {},
-}
-
-
-def _outcome(make: Any) -> tuple[Any, ...]:
-    """What a prepare call did: the line with its time zeroed and crc cut, or the error."""
-    try:
-        line, event = make()
-    except jsonltape.JsonltapeError as exc:
-        return type(exc).__name__, exc.message, exc.field
-    head = b'{"seq":7,"type":"%s","time":%d,' % (event.type.encode(), event.time)
-    assert line.startswith(head)
-    return b'{"seq":7,"time":0,' + line[len(head) : -19], event.data
-
-
-@given(case=strategies.event_request())
-def test_the_plain_append_path_accepts_refuses_and_encodes_like_the_general_one(
-    case: tuple[str, Any],
-) -> None:
-    type_, data = case
-    for t in strategies.PLAIN_TYPES:  # a type reaches the plain path once checked in full
-        _prepare.prepare_event(t, _WARM[t], None, None, None, None, 1, 0)
-        assert t in _prepare._PLAIN
-    general = _outcome(
-        lambda: _prepare.prepare_event(type_, data, None, None, None, None, 7, 1_000)
-    )
-    plain = _outcome(lambda: _prepare.prepare_plain(type_, data, 7))
-    assert plain == general

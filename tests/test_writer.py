@@ -96,7 +96,7 @@ def test_unsynced_lines_left_by_a_crash_are_flushed_by_the_next_writer(tape_path
         tape.user("a")
         tape.flush()
         tape.user("never synced")
-        tape._drain()  # the line reaches the OS (as a write() would) but is never synced
+        tape.drain()  # the line reaches the OS (as a write() would) but is never synced
         crashed = tape_path.read_bytes()
     tape_path.write_bytes(crashed)
     with jsonltape.open(tape_path) as tape:

@@ -21,6 +21,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from .._surface import COMPACTION_SOURCES, Status, SurfaceFold, tool_call_ids
 from ._convert import (
     Format,
     MessageChange,
@@ -46,7 +47,7 @@ from ._ledger import (
     sanitize_path,
 )
 from ._ops import Compaction, Target, compact, handoff, prune, restore, retract, revise
-from ._surface import COMPACTION_SOURCES, Status, SurfaceFold, tool_call_ids
+from ._output import message_body
 
 __all__ = [
     "COMPACTION_SOURCES",
@@ -111,26 +112,9 @@ def messages(
     ``all_versions`` lists every message event with its status instead (neutral only).
     ``parents`` maps session ids to paths for the ancestors of a fork.
     """
-    if format not in ("neutral", "openai", "anthropic"):
-        raise FoldError(f"format must be neutral, openai or anthropic, not {format!r}")
-    if all_versions and format != "neutral":
-        raise FoldError("all_versions lists every version with its status: neutral format only")
-    f = fold_file(path, at, versions=all_versions, parents=parents)
-    header = f.request_header()
-    if format == "neutral":
-        if all_versions:
-            items = [neutral_item(v.node, v) for v in f.versions()]
-        else:
-            items = [neutral_item(node) for node in f.current()]
-        out: dict[str, Any] = {"session": f.session, "seq": f.last_seq}
-        if header is not None:
-            out["header"] = header
-        out["messages"] = items
-        return out
-    items = [neutral_item(node) for node in f.current()]
-    if format == "openai":
-        return openai_request(items, header)
-    return anthropic_request(items, header)
+    body = message_body(path, at, format, all_versions, parents=parents)
+    body["messages"] = list(body["messages"])
+    return body
 
 
 def request_header(

@@ -9,25 +9,27 @@ provider cannot take are left out, never rewritten into text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
 from decimal import Decimal
 from typing import Any, Literal, NamedTuple
 
 import msgspec
 
+from .._surface import Status, SurfaceFold
 from ..events import Event
 from ._fold import Node, Version
-from ._surface import Status, SurfaceFold
 
 __all__ = [
     "Format",
     "MessageChange",
+    "anthropic_body",
     "anthropic_request",
     "compact_json",
     "js_number",
     "message_changes",
     "message_text",
     "neutral_item",
+    "openai_body",
     "openai_request",
     "paired",
 ]
@@ -128,12 +130,11 @@ def message_text(data: dict[str, Any], *, reasoning: bool = False) -> str:
     return "\n".join(out)
 
 
-def paired(items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def paired(items: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """Drop tool results a provider would refuse: those answering no tool call declared by an
-    earlier item, and repeated answers to a call already answered."""
+    earlier item, and repeated answers to a call already answered (streams)."""
     declared: set[str] = set()
     answered: set[str] = set()
-    out = []
     for item in items:
         if item["type"] == "tool/result":
             call = item["call_id"]
@@ -144,8 +145,7 @@ def paired(items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             for p in item["message"]["parts"]:
                 if isinstance(p, dict) and p.get("type") == "tool_call":
                     declared.add(p["id"])
-        out.append(item)
-    return out
+        yield item
 
 
 def _is_image(part: dict[str, Any]) -> bool:
@@ -243,23 +243,36 @@ def _openai_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": fn}
 
 
-def openai_request(items: list[dict[str, Any]], header: dict[str, Any] | None) -> dict[str, Any]:
+def openai_request(
+    items: Iterable[dict[str, Any]], header: dict[str, Any] | None
+) -> dict[str, Any]:
     """A Chat Completions request body: ``model``, ``messages``, ``tools``, then params."""
+    body = openai_body(items, header)
+    body["messages"] = list(body["messages"])
+    return body
+
+
+def openai_body(items: Iterable[dict[str, Any]], header: dict[str, Any] | None) -> dict[str, Any]:
+    """:func:`openai_request` with ``messages`` an iterator, made as it is read (streaming)."""
     body: dict[str, Any] = {}
     if header and isinstance(header.get("model"), str):
         body["model"] = header["model"]
-    messages: list[dict[str, Any]] = []
-    if header and isinstance(header.get("system"), str) and header["system"]:
-        messages.append({"role": "system", "content": header["system"]})
-    for item in paired(items):
-        m = _openai_message(item)
-        if m is not None:
-            messages.append(m)
-    body["messages"] = messages
+    body["messages"] = _openai_messages(items, header)
     tools = header.get("tools") if header else None
     if isinstance(tools, list) and tools:
         body["tools"] = [_openai_tool(t) if isinstance(t, dict) else t for t in tools]
     return _params(header, body)
+
+
+def _openai_messages(
+    items: Iterable[dict[str, Any]], header: dict[str, Any] | None
+) -> Iterator[dict[str, Any]]:
+    if header and isinstance(header.get("system"), str) and header["system"]:
+        yield {"role": "system", "content": header["system"]}
+    for item in paired(items):
+        m = _openai_message(item)
+        if m is not None:
+            yield m
 
 
 # -- Anthropic Messages ---------------------------------------------------------------------
@@ -325,20 +338,54 @@ def _anthropic_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def anthropic_request(items: list[dict[str, Any]], header: dict[str, Any] | None) -> dict[str, Any]:
+def anthropic_request(
+    items: Collection[dict[str, Any]], header: dict[str, Any] | None
+) -> dict[str, Any]:
     """A Messages API request body: ``model``, ``system``, ``messages``, ``tools``, params."""
+    body = anthropic_body(items, header)
+    body["messages"] = list(body["messages"])
+    return body
+
+
+def anthropic_body(
+    items: Collection[dict[str, Any]], header: dict[str, Any] | None
+) -> dict[str, Any]:
+    """:func:`anthropic_request` with ``messages`` an iterator (streaming). ``items`` is read
+    twice: first for the system prompt, which system messages anywhere in the history join."""
     system: list[str] = []
     if header and isinstance(header.get("system"), str) and header["system"]:
         system.append(header["system"])
-    turns: list[dict[str, Any]] = []
+    for item in items:
+        message = item["message"]
+        if message["role"] == "system":
+            text = "\n\n".join(
+                p["content"]
+                for p in message["parts"]
+                if isinstance(p, dict) and p.get("type") == "text"
+            )
+            if text:
+                system.append(text)
+    body: dict[str, Any] = {}
+    if header and isinstance(header.get("model"), str):
+        body["model"] = header["model"]
+    if system:
+        body["system"] = "\n\n".join(system)
+    body["messages"] = _anthropic_turns(items)
+    tools = header.get("tools") if header else None
+    if isinstance(tools, list) and tools:
+        body["tools"] = [_anthropic_tool(t) if isinstance(t, dict) else t for t in tools]
+    return _params(header, body)
+
+
+def _anthropic_turns(items: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Turns of alternating roles: consecutive messages of one role merge into one turn, held
+    until the next role starts; in a user turn tool results come first, as the API requires."""
+    turn: dict[str, Any] | None = None
     for item in paired(items):
         message = item["message"]
         parts = [p for p in message["parts"] if isinstance(p, dict)]
         if message["role"] == "system":
-            text = "\n\n".join(p["content"] for p in parts if p.get("type") == "text")
-            if text:
-                system.append(text)
-            continue
+            continue  # in the system prompt
         if item["type"] == "tool/result":
             response = next(p for p in parts if p.get("type") == "tool_call_response")
             block: dict[str, Any] = {
@@ -354,26 +401,23 @@ def anthropic_request(items: list[dict[str, Any]], header: dict[str, Any] | None
             blocks = [b for b in (_anthropic_block(p, role) for p in parts) if b is not None]
         if not blocks:
             continue
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-    for turn in turns:
-        if turn["role"] == "user":  # tool results first, as the API requires
-            content = turn["content"]
-            turn["content"] = [b for b in content if b["type"] == "tool_result"] + [
-                b for b in content if b["type"] != "tool_result"
-            ]
-    body: dict[str, Any] = {}
-    if header and isinstance(header.get("model"), str):
-        body["model"] = header["model"]
-    if system:
-        body["system"] = "\n\n".join(system)
-    body["messages"] = turns
-    tools = header.get("tools") if header else None
-    if isinstance(tools, list) and tools:
-        body["tools"] = [_anthropic_tool(t) if isinstance(t, dict) else t for t in tools]
-    return _params(header, body)
+        if turn is not None and turn["role"] == role:
+            turn["content"].extend(blocks)
+            continue
+        if turn is not None:
+            yield _tool_results_first(turn)
+        turn = {"role": role, "content": blocks}
+    if turn is not None:
+        yield _tool_results_first(turn)
+
+
+def _tool_results_first(turn: dict[str, Any]) -> dict[str, Any]:
+    if turn["role"] == "user":
+        content = turn["content"]
+        turn["content"] = [b for b in content if b["type"] == "tool_result"] + [
+            b for b in content if b["type"] != "tool_result"
+        ]
+    return turn
 
 
 class MessageChange(NamedTuple):

@@ -21,6 +21,7 @@ import msgspec
 
 from .. import _framing, _fs
 from .._scan import too_deep
+from .._surface import Status, SurfaceFold
 from ..errors import (
     ConcurrentModificationError,
     FoldError,
@@ -32,7 +33,6 @@ from ..errors import (
 )
 from ..events import CORE_TYPES, SURFACE_TYPES, HeaderData, Replace, validate_data
 from ._stream import Row, header_of, raw_data, rows
-from .._surface import Status, SurfaceFold
 
 __all__ = ["FoldError", "Node", "SessionFold", "Version", "fold_file"]
 

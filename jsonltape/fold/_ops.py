@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, Union, cast
 import msgspec
 
 from .. import _fs
+from .._surface import tool_call_ids
 from ..errors import InvalidEventError, JsonltapeError
 from ..events import Event, Replace, Retract
 from ._convert import message_text, neutral_item
 from ._fold import FoldError, Node, SessionFold, fold_file
 from ._ledger import FileLedger, LedgerConfig, extract_ops, merge_ledgers, render_ledger
 from ._stream import rows
-from ._surface import tool_call_ids
 
 __all__ = [
     "Compaction",

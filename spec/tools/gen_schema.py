@@ -177,7 +177,7 @@ def build(flavour: str) -> dict[str, Any]:
             extra = _writer_envelope_rule(type_)
             then["properties"].update(extra.pop("properties"))
             then.update(extra)
-        roles = ev._ROLE_FOR.get(type_)
+        roles = ev.MESSAGE_ROLES.get(type_)
         if roles is not None:
             msg: dict[str, Any] = {"properties": {"role": {"enum": list(roles)}}}
             if type_ == "tool/result":

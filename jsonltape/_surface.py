@@ -1,4 +1,10 @@
-"""The surface: the ordered list of model-visible message events, folded one event at a time.
+"""The surface rules: which events carry which surface operation, and the surface they fold to.
+
+Below both the writer and the fold (errors <- events <- here <- writer, fold): the writer
+checks each appended event with :func:`check_op` and, once a replace or retract appears, with
+the same :class:`SurfaceFold` a reader folds with, so both apply one set of rules.
+
+The surface is the ordered list of model-visible message events, folded one event at a time.
 
 Nodes are kept in positional order. A ``replace`` of the current nodes from seq S to seq E puts
 the new event where S was; a ``retract`` removes them. Each node carries an *anchor*: its own
@@ -27,10 +33,12 @@ import bisect
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from ..errors import SurfaceError
-from ..events import SURFACE_TYPES, Event, Replace, Retract
+import msgspec
 
-__all__ = ["COMPACTION_SOURCES", "Status", "SurfaceFold", "tool_call_ids"]
+from .errors import InvalidEventError, SurfaceError
+from .events import SURFACE_TYPES, Event, Replace, Retract
+
+__all__ = ["COMPACTION_SOURCES", "Status", "SurfaceFold", "check_op", "tool_call_ids"]
 
 Status = Literal["current", "superseded", "compacted", "retracted"]
 #: Event types whose presence in a replacement's ``sources`` marks the shadowed nodes compacted.
@@ -49,6 +57,54 @@ def tool_call_ids(data: dict[str, Any]) -> tuple[str, ...]:
         if isinstance(p, dict) and p.get("type") == "tool_call" and isinstance(p.get("id"), str)
     ]
     return tuple(dict.fromkeys(ids))
+
+
+def check_op(type_: str, value: Any, seq: int) -> Literal["append"] | Replace | Retract | None:
+    """The surface member of an event of ``type_`` at ``seq``: what it may carry (spec §8.6).
+
+    Message events append (the default) or replace; ``surface/retract`` events retract and
+    must say what; every other type takes no surface. A range names earlier events only
+    (whether they are on the surface is :class:`SurfaceFold`'s business). Raises
+    :class:`InvalidEventError` naming the member.
+    """
+    if type_ == "surface/retract":
+        if value is None or value == "append":
+            raise InvalidEventError(
+                "surface/retract needs surface {op: retract, start, end}", field="$.surface"
+            )
+    elif type_ not in SURFACE_TYPES:
+        if value is not None:
+            raise InvalidEventError(
+                f"{type_} is not model-visible and takes no surface", field="$.surface"
+            )
+        return None
+    elif value is None or value == "append":
+        return "append"
+    if isinstance(value, (Replace, Retract)):
+        # A Struct built in Python was never checked: its members go through the same
+        # conversion a mapping does (ranges included: out of range is the wrong type, §6).
+        value = msgspec.to_builtins(value)
+    try:
+        op = msgspec.convert(value, type=Replace | Retract)
+    except msgspec.ValidationError as exc:
+        raise InvalidEventError(
+            f'surface must be "append", {{op: replace, start, end}} or '
+            f"{{op: retract, start, end}}: {exc}",
+            field="$.surface",
+        ) from None
+    if isinstance(op, Retract) != (type_ == "surface/retract"):
+        raise InvalidEventError(
+            "only surface/retract events retract; message events append or replace",
+            field="$.surface.op",
+        )
+    for name in ("start", "end"):
+        v = getattr(op, name)
+        if type(v) is not int or not 0 < v < seq:
+            raise InvalidEventError(
+                f"surface.{name} must be the seq of an earlier event (1..{seq - 1}), got {v!r}",
+                field=f"$.surface.{name}",
+            )
+    return op
 
 
 class _Plan:
