@@ -14,68 +14,145 @@ One import gives an agent everything it needs::
         print(event.seq, event.type)
 
     jsonltape.messages("s.jsonl", format="openai")   # the request body a model would get
+
+Every public name loads its module on first use: ``import jsonltape`` itself imports nothing
+else, so a script that only reads never loads the writer's lock library, and one that only
+writes never loads the fold or the importers (issue 11: a command starts in a few tens of ms).
+Type checkers and IDEs see every name through the imports under ``TYPE_CHECKING``.
 """
 
 from __future__ import annotations
 
-from .errors import (
-    ConcurrentModificationError,
-    CorruptError,
-    FoldError,
-    FormatError,
-    InvalidArgumentError,
-    InvalidEventError,
-    InvalidSessionIdError,
-    JsonltapeError,
-    LockedError,
-    NotLosslessError,
-    SessionExistsError,
-    SessionNotFoundError,
-    StorageError,
-    SurfaceError,
-    UnknownEventTypeError,
-    UnsafeFileError,
-    UnsupportedVersionError,
-    WriterFailedError,
-)
-from .events import (
-    FORMAT,
-    VERSION,
-    Event,
-    HeaderData,
-    Line,
-    Message,
-    ParentRef,
-    Replace,
-    Retract,
-)
-from .fold import (
-    Compaction,
-    FileLedger,
-    ForkInfo,
-    LedgerConfig,
-    MergeResult,
-    SurfaceFold,
-    compact,
-    discard,
-    fork,
-    handoff,
-    merge,
-    message_text,
-    messages,
-    prune,
-    request_header,
-    restore,
-    retract,
-    revise,
-    todo,
-)
-from .ids import new_session_id, validate_session_id
-from .reader import Report, header, lines, read, verify
-from .repair import RepairResult, repair
-from .writer import Durability, Tape, TurnHandle, open
+import sys
+from importlib import import_module
+from types import ModuleType
+
+# Not `from typing import TYPE_CHECKING`: importing typing would be most of this module's
+# start-up. mypy, pyright and ruff treat a constant of this name the same way (PEP 781).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .errors import (
+        ConcurrentModificationError,
+        CorruptError,
+        FoldError,
+        FormatError,
+        InvalidArgumentError,
+        InvalidEventError,
+        InvalidSessionIdError,
+        JsonltapeError,
+        LockedError,
+        NotLosslessError,
+        SessionExistsError,
+        SessionNotFoundError,
+        StorageError,
+        SurfaceError,
+        UnknownEventTypeError,
+        UnsafeFileError,
+        UnsupportedVersionError,
+        WriterFailedError,
+    )
+    from .events import (
+        FORMAT,
+        VERSION,
+        Event,
+        HeaderData,
+        Line,
+        Message,
+        ParentRef,
+        Replace,
+        Retract,
+    )
+    from .fold import (
+        Compaction,
+        FileLedger,
+        ForkInfo,
+        LedgerConfig,
+        MergeResult,
+        SurfaceFold,
+        compact,
+        discard,
+        fork,
+        handoff,
+        merge,
+        message_text,
+        messages,
+        prune,
+        request_header,
+        restore,
+        retract,
+        revise,
+        todo,
+    )
+    from .ids import new_session_id, validate_session_id
+    from .reader import Report, header, lines, read, verify
+    from .repair import RepairResult, repair
+    from .writer import Durability, Tape, TurnHandle, open
 
 __version__ = "0.1.0"
+
+#: Where each public name lives (module relative to this package -> names). Must list exactly
+#: the names of ``__all__`` (tests/test_startup.py checks both ways).
+_SOURCES: dict[str, tuple[str, ...]] = {
+    ".errors": (
+        "ConcurrentModificationError",
+        "CorruptError",
+        "FoldError",
+        "FormatError",
+        "InvalidArgumentError",
+        "InvalidEventError",
+        "InvalidSessionIdError",
+        "JsonltapeError",
+        "LockedError",
+        "NotLosslessError",
+        "SessionExistsError",
+        "SessionNotFoundError",
+        "StorageError",
+        "SurfaceError",
+        "UnknownEventTypeError",
+        "UnsafeFileError",
+        "UnsupportedVersionError",
+        "WriterFailedError",
+    ),
+    ".events": (
+        "FORMAT",
+        "VERSION",
+        "Event",
+        "HeaderData",
+        "Line",
+        "Message",
+        "ParentRef",
+        "Replace",
+        "Retract",
+    ),
+    ".fold": (
+        "Compaction",
+        "FileLedger",
+        "ForkInfo",
+        "LedgerConfig",
+        "MergeResult",
+        "SurfaceFold",
+        "compact",
+        "discard",
+        "fork",
+        "handoff",
+        "merge",
+        "message_text",
+        "messages",
+        "prune",
+        "request_header",
+        "restore",
+        "retract",
+        "revise",
+        "todo",
+    ),
+    ".ids": ("new_session_id", "validate_session_id"),
+    ".reader": ("Report", "header", "lines", "read", "verify"),
+    ".repair": ("RepairResult", "repair"),
+    ".writer": ("Durability", "Tape", "TurnHandle", "open"),
+}
+_MODULE_OF: dict[str, str] = {name: mod for mod, names in _SOURCES.items() for name in names}
 
 __all__ = [
     "FORMAT",
@@ -139,3 +216,41 @@ __all__ = [
     "validate_session_id",
     "verify",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use (then cached here); or, as an
+    eager ``__init__`` used to make them, a submodule (``jsonltape.fold``, ``jsonltape.reader``)."""
+    module = _MODULE_OF.get(name)
+    if module is not None:
+        value = getattr(import_module(module, __name__), name)
+    elif name.startswith("__"):  # a probe for a dunder (copy, inspect, pickle): no such thing
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    else:
+        try:
+            value = import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise  # the submodule exists but something it imports is missing
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class _Package(ModuleType):
+    """This package's module type: importing the submodule ``jsonltape.repair`` binds that
+    module as the attribute ``repair`` (the import system does so for every submodule), which
+    would hide the function ``jsonltape.repair``. The public name keeps the function."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        home = _MODULE_OF.get(name)
+        if home is not None and isinstance(value, ModuleType) and value.__name__ == __name__ + home:
+            value = getattr(value, name)  # only `repair`: the one public name shared with a module
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

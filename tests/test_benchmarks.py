@@ -24,6 +24,7 @@ CASES = {
     "bench_fold.py": (["--events", "2000", "--repeat", "1"], "fold peak Python memory"),
     "bench_interop.py": (["--projects", "1", "--sessions", "2", "--turns", "3"], "claude-tree"),
     "bench_index.py": (["--events", "2000", "--rounds", "1"], "worst p95 over the queries"),
+    "bench_startup.py": (["--rounds", "1"], "| jsonltape search (small index) |"),
 }
 
 
@@ -39,7 +40,7 @@ def test_benchmark_script_runs_and_prints_its_table(script: str, tmp_path: Path)
         pi = SAMPLES / "pi-v1-legacy-large-session.jsonl"
         if not pi.exists():
             pytest.skip(f"the pi sample it imports is not at {pi}")
-    if script in ("bench_core.py", "bench_fsync_gap.py"):
+    if script in ("bench_core.py", "bench_fsync_gap.py", "bench_startup.py"):
         args = [*args, "--dir", str(tmp_path)]
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *args],

@@ -17,7 +17,6 @@ from typing import Any
 
 import click
 
-from .._scan import TOO_DEEP
 from ..errors import (
     ConcurrentModificationError,
     CorruptError,
@@ -29,31 +28,109 @@ from ..errors import (
 
 __all__ = ["EXIT_CODES", "cli", "main"]
 
-# name -> (module under jsonltape.cli, attribute)
-_COMMANDS: dict[str, tuple[str, str]] = {
-    "new": ("_core", "new"),
-    "append": ("_core", "append"),
-    "cat": ("_core", "cat"),
-    "info": ("_core", "info"),
-    "verify": ("_core", "verify"),
-    "repair": ("_core", "repair"),
-    "messages": ("_fold", "messages"),
-    "compact": ("_fold", "compact"),
-    "prune": ("_fold", "prune"),
-    "retract": ("_fold", "retract"),
-    "fork": ("_fold", "fork"),
-    "merge": ("_fold", "merge"),
-    "discard": ("_fold", "discard"),
-    "handoff": ("_fold", "handoff"),
-    "todo": ("_fold", "todo"),
-    "sync": ("_index", "sync"),
-    "search": ("_index", "search"),
-    "sessions": ("_index", "sessions"),
-    "show": ("_index", "show"),
-    "index": ("_index", "index"),
-    "daemon": ("_daemon_cmds", "daemon"),
-    "import": ("_interop", "import_"),
-    "export": ("_interop", "export"),
+# name -> (module under jsonltape.cli, attribute, the first paragraph of its help). The help
+# text lives here too so that `jsonltape --help` lists every command without importing any;
+# tests/test_startup.py checks it against each command's own help.
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "new": (
+        "_core",
+        "new",
+        "Create a new session file at PATH and print its id (refused if PATH exists).",
+    ),
+    "append": (
+        "_core",
+        "append",
+        "Append events to PATH and print their seqs; durable when the command exits.",
+    ),
+    "cat": (
+        "_core",
+        "cat",
+        "Print the committed lines of PATH exactly as stored (a torn tail is not printed).",
+    ),
+    "info": (
+        "_core",
+        "info",
+        "Show the header and the tail state of PATH (reads only the end of the file).",
+    ),
+    "verify": (
+        "_core",
+        "verify",
+        "Check every line of each file in PATHS: framing, CRC, valid JSON envelope, dense seq.",
+    ),
+    "repair": (
+        "_core",
+        "repair",
+        "Repair PATH: cut a torn tail (kept in a .torn sidecar) and close a crashed turn.",
+    ),
+    "messages": ("_fold", "messages", "Print the model-visible history of PATH as JSON."),
+    "compact": (
+        "_fold",
+        "compact",
+        "Replace messages of PATH up to --through by a summary (nothing is deleted).",
+    ),
+    "prune": (
+        "_fold",
+        "prune",
+        "Replace the output of tool result SEQ in PATH by a short stub (the original stays "
+        "logged).",
+    ),
+    "retract": (
+        "_fold",
+        "retract",
+        "Take message SEQ (or SEQ..--to) of PATH off the surface; its tool results go with it.",
+    ),
+    "fork": ("_fold", "fork", "Create a fork of PATH as of seq --at and print its path."),
+    "merge": (
+        "_fold",
+        "merge",
+        "Append FORK's messages to PARENT with a receipt; merging again adds nothing.",
+    ),
+    "discard": (
+        "_fold",
+        "discard",
+        "Append a discard receipt for FORK to PARENT (no file is deleted).",
+    ),
+    "handoff": (
+        "_fold",
+        "handoff",
+        "Start PATH afresh from a summary: the context is rebuilt from this handoff on.",
+    ),
+    "todo": ("_fold", "todo", "Print the latest todo list of PATH."),
+    "sync": (
+        "_index",
+        "sync",
+        "Bring the index up to date with every session file under ROOT, once.",
+    ),
+    "search": ("_query", "search", "Full-text search over every indexed message."),
+    "sessions": (
+        "_query",
+        "sessions",
+        "List sessions, most recent activity first (the last event's time, not the mtime).",
+    ),
+    "show": (
+        "_query",
+        "show",
+        "Show the last messages of SESSION (id, id prefix or path) from the index.",
+    ),
+    "index": ("_index", "index", "The search index: status, rebuild, path, optimize."),
+    "daemon": (
+        "_daemon_cmds",
+        "daemon",
+        "The sync daemon: keeps the index current while agents write.",
+    ),
+    "import": (
+        "_interop",
+        "import_",
+        "Import SOURCES (session files or whole trees such as ~/.claude/projects or "
+        "~/.codex/sessions; trees are searched for *.jsonl, rollout-*.jsonl for codex) as "
+        "jsonltape sessions, one per source session.",
+    ),
+    "export": (
+        "_interop",
+        "export",
+        "Export the session at PATH for sharing: a Markdown or self-contained HTML transcript, "
+        "the neutral JSON history, or an OpenAI / Anthropic request body.",
+    ),
 }
 
 #: Exit codes: 0 ok; 1 repairable (verify) or other error; 2 bad input; 3 corrupt;
@@ -142,7 +219,7 @@ class _LazyGroup(click.Group):
             raise _usage_line(exc) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(n for n, (mod, _) in _COMMANDS.items() if _available(mod))
+        return sorted(n for n, (mod, _, _) in _COMMANDS.items() if _available(mod))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = _COMMANDS.get(cmd_name)
@@ -152,6 +229,20 @@ class _LazyGroup(click.Group):
         command = getattr(module, target[1])
         assert isinstance(command, click.Command)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``, as click writes it, from the table: listing the
+        commands imports none of them (they would load the fold, the importers and sqlite3)."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)  # click's own layout
+        rows = [
+            (name, click.Command(name, help=_COMMANDS[name][2]).get_short_help_str(limit))
+            for name in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -165,6 +256,8 @@ class _LazyGroup(click.Group):
                 raise  # the reader of our output left (`| head`): click exits quietly
             raise fail(exc) from None
         except RecursionError:  # a decode the library did not place (the deepest inputs)
+            from .._scan import TOO_DEEP  # not at the top: it loads the decoder for every command
+
             raise CliError(f"input: {TOO_DEEP}", 2) from None
 
 

@@ -1,4 +1,8 @@
-"""Core commands: new, append, cat, info, verify, repair."""
+"""Core commands: new, append, cat, info, verify, repair.
+
+The writer (and with it the lock library) is imported by the commands that write, not here:
+``cat``, ``info`` and ``verify`` only read, and start faster without it.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +11,21 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
 
-from .. import reader, writer
-from .._scan import TOO_DEEP, TailScan
+from .. import reader
+from .._scan import TOO_DEEP
 from .._time import format_ms
 from ..errors import InvalidEventError, JsonltapeError
-from ..events import Line
-from ..repair import repair as repair_file
 from . import CliError, fail, one_line
 from ._params import SECONDS, SEQ, JsonObject, parse_json
+
+if TYPE_CHECKING:
+    from .._scan import TailScan
+    from ..events import Line
 
 _json = msgspec.json.Decoder()
 _enc = msgspec.json.Encoder()
@@ -43,6 +49,8 @@ def new(
     meta: dict[str, Any] | None,
 ) -> None:
     """Create a new session file at PATH and print its id (refused if PATH exists)."""
+    from .. import writer
+
     with writer.open(
         path,
         create=True,
@@ -135,6 +143,8 @@ def append(
             item["ignorable"] = ignorable
         items.append(item)
     lines = [item.pop("_line", None) for item in items]
+    from .. import writer
+
     with writer.open(
         path, create="if-missing" if create else False, durability="manual", lock_timeout=wait
     ) as tape:
@@ -309,6 +319,8 @@ def repair(path: Path, force: bool, as_json: bool, wait: float) -> None:
 
     Corrupt files are refused unless --force. Running it twice changes nothing more.
     """
+    from ..repair import repair as repair_file
+
     result = repair_file(path, force=force, lock_timeout=wait)
     if as_json:
         click.echo(_enc.encode(result).decode())

@@ -1,7 +1,8 @@
 """The ``daemon`` command group, and what the index commands share (``_index`` imports it).
 
-The daemon package (sqlite3) is imported here at module level, so only commands that need it
-load it; ``service`` and ``units`` (watchdog, plistlib) only inside the commands that use them.
+The daemon package's paths and schema (sqlite3) are imported here at module level, so only
+commands that need them load them; ``lock``, ``service`` and ``units`` (filelock, watchdog,
+plistlib) only inside the commands that use them: a query (``_query``) loads none of those.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 import click
 import msgspec
 from jsonltape_daemon import paths, schema
-from jsonltape_daemon.lock import daemon_status, running_pid
 
 from . import CliError
 from ._params import Seconds
@@ -294,6 +294,8 @@ def daemon_status_cmd(index_path: Path | None, as_json: bool) -> None:
     Exit codes follow LSB for a service's status: 0 running, 3 not running, 1 not running but
     its pid file remains (the daemon died without cleaning up; `daemon start` starts anew).
     """
+    from jsonltape_daemon.lock import daemon_status, running_pid  # not for every query
+
     idx = index_of(index_path)
     pid = running_pid(idx)
     stale = pid is None and paths.pid_file(idx).exists()

@@ -86,14 +86,18 @@ def messages(
     """
     if all_versions and fmt != "neutral":
         raise CliError("--all-versions needs --format neutral", 2)
-    result = fold.messages(
+    from ..fold._output import message_body, write_json
+
+    body = message_body(
         path,
         at=at,
         format=cast(fold.Format, fmt),
         all_versions=all_versions,
         parents=_parents(parent_specs),
     )
-    _print_json(result)
+    out = sys.stdout.buffer
+    write_json(out.write, body)  # message by message: a long history is never held whole
+    out.flush()
 
 
 @click.command()

@@ -1,34 +1,28 @@
-"""Index commands: sync, search, sessions, show, index ...; and ``daemon`` (from
-``_daemon_cmds``, re-exported here for the lazy command table).
+"""Index commands that write it: sync and index (status, rebuild, path, optimize); and
+``daemon`` (from ``_daemon_cmds``, re-exported here for the lazy command table).
 
 This module loads the daemon package (and with it sqlite3), so ``jsonltape.cli`` imports it
 only when one of these commands runs: neither ``import jsonltape`` nor ``jsonltape --help``
-loads sqlite3 or watchdog.
+loads sqlite3 or watchdog. The read-only queries (search, sessions, show) are in ``_query``.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import os
-import re
 import signal
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import click
 import msgspec
-from jsonltape_daemon import search as s
 from jsonltape_daemon.errors import IndexBusyError, IndexStateError
 from jsonltape_daemon.foreign import engine_for, parse_source
 from jsonltape_daemon.ingest import Ingestor, SyncStats, walk
 from jsonltape_daemon.lock import daemon_status, index_lock, running_pid
 from jsonltape_daemon.store import SqliteStore, remove_db
 
-from .._time import MAX_TIME, format_ms
 from . import CliError
 from ._daemon_cmds import (
     daemon,
@@ -37,47 +31,11 @@ from ._daemon_cmds import (
     index_of,
     index_option,
     index_stats,
-    reader,
     root_arg,
     root_of,
 )
-from ._params import COUNT, SEQ
 
-__all__ = ["daemon", "index", "search", "sessions", "show", "sync"]
-
-
-def _when(ms: int) -> str:
-    return format_ms(ms, utc=False, seconds=False)
-
-
-_RELATIVE = re.compile(r"^(\d+)\s*([mhdw])$")
-_UNIT_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def _parse_date(text: str, *, end: bool) -> int:
-    """ISO date/time (local unless it has an offset), or relative: 30m, 2h, 7d, 2w."""
-    t = text.strip().lower()
-    m = _RELATIVE.match(t)
-    if m:  # int arithmetic: a 400-digit "ago" is just before any session, not an overflow
-        return max(0, time.time_ns() // 1_000_000 - int(m.group(1)) * _UNIT_S[m.group(2)] * 1000)
-    if t in ("today", "yesterday"):
-        day = dt.date.today() - dt.timedelta(days=1 if t == "yesterday" else 0)
-        t = day.isoformat()
-    try:
-        value = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        try:
-            value = dt.datetime.fromisoformat(t)
-        except ValueError:
-            raise CliError(
-                f"cannot read date {text!r}; use 2026-05-09, 2026-05-09T14:30, 7d, 12h or 30m", 2
-            ) from None
-    try:
-        if end and len(t) == 10:  # a whole day: --until 2026-05-09 includes that day
-            value += dt.timedelta(days=1)
-        return int(value.timestamp() * 1000)
-    except (OverflowError, OSError, ValueError):  # 9999-12-31 + 1 day, year 1 in local time
-        return 0 if value.year < 1970 else MAX_TIME + 1
+__all__ = ["daemon", "index", "sync"]
 
 
 class _GracefulStop:
@@ -234,204 +192,6 @@ def sync(
 
 def _n(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-# -- search -------------------------------------------------------------------------------
-
-
-def _highlighter(styled: bool) -> Callable[[str], str]:
-    if styled:
-        on, off = click.style("", bold=True, fg="yellow", reset=False), click.style("", reset=True)
-    else:
-        on, off = "[", "]"
-    return lambda text: text.replace(s.MARK_OPEN, on).replace(s.MARK_CLOSE, off)
-
-
-@click.command()
-@click.argument("query", nargs=-1)
-@click.option(
-    "--phrase",
-    "phrases",
-    multiple=True,
-    metavar="TEXT",
-    help="Also require this exact phrase, taken literally (no quoting needed). Repeatable.",
-)
-@index_option
-@click.option("--session", help="Only this session (id, id prefix or path).")
-@click.option("--role", "roles", multiple=True, help="Only this role (user, assistant, tool...).")
-@click.option("--type", "types", multiple=True, help="Only this event type (glob: 'tool/*').")
-@click.option("--since", help="Messages at or after: 2026-05-09, 2026-05-09T14:30, 7d, 12h.")
-@click.option("--until", help="Messages before this date/time (a date includes that day).")
-@click.option("--path", "path_glob", help="Only sessions whose path matches this glob.")
-@click.option("--all", "all_", is_flag=True, help="Include superseded/compacted/retracted ones.")
-@click.option(
-    "--limit",
-    type=click.IntRange(1, 10_000),
-    default=20,
-    show_default=True,
-    help="Show at most N hits.",
-)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per hit.")
-def search(
-    query: tuple[str, ...],
-    phrases: tuple[str, ...],
-    index_path: Path | None,
-    session: str | None,
-    roles: tuple[str, ...],
-    types: tuple[str, ...],
-    since: str | None,
-    until: str | None,
-    path_glob: str | None,
-    all_: bool,
-    limit: int,
-    as_json: bool,
-) -> None:
-    """Full-text search over every indexed message.
-
-    The words of QUERY are ANDed, "quoted phrases" match in order, prefix* matches word
-    starts; any other character is literal. Quote a phrase for the shell too:
-    search 'migration "NOT NULL"', or use --phrase 'NOT NULL'. Substrings (NotFound in
-    FileNotFoundError) and Japanese or Chinese text of any length are found too. Best
-    matches first (bm25), newer first among equals.
-    """
-    text = " ".join(query)
-    if not s.parse_query(text) and not any(p.strip() for p in phrases):
-        raise CliError("nothing to search for (give QUERY or --phrase)", 2)
-    filters = s.Filters(
-        session=session,
-        roles=roles,
-        types=types,
-        since=_parse_date(since, end=False) if since else None,
-        until=_parse_date(until, end=True) if until else None,
-        path=path_glob,
-        all=all_,
-    )
-    con = reader(index_of(index_path))
-    try:
-        for note in s.notes(con):
-            click.echo(f"jsonltape: warning: {note}", err=True)
-        hits = s.search(con, text, filters, limit, phrases=phrases)
-    except Exception as exc:
-        if type(exc).__module__ == "sqlite3":
-            raise CliError(f"search failed: {exc}", 2) from None
-        raise
-    finally:
-        con.close()
-    mark = _highlighter(not as_json and sys.stdout.isatty())
-    if as_json:
-        for hit in hits:
-            hit.snippet = mark(hit.snippet)
-            echo_json(hit)
-        return
-    if not hits:
-        click.echo("no matches", err=True)
-    for hit in hits:
-        status = "" if hit.status == "current" else f" ({hit.status})"
-        title = f"  {hit.title}" if hit.title else ""
-        click.echo(f"{hit.session}  {_when(hit.time)}  {hit.role}{status}{title}")
-        click.echo(f"    {mark(hit.snippet)}")
-        click.echo(f"    {hit.path}:{hit.seq}")
-
-
-# -- sessions / show ----------------------------------------------------------------------
-
-
-@click.command()
-@index_option
-@click.option("--limit", type=COUNT, default=None, help="Show at most N sessions.")
-@click.option("--path", "path_glob", help="Only sessions whose path matches this glob.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per session.")
-def sessions(
-    index_path: Path | None, limit: int | None, path_glob: str | None, as_json: bool
-) -> None:
-    """List sessions, most recent activity first (the last event's time, not the mtime)."""
-    con = reader(index_of(index_path))
-    try:
-        rows = s.sessions(con, limit=limit, path=path_glob)
-    finally:
-        con.close()
-    for info in rows:
-        if as_json:
-            echo_json(info)
-            continue
-        state = "" if info.state == "clean" else f" [{info.state}]"
-        click.echo(
-            f"{_when(info.updated)}  {info.session}  {info.messages:>5} msgs{state}  "
-            f"{info.title or '(untitled)'}  {info.path}"
-        )
-
-
-def _print_window(info: s.SessionInfo, turns: list[s.Turn], more: int | None, ref: str) -> None:
-    click.echo(f"{info.session}  {info.title or '(untitled)'}")
-    click.echo(f"{info.path}  ·  {info.events} events  ·  {info.state}")
-    if more is not None:
-        click.echo(f"… older messages: jsonltape show {ref} --before {more}")
-    for t in turns:
-        status = "" if t.status == "current" else f" [{t.status}]"
-        cut = " [truncated]" if t.truncated else ""
-        stamp = format_ms(t.time, utc=False)
-        click.echo(f"\n#{t.seq}  {stamp}  {t.role}{status}{cut}")
-        for line in (t.text or "(no text)").splitlines() or [""]:
-            click.echo(f"    {line}")
-
-
-@click.command()
-@click.argument("session")
-@index_option
-@click.option(
-    "--last", type=COUNT, default=20, show_default=True, help="How many messages to show."
-)
-@click.option("--before", type=SEQ, help="Only messages before this seq (page backwards).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
-def show(
-    session: str, index_path: Path | None, last: int, before: int | None, as_json: bool
-) -> None:
-    """Show the last messages of SESSION (id, id prefix or path) from the index.
-
-    Without an index (or when the session is not in it) a session file is read directly.
-    """
-    idx = index_of(index_path)
-    ref = os.path.abspath(session) if os.path.isfile(session) else session
-    con = None
-    try:
-        con = reader(idx)
-    except IndexStateError:
-        if not os.path.isfile(session):
-            raise
-    try:
-        found = s.resolve_session(con, ref) if con is not None else []
-        if not found and con is not None and not os.path.isfile(session):
-            raise CliError(f"{session}: no such session in {idx}", 2)
-        if len({info.session for _sid, info in found}) > 1:
-            ids = ", ".join(sorted({info.session for _sid, info in found})[:5])
-            raise CliError(f"{session}: ambiguous; matches {ids}", 2)
-        if found and con is not None:
-            sid, info = found[0]
-            win = s.window(con, sid, last=last, before=before)
-        else:
-            info, win = _window_from_file(Path(ref), last, before)
-    finally:
-        if con is not None:
-            con.close()
-    if as_json:
-        for t in win.messages:
-            echo_json({"session": info.session, "path": info.path, **msgspec.to_builtins(t)})
-        return
-    _print_window(info, win.messages, win.more_before, session)
-
-
-def _window_from_file(path: Path, last: int, before: int | None) -> tuple[s.SessionInfo, Any]:
-    store = SqliteStore(":memory:")
-    try:
-        Ingestor(store, path.parent).sync_file(str(path))
-        reg = store.file(str(path))
-        if reg is None or reg.sid is None:
-            why = reg.error if reg is not None and reg.error else "not a jsonltape session"
-            raise CliError(f"{path}: {why}", 2)
-        sid, info = s.resolve_session(store.con, str(path))[0]
-        return info, s.window(store.con, sid, last=last, before=before)
-    finally:
-        store.close()
 
 
 # -- index --------------------------------------------------------------------------------

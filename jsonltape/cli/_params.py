@@ -8,7 +8,6 @@ from typing import Any
 import click
 import msgspec
 
-from .._scan import TOO_DEEP
 from ..events import MAX_INT
 
 __all__ = ["COUNT", "SECONDS", "SEQ", "JsonObject", "Seconds", "parse_json"]
@@ -63,6 +62,8 @@ def parse_json(text: str, what: str) -> Any:
     except msgspec.DecodeError as exc:
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint=what) from None
     except RecursionError:
+        from .._scan import TOO_DEEP  # not above: the read machinery, for the deepest input only
+
         raise click.BadParameter(TOO_DEEP, param_hint=what) from None
 
 

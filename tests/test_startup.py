@@ -1,0 +1,237 @@
+"""Start-up: what ``import jsonltape`` and each command path import (issue 11, target e).
+
+Every check runs a fresh interpreter: a module imported once anywhere in the test process
+would hide the import under test. ``import jsonltape`` is watched with ``-X importtime``; a
+command by the ``sys.modules`` it ends with, because ``-X importtime`` does not log a module
+loaded through ``importlib.import_module`` or ``from package import module`` (as the lazy
+command table and the lazy names load theirs). Nothing here is timed; benchmarks/bench_startup.py
+measures the milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+import jsonltape
+from jsonltape.cli import _COMMANDS, cli
+
+from .helpers import one_turn
+
+#: What neither the library import nor a command that does not need it may load.
+HEAVY = (
+    "jsonltape.fold",
+    "jsonltape.interop",
+    "jsonltape_daemon",
+    "asyncio",
+    "sqlite3",
+    "watchdog",
+)
+
+_IMPORT_LINE = re.compile(r"import time:\s+\d+ \|\s+\d+ \| \s*(\S+)")
+_MODULES = "modules at exit:"
+# Prints every loaded module as the interpreter exits, however the code before it ends.
+_REPORT = (
+    "import atexit, sys; "
+    f"atexit.register(lambda: print({_MODULES!r}, *sorted(sys.modules), file=sys.stderr)); "
+)
+
+
+def run(args: list[str], cwd: Path | None) -> str:
+    """Stderr of a fresh ``python ARGS`` (which must exit 0)."""
+    done = subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "JSONLTAPE_ROOT": str(cwd or Path.cwd())},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stderr
+
+
+def importtime(code: str) -> set[str]:
+    """The modules ``python -X importtime -c CODE`` logs."""
+    stderr = run(["-X", "importtime", "-c", code], None)
+    return {m[1] for m in map(_IMPORT_LINE.match, stderr.splitlines()) if m}
+
+
+def modules_after(code: str, cwd: Path | None = None) -> set[str]:
+    """``sys.modules`` when a fresh ``python -c CODE`` exits."""
+    last = run(["-c", _REPORT + code], cwd).splitlines()[-1]
+    assert last.startswith(_MODULES), last
+    return set(last.split()[len(_MODULES.split()) :])
+
+
+def command_imports(*argv: str, cwd: Path) -> set[str]:
+    """``sys.modules`` at the end of ``jsonltape ARGV`` (run as the console script does)."""
+    return modules_after(
+        f"sys.argv = ['jsonltape', *{list(argv)!r}]; from jsonltape.cli import main; main()", cwd
+    )
+
+
+def loaded(modules: set[str], *names: str) -> list[str]:
+    """Which of ``modules`` are one of ``names`` or inside one of those packages."""
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+# -- the library --------------------------------------------------------------------------
+
+
+def test_import_jsonltape_loads_no_module_but_itself() -> None:
+    modules = importtime("import jsonltape")
+    assert loaded(modules, *HEAVY) == []
+    assert modules - importtime("pass") == {"jsonltape"}  # not even typing
+    assert modules_after("import jsonltape") - modules_after("pass") == {"jsonltape"}
+
+
+def test_first_use_of_a_name_loads_only_its_module() -> None:
+    modules = modules_after("import jsonltape; jsonltape.read")
+    assert "jsonltape.reader" in modules
+    assert loaded(modules, *HEAVY, "jsonltape.writer", "filelock") == []
+
+
+def test_every_public_name_resolves() -> None:
+    for name in jsonltape.__all__:
+        assert getattr(jsonltape, name) is not None, name
+    assert set(jsonltape.__all__) <= set(dir(jsonltape))
+
+
+def test_the_lazy_table_lists_exactly_the_public_names() -> None:
+    lazy = set(jsonltape._MODULE_OF)
+    assert lazy == set(jsonltape.__all__) - {"__version__"}
+    assert sum(len(names) for names in jsonltape._SOURCES.values()) == len(lazy)  # no repeats
+
+
+def test_star_import_binds_every_public_name() -> None:
+    namespace: dict[str, object] = {}
+    exec("from jsonltape import *", namespace)
+    assert set(jsonltape.__all__) <= set(namespace)
+    assert namespace["open"] is jsonltape.open and namespace["Tape"] is jsonltape.Tape
+
+
+def test_public_names_are_the_objects_of_their_modules() -> None:
+    from jsonltape import errors, fold, reader, writer
+
+    assert jsonltape.open is writer.open and jsonltape.read is reader.read
+    assert jsonltape.messages is fold.messages and jsonltape.LockedError is errors.LockedError
+
+
+def test_repair_stays_the_function_after_its_module_is_imported(tape_path: Path) -> None:
+    # Importing jsonltape.repair binds the module as the package's `repair` attribute; the
+    # public name must stay the function, whichever is imported first.
+    code = (
+        "import jsonltape.repair, jsonltape, sys; "
+        "assert callable(jsonltape.repair), jsonltape.repair; "
+        "assert jsonltape.repair is sys.modules['jsonltape.repair'].repair; "
+        f"print(jsonltape.repair({str(tape_path)!r}).state_before)"
+    )
+    with jsonltape.open(tape_path, create=True) as tape:
+        one_turn(tape)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "clean"
+
+
+def test_submodules_are_attributes_and_unknown_names_are_not() -> None:
+    code = (
+        "import jsonltape; "
+        "assert jsonltape.fold.messages is jsonltape.messages; "
+        "assert jsonltape.events.Event is jsonltape.Event; "
+        "assert not hasattr(jsonltape, 'no_such_thing'); "
+        "assert not hasattr(jsonltape, '__wrapped__')"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- the command --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sessions root with one small session and an index of it, in ``<dir>/index.db``."""
+    root = tmp_path_factory.mktemp("startup")
+    sessions = root / "sessions"
+    sessions.mkdir(mode=0o700)
+    with jsonltape.open(sessions / "s.jsonl", create=True, title="start-up") as tape:
+        one_turn(tape, "the migration fails")
+    runner = CliRunner()
+    done = runner.invoke(cli, ["sync", str(sessions), "--index", str(root / "index.db")])
+    assert done.exit_code == 0, done.output
+    return root
+
+
+def test_help_lists_every_command_without_importing_one(workspace: Path) -> None:
+    modules = command_imports("--help", cwd=workspace)
+    assert loaded(modules, "jsonltape.cli._", *HEAVY) == [], "listing imported a command"
+    assert loaded(modules, "jsonltape.cli") == ["jsonltape.cli"]
+    assert "msgspec" not in modules
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["cat", "sessions/s.jsonl"], ["info", "sessions/s.jsonl"], ["verify", "sessions/s.jsonl"]],
+    ids=lambda argv: argv[0],
+)
+def test_reading_commands_load_neither_the_writer_nor_the_fold(
+    workspace: Path, argv: list[str]
+) -> None:
+    modules = command_imports(*argv, cwd=workspace)
+    assert loaded(modules, *HEAVY, "jsonltape.writer", "filelock") == []
+
+
+def test_append_loads_the_writer_but_not_the_fold_or_the_index(workspace: Path) -> None:
+    data = '{"message":{"id":"m9","role":"user","parts":[{"type":"text","content":"hi"}]}}'
+    argv = ["append", "sessions/s.jsonl", "--type", "user/message", "--data", data]
+    modules = command_imports(*argv, cwd=workspace)
+    assert "jsonltape.writer" in modules
+    assert loaded(modules, *HEAVY, "jsonltape.repair") == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["search", "migration"], ["sessions"], ["show", "sessions/s.jsonl", "--last", "1"]],
+    ids=lambda argv: argv[0],
+)
+def test_queries_load_only_the_read_side_of_the_index(workspace: Path, argv: list[str]) -> None:
+    modules = command_imports(*argv, "--index", "index.db", cwd=workspace)
+    assert "sqlite3" in modules and "jsonltape_daemon.search" in modules
+    writing_side = ("ingest", "store", "foreign", "service", "watcher", "fts_helper")
+    assert loaded(modules, *(f"jsonltape_daemon.{m}" for m in writing_side)) == []
+    assert loaded(modules, "watchdog", "filelock", "asyncio", "jsonltape.writer") == []
+    assert loaded(modules, "jsonltape.fold", "jsonltape.interop") == []
+
+
+def test_sync_does_not_load_the_daemon_watcher(workspace: Path) -> None:
+    modules = command_imports("sync", "sessions", "--index", "index.db", cwd=workspace)
+    assert "jsonltape_daemon.ingest" in modules
+    assert loaded(modules, "watchdog", "asyncio", "jsonltape_daemon.service") == []
+
+
+# -- the help table -----------------------------------------------------------------------
+
+
+def test_the_help_table_holds_each_commands_own_first_paragraph() -> None:
+    ctx = click.Context(cli)
+    for name, (_module, _attr, summary) in _COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None and command.help is not None, name
+        first = " ".join(command.help.split("\n\n")[0].split())
+        assert summary == first, f"jsonltape.cli._COMMANDS[{name!r}] is out of date"
+
+
+def test_help_lists_the_commands_as_click_would_with_all_of_them_loaded() -> None:
+    ctx = click.Context(cli, info_name="jsonltape")
+    lazy, eager = click.HelpFormatter(width=100), click.HelpFormatter(width=100)
+    cli.format_commands(ctx, lazy)
+    click.Group.format_commands(cli, ctx, eager)  # click's own: imports every command
+    assert lazy.getvalue() == eager.getvalue()
+    assert all(f"  {name} " in lazy.getvalue() for name in _COMMANDS)
