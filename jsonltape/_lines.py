@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, NamedTuple
 
 import msgspec
@@ -210,16 +210,46 @@ def scan(fd: int, start: int, expected: int | None, end: int | None = None) -> I
 
 
 def scan_events(
-    fd: int, start: int, expected: int | None, end: int | None = None
-) -> Iterator[Event | Bad]:
-    """:func:`scan` yielding only each good line's event (what ``read`` serves): the same walk,
-    without a tuple per line."""
-    return _walk(fd, start, expected, end, False)  # type: ignore[return-value]
+    open_: Callable[[], tuple[int, int, int | None]],
+    *,
+    min_seq: int,
+    on_bad: Callable[[int, Bad], None],
+) -> Iterator[Event]:
+    """:func:`scan` as ``read`` serves it. ``open_`` runs at the first ``next`` and gives
+    ``(fd, start, expected)``; the walk owns the fd and closes it when it ends. Only events
+    with seq >= ``min_seq`` are yielded; the first line that is not good goes to
+    ``on_bad(fd, bad)``, which raises or returns to end the walk. The same walk as
+    :func:`scan`, without a tuple per line or a second generator around it."""
+    return _walk(0, 0, None, None, False, min_seq, on_bad, open_)  # type: ignore[return-value]
 
 
 def _walk(
-    fd: int, start: int, expected: int | None, end: int | None, keep: bool
+    fd: int,
+    start: int,
+    expected: int | None,
+    end: int | None,
+    keep: bool,
+    min_seq: int = 0,
+    on_bad: Callable[[int, Bad], None] | None = None,
+    open_: Callable[[], tuple[int, int, int | None]] | None = None,
 ) -> Iterator[Good | Event | Bad]:
+    if open_ is not None:
+        fd, start, expected = open_()
+    try:
+        bad = yield from _lines_of(fd, start, expected, end, keep, min_seq)
+        if bad is not None:
+            if on_bad is None:
+                yield bad
+            else:
+                on_bad(fd, bad)
+    finally:
+        if open_ is not None:
+            os.close(fd)
+
+
+def _lines_of(
+    fd: int, start: int, expected: int | None, end: int | None, keep: bool, min_seq: int
+) -> Generator[Good | Event, None, Bad | None]:
     crc32 = zlib.crc32
     suffix = _framing.LINE_SUFFIX
     dec = _strict
@@ -270,10 +300,11 @@ def _walk(
                     and (huge is None or base - buf_at not in huge)
                 ):
                     expected = event.seq + 1
-                    yield (base, body, event) if keep else event
+                    if keep:
+                        yield (base, body, event)
+                    elif expected > min_seq:
+                        yield event
                     base += len(body) + 1
                     continue
-            yield _bad(body + b"\n", base, expected)
-            return
-    if pending:
-        yield _bad(b"".join(pending), base, expected)
+            return _bad(body + b"\n", base, expected)
+    return _bad(b"".join(pending), base, expected) if pending else None

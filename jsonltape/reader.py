@@ -122,19 +122,15 @@ def read(
 
 # read and lines differ only in what they yield; which lines are good is scan's alone.
 def _events(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Event]:
-    fd = _fs.open_for_read(p)
-    try:
-        start, expected = _start(fd, str(p), min_seq, from_offset)
-        for item in scan_events(fd, start, expected):
-            if type(item) is Event:
-                if item.seq >= min_seq:
-                    yield item
-                continue
-            assert isinstance(item, Bad)
-            _stop(fd, str(p), item)
-            return
-    finally:
-        os.close(fd)
+    def open_() -> tuple[int, int, int | None]:
+        fd = _fs.open_for_read(p)
+        try:
+            return (fd, *_start(fd, str(p), min_seq, from_offset))
+        except BaseException:
+            os.close(fd)
+            raise
+
+    return scan_events(open_, min_seq=min_seq, on_bad=lambda fd, bad: _stop(fd, str(p), bad))
 
 
 def _lines(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Line]:
