@@ -312,6 +312,25 @@ def bench_read(root: Path, n: int) -> tuple[Callable[[], None], Callable[[], Non
     return ours, bare
 
 
+def bench_verify(root: Path, n: int) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(verify) ``jsonltape.verify`` of the read benchmark's file vs the same bare decode."""
+    p = root / "read.jsonl"
+    if not p.exists():
+        write_fast(p, n)
+
+    def ours() -> None:
+        assert jsonltape.verify(p).events == n
+
+    dec = msgspec.json.Decoder()
+
+    def bare() -> None:
+        with open(p, "rb") as f:
+            for raw in f:
+                dec.decode(raw)
+
+    return ours, bare
+
+
 def bench_open_repair(root: Path, small_mb: int, big_mb: int) -> tuple[float, float]:
     results = []
     for mb in (small_mb, big_mb):
@@ -343,7 +362,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5, help="alternated rounds for (a)-(c)")
     ap.add_argument("--dir", help="where to write (default: a temp dir on the same disk)")
     ap.add_argument(
-        "--only", default="a,plain,b,c,d", help="comma-separated benchmarks to run (a,plain,b,c,d)"
+        "--only",
+        default="a,plain,b,c,verify,d",
+        help="comma-separated benchmarks to run (a,plain,b,c,verify,d)",
     )
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -384,6 +405,13 @@ def main() -> int:
             rows.append(
                 f"| (c) read {n:,} events vs msgspec.decode per line | {c.o:.2f} s | {c.b:.2f} s "
                 f"| {c.ratio()} | {c.cpu_ratio()} | >= 0.7x |"
+            )
+        if "verify" in only:
+            n = args.read_events
+            v = Pair(*bench_verify(root, n), args.rounds)
+            rows.append(
+                f"| (verify) verify {n:,} events vs msgspec.decode per line | {v.o:.2f} s | "
+                f"{v.b:.2f} s | {v.ratio()} | {v.cpu_ratio()} | >= 0.7x |"
             )
         if "d" in only:
             d = bench_open_repair(root, args.small_mb, args.big_mb)
