@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import datetime as _dt
 
-__all__ = ["MAX_TIME", "format_ms"]
+from ._limits import MAX_TIME
 
-#: 9999-12-31T23:59:59.999Z, the last millisecond of the last year ISO 8601 writes in 4 digits.
-MAX_TIME = 253_402_300_799_999
+__all__ = ["MAX_TIME", "format_ms"]
 
 
 def format_ms(ms: object, *, utc: bool = True, seconds: bool = True) -> str:

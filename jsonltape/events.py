@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, NamedTuple, Union
 
 import msgspec
 
+# MAX_INT and MAX_TIME live in _limits (no imports) so the CLI can load them without Structs.
+from ._limits import MAX_INT, MAX_TIME
 from .errors import FormatError, InvalidEventError, UnsupportedVersionError
 
 __all__ = [
@@ -48,10 +50,6 @@ VERSION = 1
 MINOR = 0
 
 
-#: The largest integer every JSON parser holds exactly (JavaScript's safe integers).
-MAX_INT = 2**53 - 1
-#: 9999-12-31T23:59:59.999Z in epoch ms: the range of ``time`` and ``created`` (spec §6).
-MAX_TIME = 253_402_300_799_999
 #: A seq (and a surface bound or a ``sources`` item): 0 … 2**53-1 (spec §6).
 SeqInt = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
 #: An event time in epoch milliseconds: 0 … 9999-12-31 (spec §6).

@@ -210,6 +210,12 @@ def test_queries_load_only_the_read_side_of_the_index(workspace: Path, argv: lis
     assert loaded(modules, "jsonltape.fold", "jsonltape.interop") == []
 
 
+def test_search_loads_no_event_structs_and_no_dataclasses(workspace: Path) -> None:
+    # The query path needs neither: events' Structs and dataclasses cost ~4 ms at start-up.
+    modules = command_imports("search", "migration", "--index", "index.db", cwd=workspace)
+    assert loaded(modules, "jsonltape.events", "dataclasses") == []
+
+
 def test_sync_does_not_load_the_daemon_watcher(workspace: Path) -> None:
     modules = command_imports("sync", "sessions", "--index", "index.db", cwd=workspace)
     assert "jsonltape_daemon.ingest" in modules

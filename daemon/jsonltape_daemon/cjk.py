@@ -17,6 +17,7 @@ A term matches exactly the messages whose text contains it, as ``text LIKE '%ter
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["CJK_CHARS", "grams", "is_cjk", "is_cjk_term", "match_expr"]
@@ -38,25 +39,36 @@ CJK_CHARS = (
     "\U0001b000-\U0001b2ff"  # Kana supplement and extensions
     "\U00020000-\U0003134f"  # CJK Unified Ideographs Extensions B-G, compatibility supplement
 )
-_RUN = re.compile(f"[{CJK_CHARS}]+")
-_ONLY = re.compile(f"[{CJK_CHARS}]+\\Z")
 _GAP = "0"  # an ASCII token between runs: no query ever contains it
 
 
+# Compiled on first use, not at import: the two patterns over these ranges take 3-5 ms to
+# compile, which every `jsonltape search` paid at start-up (benchmarks/README.md, issue 11).
+@functools.cache
+def _run() -> re.Pattern[str]:
+    return re.compile(f"[{CJK_CHARS}]+")
+
+
+@functools.cache
+def _only() -> re.Pattern[str]:
+    return re.compile(f"[{CJK_CHARS}]+\\Z")
+
+
 def is_cjk(c: str) -> bool:
-    return _ONLY.match(c) is not None
+    return is_cjk_term(c)
 
 
 def is_cjk_term(text: str) -> bool:
     """True when every character of ``text`` is CJK (the index serves such terms)."""
-    return _ONLY.match(text) is not None
+    # No CJK character is ASCII: an ASCII query never compiles the pattern.
+    return not text.isascii() and _only().match(text) is not None
 
 
 def grams(text: str) -> tuple[str, str] | None:
     """``(uni, bi)`` column values for a message text, or None when it has no CJK."""
     if text.isascii():
         return None
-    runs = _RUN.findall(text)
+    runs = _run().findall(text)
     if not runs:
         return None
     uni = dict.fromkeys("".join(runs))

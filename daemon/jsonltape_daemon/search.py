@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
@@ -51,11 +50,43 @@ _SCAN_CONTEXT = 48
 _QUERY = re.compile(r'"([^"]*)"?(\*?)|(\S+)')
 
 
-@dataclass(frozen=True)
+# Term, Filters and Window are plain classes, not dataclasses: building the three dataclasses
+# took ~3 ms of every `jsonltape search` start-up (benchmarks/README.md, issue 11). They keep
+# what dataclasses gave them that is used: keyword or positional construction, ==, repr, and
+# for Term immutability and a hash.
+
+
 class Term:
+    """One search term: a word (``prefix`` for ``word*``) or a quoted phrase."""
+
+    __slots__ = ("phrase", "prefix", "text")
+
     text: str
-    prefix: bool = False
-    phrase: bool = False
+    prefix: bool
+    phrase: bool
+
+    def __init__(self, text: str, prefix: bool = False, phrase: bool = False) -> None:
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "prefix", prefix)
+        object.__setattr__(self, "phrase", phrase)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r} of a Term")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of a Term")
+
+    def _key(self) -> tuple[str, bool, bool]:
+        return (self.text, self.prefix, self.phrase)
+
+    def __eq__(self, other: object) -> bool:
+        return self._key() == other._key() if type(other) is Term else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Term(text={self.text!r}, prefix={self.prefix!r}, phrase={self.phrase!r})"
 
     @property
     def wordy(self) -> bool:
@@ -88,15 +119,55 @@ def parse_query(query: str) -> list[Term]:
     return terms
 
 
-@dataclass
 class Filters:
-    session: str | None = None
-    roles: tuple[str, ...] = ()
-    types: tuple[str, ...] = ()
-    since: int | None = None  #: ms since the epoch, inclusive
-    until: int | None = None  #: ms since the epoch, exclusive
-    path: str | None = None  #: glob over the absolute path; relative globs match anywhere
-    all: bool = False  #: include superseded, compacted, retracted and rejected messages
+    """Which messages a search considers; the defaults keep every current message.
+
+    ``since`` and ``until`` are ms since the epoch (inclusive, exclusive); ``path`` is a glob
+    over the absolute path (a relative glob matches anywhere); ``all`` also takes superseded,
+    compacted, retracted and rejected messages.
+    """
+
+    __slots__ = ("all", "path", "roles", "session", "since", "types", "until")
+
+    def __init__(
+        self,
+        session: str | None = None,
+        roles: tuple[str, ...] = (),
+        types: tuple[str, ...] = (),
+        since: int | None = None,
+        until: int | None = None,
+        path: str | None = None,
+        all: bool = False,
+    ) -> None:
+        self.session = session
+        self.roles = roles
+        self.types = types
+        self.since = since
+        self.until = until
+        self.path = path
+        self.all = all
+
+    def _key(self) -> tuple[object, ...]:
+        return (
+            self.session,
+            self.roles,
+            self.types,
+            self.since,
+            self.until,
+            self.path,
+            self.all,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return self._key() == other._key() if type(other) is Filters else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        return (
+            f"Filters(session={self.session!r}, roles={self.roles!r}, types={self.types!r}, "
+            f"since={self.since!r}, until={self.until!r}, path={self.path!r}, all={self.all!r})"
+        )
 
     def sql(self) -> tuple[str, list[object]]:
         where: list[str] = []
@@ -393,10 +464,25 @@ class Turn(msgspec.Struct):
     truncated: bool
 
 
-@dataclass
 class Window:
-    messages: list[Turn] = field(default_factory=list)
-    more_before: int | None = None  #: the seq to pass as ``--before`` for the previous page
+    """A page of a transcript; ``more_before`` is the seq to pass as ``--before`` for the
+    previous page (None on the first)."""
+
+    __slots__ = ("messages", "more_before")
+
+    def __init__(self, messages: list[Turn] | None = None, more_before: int | None = None) -> None:
+        self.messages: list[Turn] = [] if messages is None else messages
+        self.more_before = more_before
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Window:
+            return NotImplemented
+        return (self.messages, self.more_before) == (other.messages, other.more_before)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        return f"Window(messages={self.messages!r}, more_before={self.more_before!r})"
 
 
 def window(con: sqlite3.Connection, sid: int, *, last: int, before: int | None) -> Window:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 import msgspec
 
-from ..events import MAX_INT
+from .._limits import MAX_INT
 
 __all__ = ["COUNT", "SECONDS", "SEQ", "JsonObject", "Seconds", "parse_json"]
 

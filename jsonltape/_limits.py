@@ -1,0 +1,12 @@
+"""The format's integer bounds (spec §6), in a module that imports nothing.
+
+:mod:`jsonltape.events` re-exports both; code that needs only a bound (the CLI's option types,
+time rendering) imports it from here and so does not load the event Structs at start-up.
+"""
+
+__all__ = ["MAX_INT", "MAX_TIME"]
+
+#: The largest integer every JSON parser holds exactly (JavaScript's safe integers).
+MAX_INT = 2**53 - 1
+#: 9999-12-31T23:59:59.999Z in epoch ms: the range of ``time`` and ``created`` (spec §6).
+MAX_TIME = 253_402_300_799_999
