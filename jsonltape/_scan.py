@@ -17,7 +17,6 @@ offset in ``data.offset``.)
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Literal
 
 import msgspec
@@ -43,25 +42,44 @@ State = Literal["clean", "torn-tail", "open-turn", "corrupt"]
 MAX_HEADER = 1 << 24
 
 
-@dataclass
 class TailScan:
-    """What a scan learned about a file. Offsets are bytes from the file start."""
+    """What a scan learned about a file. Offsets are bytes from the file start.
 
-    path: str
-    header: HeaderData
-    header_end: int
-    size: int
-    committed: int  #: end of the longest valid prefix (E)
-    next_seq: int
-    last_time: int
-    checkpoint_seq: int | None = None
-    checkpoint_offset: int | None = None
-    turn: TurnRef | None = None  #: the turn open at ``committed``
-    closed: bool = False  #: the valid prefix ends with a clean-close checkpoint
-    bad_offset: int | None = None
-    bad_line: int | None = None
-    bad_reason: str | None = None
-    corrupt: bool = False
+    A plain class, not a dataclass: ``jsonltape cat`` and ``verify`` import this module, and
+    the dataclasses machinery is start-up time they do not need.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        header: HeaderData,
+        header_end: int,
+        size: int,
+        committed: int,
+        next_seq: int,
+        last_time: int,
+    ) -> None:
+        self.path = path
+        self.header = header
+        self.header_end = header_end
+        self.size = size
+        self.committed = committed  #: end of the longest valid prefix (E)
+        self.next_seq = next_seq
+        self.last_time = last_time
+        self.checkpoint_seq: int | None = None
+        self.checkpoint_offset: int | None = None
+        self.turn: TurnRef | None = None  #: the turn open at ``committed``
+        self.closed = False  #: the valid prefix ends with a clean-close checkpoint
+        self.bad_offset: int | None = None
+        self.bad_line: int | None = None
+        self.bad_reason: str | None = None
+        self.corrupt = False
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is TailScan and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return f"TailScan({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
 
     @property
     def state(self) -> State:

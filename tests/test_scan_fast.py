@@ -10,7 +10,6 @@ serve exactly the same committed lines.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -171,7 +170,7 @@ def test_fast_loops_agree_with_the_line_by_line_reference(
             got = scan_full(fd, str(path))
         finally:
             os.close(fd)
-        assert dataclasses.asdict(got) == dataclasses.asdict(want)
+        assert vars(got) == vars(want)
 
         served: list[tuple[int, bytes]] = []
         corrupt = False
