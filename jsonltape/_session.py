@@ -26,6 +26,10 @@ the moment it has a name.
 A writer that gives up while opening (missing file, not a session, a failed create, ...)
 removes the lock file again if it created it and it is still the one it holds, so a refused
 command leaves nothing behind; a lock file it found is left alone.
+
+:func:`create_session` and :func:`open_session` turn a locked file into the
+:class:`~jsonltape._commit.WriterState` a Tape composes (:class:`Opened`); opening reads
+only the tail, cuts a torn tail into a sidecar and closes a turn a crash left open.
 """
 
 from __future__ import annotations
@@ -36,17 +40,21 @@ import math
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import filelock
 import msgspec
 
-from . import _fs
+from . import _fs, _repair
+from ._commit import Committer, WriterState
 from ._fs import publish, write_all
 from ._prepare import check_time, encode_event, now_ms
+from ._scan import TailScan, scan_tail
 from .errors import (
     ConcurrentModificationError,
+    CorruptError,
     InvalidArgumentError,
     InvalidEventError,
     JsonltapeError,
@@ -55,17 +63,20 @@ from .errors import (
     StorageError,
     UnsafeFileError,
 )
-from .events import MINOR, VERSION, HeaderData, ParentRef
+from .events import MINOR, SURFACE_TYPES, VERSION, Event, HeaderData, ParentRef, TurnRef
 from .ids import new_session_id, validate_session_id
 
 __all__ = [
+    "Opened",
     "SessionLock",
     "check_header_args",
     "check_lock_timeout",
     "check_options",
     "create_file",
+    "create_session",
     "lock_path",
     "lock_session",
+    "open_session",
     "storage_error",
 ]
 
@@ -368,3 +379,193 @@ def create_file(
         lock.abandon()
         raise
     return header, fd, lock, line, now
+
+
+@dataclass(eq=False, slots=True)
+class Opened:
+    """A session this writer created or opened, locked, ready for a Tape to compose."""
+
+    state: WriterState
+    header: HeaderData
+    #: The scan an open appends after (None for a new session).
+    scan: TailScan | None = None
+    #: Synthetic events appended on open to close a crashed turn.
+    closers: list[Event] = field(default_factory=list)
+    #: Where opening saved a torn tail it cut off, if it did.
+    sidecar: Path | None = None
+
+
+def _state(
+    path: Path,
+    fd: int,
+    lock: SessionLock,
+    ops: _fs.FileOps,
+    *,
+    header_line: bytes,
+    size: int,
+    next_seq: int,
+    last_time: int,
+    turn: TurnRef | None,
+    durability: str,
+    group_events: int,
+    group_ms: float,
+) -> WriterState:
+    st = os.fstat(fd)
+    return WriterState(
+        path=path,
+        fd=fd,
+        ops=ops,
+        lock=lock,
+        header_line=header_line,
+        ident=(st.st_dev, st.st_ino),
+        durability=durability,
+        group_events=group_events,
+        group_s=group_ms / 1000.0,
+        size=size,
+        written=size,
+        next_seq=next_seq,
+        durable_seq=next_seq - 1,
+        last_time=last_time,
+        turn=turn,
+    )
+
+
+def create_session(
+    path: Path,
+    *,
+    session_id: str | None,
+    title: str | None,
+    cwd: str | None,
+    agent: str | None,
+    parent: ParentRef | None,
+    meta: Mapping[str, Any] | None,
+    durability: str,
+    group_events: int,
+    group_ms: float,
+    lock_timeout: float,
+    ops: _fs.FileOps | None = None,
+    created: int | None = None,
+) -> Opened:
+    """Create a new session (:func:`create_file`) and return its writer state."""
+    ops = ops or _fs.FileOps()
+    header, fd, lock, line, now = create_file(
+        path,
+        session_id=session_id,
+        title=title,
+        cwd=cwd,
+        agent=agent,
+        parent=parent,
+        meta=meta,
+        created=created,
+        ops=ops,
+        lock_timeout=lock_timeout,
+    )
+    state = _state(
+        path,
+        fd,
+        lock,
+        ops,
+        header_line=line,
+        size=len(line),
+        next_seq=1,
+        last_time=now,
+        turn=None,
+        durability=durability,
+        group_events=group_events,
+        group_ms=group_ms,
+    )
+    return Opened(state, header)
+
+
+def open_session(
+    path: Path,
+    *,
+    durability: str,
+    group_events: int,
+    group_ms: float,
+    lock_timeout: float,
+    ops: _fs.FileOps | None = None,
+    lock: SessionLock | None = None,
+    scan: TailScan | None = None,
+    force: bool = False,
+) -> Opened:
+    """Open an existing session: cut a torn tail, close a crashed turn.
+
+    ``lock`` is one the caller already holds (it stays the caller's to abandon on failure);
+    ``scan`` replaces the O(tail) scan with one the caller made (repair's full scan);
+    ``force`` cuts a corrupt file at its first bad line instead of refusing it.
+    """
+    _fs.check_dir(path.parent)
+    own_lock = lock is None
+    lock = lock or lock_session(path, lock_timeout)
+    fd = -1
+    try:
+        fd = _fs.open_for_append(path)
+        if not os.path.samestat(os.fstat(fd), os.fstat(lock.fd)):
+            raise ConcurrentModificationError(
+                "the session file was replaced while it was being opened; try again",
+                path=path,
+            )
+        ops = ops or _fs.FileOps()
+        if scan is None:
+            scan = scan_tail(fd, str(path))
+        if scan.corrupt and not force:
+            raise CorruptError(
+                f"{scan.bad_reason}, and a checkpoint follows it: damage to committed "
+                "history, not a crash tail; nothing is appended (see `jsonltape repair`)",
+                path=path,
+                line=scan.bad_line,
+                offset=scan.bad_offset,
+            )
+        sidecar = None
+        if scan.bad_offset is not None:
+            # Never append after garbage: the torn tail goes to a sidecar first.
+            sidecar = _repair.cut_tail(fd, path, scan.committed, ops)
+        s = _state(
+            path,
+            fd,
+            lock,
+            ops,
+            header_line=os.pread(fd, scan.header_end, 0),
+            size=scan.committed,
+            next_seq=scan.next_seq,
+            last_time=scan.last_time,
+            turn=scan.turn,
+            durability=durability,
+            group_events=group_events,
+            group_ms=group_ms,
+        )
+        # Lines a crashed writer left after its last checkpoint are whole but were never
+        # synced: count them so the next flush (or close) makes them durable.
+        s.pending = scan.next_seq - 1 - (scan.checkpoint_seq or 0)
+        s.durable_seq = (scan.checkpoint_seq or 1) - 1
+        opened = Opened(s, scan.header, scan, sidecar=sidecar)
+        if scan.turn is not None and not scan.closed:
+            opened.closers = _close_interrupted_turn(s, scan.turn)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        if own_lock:
+            lock.abandon()
+        raise
+    return opened
+
+
+def _close_interrupted_turn(s: WriterState, turn: TurnRef) -> list[Event]:
+    """Append the closers of a turn a crash left open, stamped with the last event's time."""
+    items = _repair.closers(s.fd, turn.offset, s.size)
+    if not items:
+        return []
+    with s.mutex:
+        prepared = []
+        seq = s.next_seq
+        for type_, data, sources in items:
+            surface = "append" if type_ in SURFACE_TYPES else None
+            prepared.append(
+                encode_event(seq, type_, s.last_time, data, surface, sources, None, False)
+            )
+            seq += 1
+        committer = Committer(s)
+        committer.stage(prepared)
+        committer.flush()
+    return [event for _line, event in prepared]

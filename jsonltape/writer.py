@@ -7,7 +7,8 @@ Protocol (the spec's "writer" section, kept in this order on purpose):
    ``_session``). Arguments are checked before either is taken.
 2. Create a session atomically: header into an owner-only temp file, fsync, ``link`` to the
    final name (never clobbers), fsync the directory. Opening an existing session reads only
-   its tail: a torn tail is cut into a sidecar, a turn left open by a crash is closed.
+   its tail: a torn tail is cut into a sidecar, a turn left open by a crash is closed. Both
+   live in ``_session``, which hands the Tape its ``WriterState``.
 3. Each append goes through one pipeline (``_prepare``: envelope, lossless gate, shape,
    frame; then the surface fold once one is kept), is encoded once, and is written with one
    ``write`` (a batch too).
@@ -30,29 +31,24 @@ from typing import Any, Literal
 
 import msgspec
 
-from . import _agent, _framing, _fs, _repair
+from . import _agent, _framing, _fs
 from ._agent import TurnHandle
-from ._commit import Committer, WriterState
+from ._commit import Committer
 from ._lines import decode as decode_line
-from ._prepare import check_key, encode_event, now_ms, prepare_event, spec_of
-from ._scan import TailScan, scan_tail
+from ._prepare import check_key, now_ms, prepare_event, spec_of
+from ._scan import TailScan
 from ._session import (
+    Opened,
     SessionLock,
     check_header_args,
     check_options,
-    create_file,
+    create_session,
     lock_path,
-    lock_session,
+    open_session,
 )
 from ._surface import SurfaceFold
-from .errors import (
-    ConcurrentModificationError,
-    CorruptError,
-    InvalidEventError,
-    JsonltapeError,
-    SessionExistsError,
-)
-from .events import SURFACE_TYPES, Event, HeaderData, ParentRef, Replace, Retract, TurnRef
+from .errors import InvalidEventError, JsonltapeError, SessionExistsError
+from .events import Event, ParentRef, Replace, Retract
 
 __all__ = ["Durability", "Tape", "TurnHandle", "lock_path", "open"]
 
@@ -156,55 +152,23 @@ class Tape:
     A facade over one :class:`~jsonltape._commit.WriterState` (``_s``): appends run the one
     pipeline (:func:`jsonltape._prepare.prepare_event`, then the surface fold when one is
     kept), and a :class:`~jsonltape._commit.Committer` (``_c``) writes, syncs and checkpoints.
+    Made by :func:`open` from what :mod:`jsonltape._session` created or opened.
     """
 
-    def __init__(
-        self,
-        path: Path,
-        fd: int,
-        lock: SessionLock,
-        header: HeaderData,
-        *,
-        header_line: bytes,
-        size: int,
-        next_seq: int,
-        last_time: int,
-        turn: TurnRef | None,
-        durability: Durability,
-        group_events: int,
-        group_ms: float,
-        ops: _fs.FileOps | None = None,
-    ) -> None:
-        self.path = path
-        self.header = header
-        st = os.fstat(fd)
-        self._s = WriterState(
-            path=path,
-            fd=fd,
-            ops=ops or _fs.FileOps(),
-            lock=lock,
-            header_line=header_line,
-            ident=(st.st_dev, st.st_ino),
-            durability=durability,
-            group_events=group_events,
-            group_s=group_ms / 1000.0,
-            size=size,
-            written=size,
-            next_seq=next_seq,
-            durable_seq=next_seq - 1,
-            last_time=last_time,
-            turn=turn,
-        )
+    def __init__(self, opened: Opened) -> None:
+        self.path = opened.state.path
+        self.header = opened.header
+        self._s = opened.state
         self._c = Committer(self._s)
         self._owner_pid = os.getpid()
-        self._opened_from: object = None
+        self._opened_from = opened.scan
         _OPEN.add(self)
         #: Synthetic events this writer appended on open to close a crashed turn.
-        self.closers: list[Event] = []
+        self.closers: list[Event] = opened.closers
         #: Where opening saved a torn tail it cut off, if it did.
-        self.sidecar: Path | None = None
+        self.sidecar: Path | None = opened.sidecar
 
-    # -- opening -------------------------------------------------------------------------
+    # -- opening (the work is in _session) -----------------------------------------------
 
     @classmethod
     def _create(
@@ -224,33 +188,23 @@ class Tape:
         ops: _fs.FileOps | None = None,
         created: int | None = None,
     ) -> Tape:
-        ops = ops or _fs.FileOps()
-        header, fd, lock, line, now = create_file(
-            path,
-            session_id=session_id,
-            title=title,
-            cwd=cwd,
-            agent=agent,
-            parent=parent,
-            meta=meta,
-            created=created,
-            ops=ops,
-            lock_timeout=lock_timeout,
-        )
+        """Create a new session: see :func:`jsonltape._session.create_session`."""
         return cls(
-            path,
-            fd,
-            lock,
-            header,
-            header_line=line,
-            size=len(line),
-            next_seq=1,
-            last_time=now,
-            turn=None,
-            durability=durability,
-            group_events=group_events,
-            group_ms=group_ms,
-            ops=ops,
+            create_session(
+                path,
+                session_id=session_id,
+                title=title,
+                cwd=cwd,
+                agent=agent,
+                parent=parent,
+                meta=meta,
+                durability=durability,
+                group_events=group_events,
+                group_ms=group_ms,
+                lock_timeout=lock_timeout,
+                ops=ops,
+                created=created,
+            )
         )
 
     @classmethod
@@ -267,91 +221,20 @@ class Tape:
         scan: TailScan | None = None,
         force: bool = False,
     ) -> Tape:
-        """Open an existing session: cut a torn tail, close a crashed turn.
-
-        ``scan`` replaces the O(tail) scan with one the caller made (repair's full scan);
-        ``force`` cuts a corrupt file at its first bad line instead of refusing it.
-        """
-        _fs.check_dir(path.parent)
-        own_lock = lock is None
-        lock = lock or lock_session(path, lock_timeout)
-        fd = -1
-        tape: Tape | None = None
-        try:
-            fd = _fs.open_for_append(path)
-            if not os.path.samestat(os.fstat(fd), os.fstat(lock.fd)):
-                raise ConcurrentModificationError(
-                    "the session file was replaced while it was being opened; try again",
-                    path=path,
-                )
-            ops = ops or _fs.FileOps()
-            if scan is None:
-                scan = scan_tail(fd, str(path))
-            if scan.corrupt and not force:
-                raise CorruptError(
-                    f"{scan.bad_reason}, and a checkpoint follows it: damage to committed "
-                    "history, not a crash tail; nothing is appended (see `jsonltape repair`)",
-                    path=path,
-                    line=scan.bad_line,
-                    offset=scan.bad_offset,
-                )
-            sidecar = None
-            if scan.bad_offset is not None:
-                # Never append after garbage: the torn tail goes to a sidecar first.
-                sidecar = _repair.cut_tail(fd, path, scan.committed, ops)
-            tape = cls(
+        """Open an existing session: see :func:`jsonltape._session.open_session`."""
+        return cls(
+            open_session(
                 path,
-                fd,
-                lock,
-                scan.header,
-                header_line=os.pread(fd, scan.header_end, 0),
-                size=scan.committed,
-                next_seq=scan.next_seq,
-                last_time=scan.last_time,
-                turn=scan.turn,
                 durability=durability,
                 group_events=group_events,
                 group_ms=group_ms,
+                lock_timeout=lock_timeout,
                 ops=ops,
+                lock=lock,
+                scan=scan,
+                force=force,
             )
-            tape._opened_from = scan
-            tape.sidecar = sidecar
-            s = tape._s
-            # Lines a crashed writer left after its last checkpoint are whole but were never
-            # synced: count them so the next flush (or close) makes them durable.
-            s.pending = scan.next_seq - 1 - (scan.checkpoint_seq or 0)
-            s.durable_seq = (scan.checkpoint_seq or 1) - 1
-            if scan.turn is not None and not scan.closed:
-                tape.closers = tape._close_interrupted_turn(scan.turn)
-        except BaseException:
-            if tape is not None:  # never closed at exit: its fd and lock go right here
-                tape._s.closed = True
-                _OPEN.discard(tape)
-            if fd >= 0:
-                os.close(fd)
-            if own_lock:
-                lock.abandon()
-            raise
-        return tape
-
-    def _close_interrupted_turn(self, turn: TurnRef) -> list[Event]:
-        """Append the closers of a turn a crash left open, stamped with the last event's time."""
-        s = self._s
-        items = _repair.closers(s.fd, turn.offset, s.size)
-        if not items:
-            return []
-        with s.mutex:
-            prepared = []
-            seq = s.next_seq
-            for type_, data, sources in items:
-                surface = "append" if type_ in SURFACE_TYPES else None
-                prepared.append(
-                    encode_event(seq, type_, s.last_time, data, surface, sources, None, False)
-                )
-                seq += 1
-            self._c.stage(prepared)
-            self._c.flush()
-        return [event for _line, event in prepared]
+        )
 
     # -- properties ----------------------------------------------------------------------
 
@@ -665,7 +548,7 @@ class Tape:
         if self._s.pending:
             return False
         scan = self._opened_from
-        return bool(isinstance(scan, TailScan) and scan.closed and scan.committed == self._s.size)
+        return scan is not None and scan.closed and scan.committed == self._s.size
 
     def __enter__(self) -> Tape:
         return self
