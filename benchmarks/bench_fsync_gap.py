@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bench_core
 
 from jsonltape import _fs, _prepare
+from jsonltape._session import create_session
 from jsonltape.writer import Tape
 
 LINE = (
@@ -83,19 +84,21 @@ def writer(root: Path, n: int) -> tuple[float, float, float]:
             syncs.append(time.perf_counter() - t0)
 
     p = root / f"a{time.perf_counter_ns()}.jsonl"
-    tape = Tape._create(
-        p,
-        session_id=None,
-        title=None,
-        cwd=None,
-        agent=None,
-        parent=None,
-        meta=None,
-        durability="always",
-        group_events=1000,
-        group_ms=50.0,
-        lock_timeout=0,
-        ops=TimedOps(),
+    tape = Tape(
+        create_session(
+            p,
+            session_id=None,
+            title=None,
+            cwd=None,
+            agent=None,
+            parent=None,
+            meta=None,
+            durability="always",
+            group_events=1000,
+            group_ms=50.0,
+            lock_timeout=0,
+            ops=TimedOps(),
+        )
     )
     try:
         msgs = [bench_core.message(i) for i in range(n)]

@@ -18,7 +18,7 @@ import msgspec
 
 from . import _fs
 from ._scan import State, scan_full
-from ._session import check_lock_timeout, lock_session
+from ._session import check_lock_timeout, lock_session, open_session
 from .errors import CorruptError
 from .reader import tail_scan
 from .writer import Tape
@@ -68,15 +68,17 @@ def repair(
             )
         # The full scan, not the writer's tail scan, decides the open turn: it does not depend
         # on checkpoints recording it.
-        tape = Tape._open(
-            p,
-            durability="manual",
-            group_events=1,
-            group_ms=1.0,
-            lock_timeout=lock_timeout,
-            lock=lock,
-            scan=scan,
-            force=force,
+        tape = Tape(
+            open_session(
+                p,
+                durability="manual",
+                group_events=1,
+                group_ms=1.0,
+                lock_timeout=lock_timeout,
+                lock=lock,
+                scan=scan,
+                force=force,
+            )
         )
     except BaseException:
         lock.abandon()

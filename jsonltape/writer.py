@@ -36,10 +36,8 @@ from ._agent import TurnHandle
 from ._commit import Committer
 from ._lines import decode as decode_line
 from ._prepare import check_key, now_ms, prepare_event, spec_of
-from ._scan import TailScan
 from ._session import (
     Opened,
-    SessionLock,
     check_header_args,
     check_options,
     create_session,
@@ -119,30 +117,34 @@ def open(
         create = False
     if create:
         try:
-            return Tape._create(
-                p,
-                session_id=session_id,
-                title=title,
-                cwd=cwd,
-                agent=agent,
-                parent=parent,
-                meta=meta,
-                created=created,
-                durability=durability,
-                group_events=group_events,
-                group_ms=group_ms,
-                lock_timeout=lock_timeout,
+            return Tape(
+                create_session(
+                    p,
+                    session_id=session_id,
+                    title=title,
+                    cwd=cwd,
+                    agent=agent,
+                    parent=parent,
+                    meta=meta,
+                    created=created,
+                    durability=durability,
+                    group_events=group_events,
+                    group_ms=group_ms,
+                    lock_timeout=lock_timeout,
+                )
             )
         except SessionExistsError:
             if create is True:
                 raise
             # "if-missing" and another writer created it meanwhile: open what it created.
-    return Tape._open(
-        p,
-        durability=durability,
-        group_events=group_events,
-        group_ms=group_ms,
-        lock_timeout=lock_timeout,
+    return Tape(
+        open_session(
+            p,
+            durability=durability,
+            group_events=group_events,
+            group_ms=group_ms,
+            lock_timeout=lock_timeout,
+        )
     )
 
 
@@ -167,74 +169,6 @@ class Tape:
         self.closers: list[Event] = opened.closers
         #: Where opening saved a torn tail it cut off, if it did.
         self.sidecar: Path | None = opened.sidecar
-
-    # -- opening (the work is in _session) -----------------------------------------------
-
-    @classmethod
-    def _create(
-        cls,
-        path: Path,
-        *,
-        session_id: str | None,
-        title: str | None,
-        cwd: str | None,
-        agent: str | None,
-        parent: ParentRef | None,
-        meta: Mapping[str, Any] | None,
-        durability: Durability,
-        group_events: int,
-        group_ms: float,
-        lock_timeout: float,
-        ops: _fs.FileOps | None = None,
-        created: int | None = None,
-    ) -> Tape:
-        """Create a new session: see :func:`jsonltape._session.create_session`."""
-        return cls(
-            create_session(
-                path,
-                session_id=session_id,
-                title=title,
-                cwd=cwd,
-                agent=agent,
-                parent=parent,
-                meta=meta,
-                durability=durability,
-                group_events=group_events,
-                group_ms=group_ms,
-                lock_timeout=lock_timeout,
-                ops=ops,
-                created=created,
-            )
-        )
-
-    @classmethod
-    def _open(
-        cls,
-        path: Path,
-        *,
-        durability: Durability,
-        group_events: int,
-        group_ms: float,
-        lock_timeout: float,
-        ops: _fs.FileOps | None = None,
-        lock: SessionLock | None = None,
-        scan: TailScan | None = None,
-        force: bool = False,
-    ) -> Tape:
-        """Open an existing session: see :func:`jsonltape._session.open_session`."""
-        return cls(
-            open_session(
-                path,
-                durability=durability,
-                group_events=group_events,
-                group_ms=group_ms,
-                lock_timeout=lock_timeout,
-                ops=ops,
-                lock=lock,
-                scan=scan,
-                force=force,
-            )
-        )
 
     # -- properties ----------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jsonltape import _fs
+from jsonltape._session import create_session
 from jsonltape.writer import Tape
 
 BLOCK = 4096
@@ -65,19 +66,21 @@ def recording_tape(
     session_id: str = "crash",
 ) -> Tape:
     """A real writer on a new session whose I/O goes through ``ops`` (to trace or fail it)."""
-    return Tape._create(
-        path,
-        session_id=session_id,
-        title=None,
-        cwd=None,
-        agent=None,
-        parent=None,
-        meta=None,
-        durability=durability,
-        group_events=group_events,
-        group_ms=group_ms,  # type: ignore[arg-type]
-        lock_timeout=0,
-        ops=ops,
+    return Tape(
+        create_session(
+            path,
+            session_id=session_id,
+            title=None,
+            cwd=None,
+            agent=None,
+            parent=None,
+            meta=None,
+            durability=durability,
+            group_events=group_events,
+            group_ms=group_ms,  # type: ignore[arg-type]
+            lock_timeout=0,
+            ops=ops,
+        )
     )
 
 
