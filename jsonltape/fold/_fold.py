@@ -32,7 +32,7 @@ from ..errors import (
     UnknownEventTypeError,
 )
 from ..events import CORE_TYPES, SURFACE_TYPES, HeaderData, Replace, validate_data
-from ._stream import Row, header_of, raw_data, rows
+from ._stream import Row, header_of, line_data, raw_data, rows
 
 __all__ = ["FoldError", "Node", "SessionFold", "Version", "fold_file"]
 
@@ -76,7 +76,7 @@ class Source:
             weakref.finalize(self, os.close, self._fd)
         raw = os.pread(self._fd, size, offset)
         try:
-            got = _line_data(raw) if len(raw) == size and _framing.frame_ok(raw) else None
+            got = line_data(raw) if len(raw) == size and _framing.frame_ok(raw) else None
         except msgspec.DecodeError:
             got = None
         if got is None or got.seq != seq:
@@ -87,14 +87,6 @@ class Source:
                 offset=offset,
             )
         return bytes(got.data)
-
-
-class _LineData(msgspec.Struct):
-    seq: int
-    data: msgspec.Raw
-
-
-_line_data = msgspec.json.Decoder(_LineData).decode
 
 
 class Node(NamedTuple):

@@ -17,7 +17,7 @@ from .._scan import too_deep, witness_after
 from ..errors import CorruptError, FormatError
 from ..events import Event, HeaderData, check_header
 
-__all__ = ["Row", "header_of", "raw_data", "rows"]
+__all__ = ["LineData", "Row", "header_of", "line_data", "raw_data", "rows"]
 
 
 class Row(NamedTuple):
@@ -28,17 +28,20 @@ class Row(NamedTuple):
     event: Event
 
 
-class _RawData(msgspec.Struct):
+class LineData(msgspec.Struct):
+    """A line's seq and its ``data`` member as stored (the rest is skipped, not checked)."""
+
+    seq: int
     data: msgspec.Raw
 
 
-# The line was checked whole by scan; this only finds where its data member lies.
-_raw_data = msgspec.json.Decoder(_RawData).decode
+# Lines given to these were checked whole by scan: this only finds where data lies.
+line_data = msgspec.json.Decoder(LineData).decode
 
 
 def raw_data(row: Row) -> bytes:
     """The JSON text of the row's ``data`` member, as stored in the file."""
-    return bytes(_raw_data(row.raw).data)
+    return bytes(line_data(row.raw).data)
 
 
 def header_of(row: Row, path: str) -> HeaderData:
