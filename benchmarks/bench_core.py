@@ -28,8 +28,10 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -247,28 +249,36 @@ def bench_append_durable(root: Path, n: int) -> tuple[Callable[[], None], Callab
     return ours, bare
 
 
-def write_fast(path: Path, n: int, pad: int = 0) -> None:
-    """Build a valid session quickly (framing directly), with a checkpoint every 1000 lines."""
+def write_fast(path: Path, n: int, pad: int = 0, spans: bool = True) -> None:
+    """Build a valid session quickly (framing directly), with a checkpoint every 1000 lines;
+    ``spans``: the checkpoints carry a span (format 1.1, what the writer writes), else the
+    file is a 1.0 file."""
     enc = msgspec.json.Encoder()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     buf: list[bytes] = []
     size = 0
     header = {"format": "jsonltape", "version": 1, "id": "bench", "created": 0}
+    if spans:
+        header["minor"] = 1
     line = _framing.frame(
         enc.encode({"seq": 0, "type": "session/start", "time": 0, "data": header})
     )
     buf.append(line)
     size += len(line)
+    span_from, span_crc = size, 0
     data = message(0)
     if pad:
         data = {**data, "pad": "p" * pad}
     for seq in range(1, n):
         if seq % 1000 == 0:
+            flush: dict[str, Any] = {"offset": size, "seq": seq - 1}
+            if spans:
+                flush["span"] = {"from": span_from, "crc": f"{span_crc:08x}"}
             ev = {
                 "seq": seq,
                 "type": "session/flush",
                 "time": seq,
-                "data": {"offset": size, "seq": seq - 1},
+                "data": flush,
                 "ignorable": True,
             }
         else:
@@ -282,6 +292,10 @@ def write_fast(path: Path, n: int, pad: int = 0) -> None:
         line = _framing.frame(enc.encode(ev))
         buf.append(line)
         size += len(line)
+        if ev["type"] == "session/flush":
+            span_from, span_crc = size, 0
+        else:
+            span_crc = zlib.crc32(line, span_crc)
         if len(buf) >= 4096:
             os.write(fd, b"".join(buf))
             buf.clear()
@@ -289,9 +303,12 @@ def write_fast(path: Path, n: int, pad: int = 0) -> None:
     os.close(fd)
 
 
-def bench_read(root: Path, n: int) -> tuple[Callable[[], None], Callable[[], None]]:
-    p = root / "read.jsonl"
-    write_fast(p, n)
+def bench_read(
+    root: Path, n: int, spans: bool = True
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    p = root / ("read.jsonl" if spans else "read-1.0.jsonl")
+    if not p.exists():
+        write_fast(p, n, spans=spans)
 
     def ours() -> None:
         count = 0
@@ -312,11 +329,13 @@ def bench_read(root: Path, n: int) -> tuple[Callable[[], None], Callable[[], Non
     return ours, bare
 
 
-def bench_verify(root: Path, n: int) -> tuple[Callable[[], None], Callable[[], None]]:
+def bench_verify(
+    root: Path, n: int, spans: bool = True
+) -> tuple[Callable[[], None], Callable[[], None]]:
     """(verify) ``jsonltape.verify`` of the read benchmark's file vs the same bare decode."""
-    p = root / "read.jsonl"
+    p = root / ("read.jsonl" if spans else "read-1.0.jsonl")
     if not p.exists():
-        write_fast(p, n)
+        write_fast(p, n, spans=spans)
 
     def ours() -> None:
         assert jsonltape.verify(p).events == n
@@ -363,8 +382,9 @@ def main() -> int:
     ap.add_argument("--dir", help="where to write (default: a temp dir on the same disk)")
     ap.add_argument(
         "--only",
-        default="a,plain,b,c,verify,d",
-        help="comma-separated benchmarks to run (a,plain,b,c,verify,d)",
+        default="a,plain,b,c,c1.0,verify,verify1.0,d",
+        help="comma-separated benchmarks to run (a,plain,b,c,c1.0,verify,verify1.0,d; "
+        "c and verify read a 1.1 file with spans, c1.0 and verify1.0 the same as a 1.0 file)",
     )
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -399,20 +419,22 @@ def main() -> int:
                 f"{b.o / n * 1e6:.0f} µs/event | {b.b / n * 1e6:.0f} µs/event | {b.ratio()} | "
                 f"{b.cpu_ratio()} (waits on the disk) | >= 0.8x |"
             )
-        if "c" in only:
-            n = args.read_events
-            c = Pair(*bench_read(root, n), args.rounds)
-            rows.append(
-                f"| (c) read {n:,} events vs msgspec.decode per line | {c.o:.2f} s | {c.b:.2f} s "
-                f"| {c.ratio()} | {c.cpu_ratio()} | >= 0.7x |"
-            )
-        if "verify" in only:
-            n = args.read_events
-            v = Pair(*bench_verify(root, n), args.rounds)
-            rows.append(
-                f"| (verify) verify {n:,} events vs msgspec.decode per line | {v.o:.2f} s | "
-                f"{v.b:.2f} s | {v.ratio()} | {v.cpu_ratio()} | >= 0.7x |"
-            )
+        for key, spans, fmt in (("c", True, "1.1"), ("c1.0", False, "1.0")):
+            if key in only:
+                n = args.read_events
+                c = Pair(*bench_read(root, n, spans), args.rounds)
+                rows.append(
+                    f"| ({key}) read {n:,} events ({fmt} file) vs msgspec.decode per line | "
+                    f"{c.o:.2f} s | {c.b:.2f} s | {c.ratio()} | {c.cpu_ratio()} | >= 0.7x |"
+                )
+        for key, spans, fmt in (("verify", True, "1.1"), ("verify1.0", False, "1.0")):
+            if key in only:
+                n = args.read_events
+                v = Pair(*bench_verify(root, n, spans), args.rounds)
+                rows.append(
+                    f"| ({key}) verify {n:,} events ({fmt} file) vs msgspec.decode per line | "
+                    f"{v.o:.2f} s | {v.b:.2f} s | {v.ratio()} | {v.cpu_ratio()} | >= 0.7x |"
+                )
         if "d" in only:
             d = bench_open_repair(root, args.small_mb, args.big_mb)
             rows.append(

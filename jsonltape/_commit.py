@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,13 +26,13 @@ from . import _framing, _fs
 from ._gate import encoder
 from ._prepare import now_ms
 from .errors import ConcurrentModificationError, JsonltapeError, WriterFailedError
-from .events import Event, FlushData, TurnRef
+from .events import Event, FlushData, Span, TurnRef
 
 if TYPE_CHECKING:
     from ._session import SessionLock
     from ._surface import SurfaceFold
 
-__all__ = ["MAX_BUFFER", "Committer", "WriterState"]
+__all__ = ["MAX_BUFFER", "Committer", "WriterState", "checkpoint_line"]
 
 #: Queued bytes beyond which lines are written out before the next sync.
 MAX_BUFFER = 1 << 20
@@ -61,6 +62,10 @@ class WriterState:
     turn: TurnRef | None
     step: int | None = None
     pending: int = 0  # events written since the last checkpoint
+    #: The next checkpoint's span (spec §10.2): the offset where it starts (just after the
+    #: last checkpoint line, or the header) and the CRC-32 of the bytes written since then.
+    span_from: int = 0
+    span_crc: int = 0
     buf: list[bytes] = field(default_factory=list)
     keys: dict[str, int] | None = None  # key -> offset, built on first keyed append
     #: The surface, folded from the whole file the first time an append needs it (a replace
@@ -91,7 +96,7 @@ class _FlushOut(msgspec.Struct, omit_defaults=True):
     ignorable: bool  # no default: always written, like every ignorable event's flag
 
 
-def _checkpoint_line(seq: int, now: int, data: FlushData) -> bytes:
+def checkpoint_line(seq: int, now: int, data: FlushData) -> bytes:
     """The framed ``session/flush`` line at ``seq``. The writer's own data needs no lossless
     gate or shape check; this runs once per append in durability "always"."""
     body = encoder.encode(_FlushOut(seq, "session/flush", now, data, True))
@@ -177,7 +182,22 @@ class Committer:
         except OSError as exc:
             self._rollback(exc)
             raise WriterFailedError(f"write failed: {exc.strerror or exc}", path=s.path) from exc
+        # The blob may start with a checkpoint staged for it; the span starts after that.
+        skip = s.span_from - s.written
+        s.span_crc = zlib.crc32(memoryview(blob)[skip:] if skip > 0 else blob, s.span_crc)
         s.written += len(blob)
+
+    def _span(self, offset: int) -> Span:
+        """The span of a checkpoint at ``offset``: every byte before it is written (and so
+        folded into ``span_crc``) when a checkpoint is made."""
+        s = self.s
+        assert s.written == offset, "a checkpoint is made only when all before it is written"
+        return Span(s.span_from, f"{s.span_crc:08x}")
+
+    def _span_restart(self, end: int) -> None:
+        """The next span starts at ``end``, just after a checkpoint line."""
+        s = self.s
+        s.span_from, s.span_crc = end, 0
 
     def _take(self) -> bytes | None:
         """The queued lines as one blob, once the file's end is ours to write (None: none)."""
@@ -292,8 +312,9 @@ class Committer:
         self.drain()
         self._check_unchanged(identity=True)  # after the write: it may have raced a change
         offset, covered, pending = s.written, s.next_seq - 1, s.pending
-        data = FlushData(offset=offset, seq=covered, turn=s.turn)
-        line = _checkpoint_line(covered + 1, now_ms(), data)
+        data = FlushData(offset=offset, seq=covered, turn=s.turn, span=self._span(offset))
+        line = checkpoint_line(covered + 1, now_ms(), data)
+        self._span_restart(offset + len(line))
         s.next_seq += 1
         s.size += len(line)
         s.syncing = True
@@ -355,10 +376,7 @@ class Committer:
             s.ckpt_due = (s.written, s.next_seq - 1, s.turn)
             s.pending = 0
             return
-        seq = s.next_seq
-        self._stage_checkpoint(
-            seq, FlushData(offset=s.size, seq=seq - 1, turn=s.turn, closed=marker)
-        )
+        self._stage_checkpoint(s.next_seq - 1, s.turn, closed=marker)
         self.drain()
         s.pending = 0
         if final:
@@ -371,13 +389,16 @@ class Committer:
         offset, covered, turn = s.ckpt_due
         s.ckpt_due = None
         assert offset == s.size, "nothing may be queued between a sync and its checkpoint"
-        self._stage_checkpoint(covered + 1, FlushData(offset=offset, seq=covered, turn=turn))
+        self._stage_checkpoint(covered, turn)
 
-    def _stage_checkpoint(self, seq: int, data: FlushData) -> None:
-        """Queue a checkpoint line (it needs no sync of its own, so it adds nothing pending)."""
+    def _stage_checkpoint(self, covered: int, turn: TurnRef | None, closed: bool = False) -> None:
+        """Queue the checkpoint after seq ``covered`` at the end of the file (it needs no sync
+        of its own, so it adds nothing pending)."""
         s = self.s
-        now = now_ms()
-        line = _checkpoint_line(seq, now, data)
+        now, offset, seq = now_ms(), s.size, covered + 1
+        data = FlushData(offset, covered, turn, closed, self._span(offset))
+        line = checkpoint_line(seq, now, data)
+        self._span_restart(offset + len(line))
         s.buf.append(line)
         s.last_time = now
         s.size += len(line)

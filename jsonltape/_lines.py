@@ -20,7 +20,7 @@ import msgspec
 from . import _framing
 from .events import Event, Replace, Retract, SeqInt, TimeInt
 
-__all__ = ["Bad", "Good", "decode", "problem_of", "scan", "scan_events"]
+__all__ = ["Bad", "Good", "Run", "decode", "problem_of", "scan", "scan_events", "scan_runs"]
 
 _strict = msgspec.json.Decoder(Event).decode
 _any = msgspec.json.Decoder().decode
@@ -206,7 +206,32 @@ def scan(fd: int, start: int, expected: int | None, end: int | None = None) -> I
     must follow densely). The lines are checked over big chunks with the CRC suffix test
     inlined: a call per line would cost a third of a read.
     """
-    return _walk(fd, start, expected, end, True)  # type: ignore[return-value]
+    return _walk(fd, start, expected, end, _LINES)  # type: ignore[return-value]
+
+
+class Run:
+    """Good lines that a span vouched for (spec §10.2), decoded by one call: ``events`` are
+    the lines from offset ``start`` up to ``end``. Where one of them starts is worked out
+    only when asked (:meth:`offset_of`), since a verify needs few such offsets."""
+
+    __slots__ = ("_at", "_buf", "end", "events", "start")
+
+    def __init__(self, buf: bytes, at: int, start: int, end: int, events: list[Event]) -> None:
+        self._buf, self._at = buf, at
+        self.start, self.end, self.events = start, end, events
+
+    def offset_of(self, index: int) -> int:
+        """The offset at which the line of ``events[index]`` starts."""
+        p = self._at
+        for _ in range(index):
+            p = self._buf.find(b"\n", p) + 1
+        return self.start + p - self._at
+
+
+def scan_runs(fd: int, start: int, expected: int | None) -> Iterator[Good | Run | Bad]:
+    """:func:`scan` for a caller that needs few offsets (``verify``): the lines a span covers
+    come as :class:`Run` items, the others as :data:`Good` tuples, in file order."""
+    return _walk(fd, start, expected, None, _RUNS)  # type: ignore[return-value]
 
 
 def scan_events(
@@ -220,7 +245,12 @@ def scan_events(
     with seq >= ``min_seq`` are yielded; the first line that is not good goes to
     ``on_bad(fd, bad)``, which raises or returns to end the walk. The same walk as
     :func:`scan`, without a tuple per line or a second generator around it."""
-    return _walk(0, 0, None, None, False, min_seq, on_bad, open_)  # type: ignore[return-value]
+    return _walk(0, 0, None, None, _EVENTS, min_seq, on_bad, open_)  # type: ignore[return-value]
+
+
+# What a walk yields: events (read), (offset, line, event) tuples (every other reader), or
+# runs of events for the lines a span covers and tuples for the others (verify).
+_EVENTS, _LINES, _RUNS = 0, 1, 2
 
 
 def _walk(
@@ -228,15 +258,15 @@ def _walk(
     start: int,
     expected: int | None,
     end: int | None,
-    keep: bool,
+    mode: int,
     min_seq: int = 0,
     on_bad: Callable[[int, Bad], None] | None = None,
     open_: Callable[[], tuple[int, int, int | None]] | None = None,
-) -> Iterator[Good | Event | Bad]:
+) -> Iterator[Good | Event | Run | Bad]:
     if open_ is not None:
         fd, start, expected = open_()
     try:
-        bad = yield from _lines_of(fd, start, expected, end, keep, min_seq)
+        bad = yield from _lines_of(fd, start, expected, end, mode, min_seq)
         if bad is not None:
             if on_bad is None:
                 yield bad
@@ -247,64 +277,204 @@ def _walk(
             os.close(fd)
 
 
+#: How a checkpoint line written by a writer spells its type; a span is looked for only there
+#: (one spelled with JSON escapes is still a checkpoint, its lines are checked one by one).
+_FLUSH = b'"type":"session/flush"'
+#: The most bytes held back waiting for the checkpoint whose span covers them; past it the
+#: held lines are checked by their own CRCs. A span that long holds lines of kilobytes, where
+#: a line's own CRC costs little next to its decode.
+HOLD_MAX = 2 << 20
+#: Bytes of a span decoded by one ``decode_lines`` call: small enough that the events it
+#: returns at once do not set off the garbage collector, big enough to save the split.
+_BLOCK = 1 << 15
+_strict_lines = msgspec.json.Decoder(Event).decode_lines
+
+
 def _lines_of(
-    fd: int, start: int, expected: int | None, end: int | None, keep: bool, min_seq: int
-) -> Generator[Good | Event, None, Bad | None]:
+    fd: int, start: int, expected: int | None, end: int | None, mode: int, min_seq: int
+) -> Generator[Good | Event | Run, None, Bad | None]:
+    """The walk: chunks of the file, each judged line by line.
+
+    Lines are judged only up to the last checkpoint in what was read (the rest is held for
+    the next chunk), so that a span (format 1.1) is checked before any line it covers is
+    served. Files without spans are judged chunk by chunk, as before spans existed.
+    """
     crc32 = zlib.crc32
     suffix = _framing.LINE_SUFFIX
     dec = _strict
+    dec_lines = _strict_lines
+    keep = mode != _EVENTS
     chunk_size = _framing.CHUNK
     pos = base = start  # base: the offset of the line at hand
-    # The start of a line that has not ended yet, in pieces: a line of L bytes is joined once
-    # when its newline arrives, not copied again with every chunk (O(L), not O(L²/CHUNK)).
-    pending: list[bytes] = []
-    while True:
+    span_from = start  # where a span must start to be used: after the last checkpoint line
+    spans = True  # the last checkpoint seen had a span (or none was seen yet): hold for it
+    # The bytes from `base` not judged yet, in pieces: a long line is joined once when its
+    # newline arrives, not copied again with every chunk (O(L), not O(L²/CHUNK)).
+    held: list[bytes] = []
+    held_len = 0
+    eof = False
+    while not eof:
         want = chunk_size if end is None else min(chunk_size, end - pos)
         chunk = os.pread(fd, want, pos) if want > 0 else b""
-        if not chunk:
-            break
-        pos += len(chunk)
-        if pending:
-            pending.append(chunk)
-            if chunk.find(b"\n") < 0:
+        if chunk:
+            pos += len(chunk)
+            held.append(chunk)
+            held_len += len(chunk)
+            last = chunk.rfind(b"\n")
+            if last < 0:
                 continue
-            buf = b"".join(pending)
-            pending = []
-        elif chunk.find(b"\n") < 0:
-            pending.append(chunk)
-            continue
+            # Only the new chunk is searched: what is held had no checkpoint (one whose type
+            # straddles two chunks is found when a later checkpoint makes the buffer whole).
+            if spans and chunk.rfind(_FLUSH, 0, last) < 0 and held_len < HOLD_MAX:
+                continue
+        elif not held:
+            return None
         else:
-            buf = chunk
-        buf_at = base
+            eof = True  # judge what is held, whatever spans it waited for
+        buf = b"".join(held) if len(held) > 1 else held[0]
+        cut = buf.rfind(b"\n") + 1
+        if spans and not eof:
+            flush = buf.rfind(_FLUSH, 0, cut)
+            if flush >= 0:
+                cut = buf.find(b"\n", flush) + 1
+        held = [buf[cut:]] if cut < len(buf) else []
+        held_len = len(buf) - cut
+        if not cut:
+            break  # only a fragment without a newline is left
+        buf_at = base  # buf[:cut] is judged now (not copied: the copy would double the hold)
+        ranges, span_from, had_span = _spans_in(buf, cut, buf_at, span_from)
+        if had_span is not None:
+            spans = had_span
         huge = _huge_int_lines(buf) if _SAMPLED_RUN.search(buf[::_STEP]) else None
-        parts = buf.split(b"\n")
-        carry = parts.pop()
-        if carry:
-            pending.append(carry)
-        for body in parts:
-            # The line ends with exactly the suffix its own CRC gives (one format and one
-            # compare check the crc member's place, spelling and value) and starts with "{".
-            if body.endswith(suffix % crc32(body[:-18])) and body[0] == 0x7B:
-                try:
-                    event = dec(body)
-                except msgspec.DecodeError:
+        view = memoryview(buf)
+        # The chunk in segments: lines a span covers (no CRC of their own needed) and the
+        # lines between spans (their checkpoints included), each judged by its own CRC.
+        segments: list[tuple[int, int, bool]] = []
+        at = 0
+        for first, stop in ranges:
+            if first - buf_at > at:
+                segments.append((at, first - buf_at, False))
+            segments.append((first - buf_at, stop - buf_at, True))
+            at = stop - buf_at
+        if at < cut:
+            segments.append((at, cut, False))
+        whole_tail = buf.find(b"\n", cut) < 0
+        for a, b, covered in segments:
+            if covered and mode != _LINES and (huge is None or not any(a <= h < b for h in huge)):
+                # `read` over a span: msgspec decodes the lines of a block in one call (every
+                # line strictly, as `dec` would); a block it refuses, or whose seqs are not
+                # dense, is judged line by line below.
+                while a < b:
+                    e = buf.find(b"\n", min(a + _BLOCK, b) - 1) + 1
                     try:
-                        event = decode(body)  # unknown members: checked the slow way
+                        events = dec_lines(view[a:e])
                     except (msgspec.DecodeError, RecursionError):
-                        event = None
-                except RecursionError:
-                    event = None
-                if (
-                    event is not None
-                    and (expected is None or event.seq == expected)
-                    and (huge is None or base - buf_at not in huge)
-                ):
-                    expected = event.seq + 1
-                    if keep:
-                        yield (base, body, event)
-                    elif expected > min_seq:
-                        yield event
-                    base += len(body) + 1
+                        break
+                    n = len(events)
+                    if (
+                        not n
+                        or (expected is not None and events[0].seq != expected)
+                        or [item.seq for item in events]
+                        != list(range(events[0].seq, events[0].seq + n))
+                    ):
+                        break  # a seq out of place: judged line by line
+                    expected = events[-1].seq + 1
+                    if mode == _RUNS:
+                        yield Run(buf, a, buf_at + a, buf_at + e, events)
+                    elif expected - n >= min_seq:
+                        yield from events
+                    else:
+                        for item in events:
+                            if item.seq >= min_seq:
+                                yield item
+                    base = buf_at + e
+                    a = e
+                if a >= b:
                     continue
-            return _bad(body + b"\n", base, expected)
-    return _bad(b"".join(pending), base, expected) if pending else None
+            # A segment ends with "\n"; the last one is split with the fragment after it when
+            # that holds no line (the usual chunk), which saves copying the segment.
+            if b == cut and whole_tail:
+                parts = (buf[a:] if a else buf).split(b"\n")
+            else:
+                parts = buf[a:b].split(b"\n")
+            parts.pop()
+            for body in parts:
+                # The line ends with exactly the suffix its own CRC gives (one format and one
+                # compare check the crc member's place, spelling and value), or a span that
+                # matched covers it (its crc member included); and it starts with "{".
+                checked = (covered and body) or body.endswith(suffix % crc32(body[:-18]))
+                if checked and body[0] == 0x7B:
+                    try:
+                        event = dec(body)
+                    except msgspec.DecodeError:
+                        try:
+                            event = decode(body)  # unknown members: checked the slow way
+                        except (msgspec.DecodeError, RecursionError):
+                            event = None
+                    except RecursionError:
+                        event = None
+                    if (
+                        event is not None
+                        and (expected is None or event.seq == expected)
+                        and (huge is None or base - buf_at not in huge)
+                    ):
+                        expected = event.seq + 1
+                        if keep:
+                            yield (base, body, event)
+                        elif expected > min_seq:
+                            yield event
+                        base += len(body) + 1
+                        continue
+                return _bad(body + b"\n", base, expected)
+    return _bad(b"".join(held), base, expected) if held else None
+
+
+def _spans_in(
+    buf: bytes, cut: int, at: int, span_from: int
+) -> tuple[list[tuple[int, int]], int, bool | None]:
+    """The spans that matched among the checkpoints in ``buf[:cut]`` (whole lines from offset
+    ``at``): ``([(from, end)...] in order, where the next span must start, whether the last
+    checkpoint had a span)`` (None: no checkpoint in ``buf``). A span is used when its
+    checkpoint line is good on its own, its ``from`` is where the previous checkpoint line
+    ended, and the CRC-32 of its bytes matches; the lines it covers then need no CRC of
+    their own (spec §10.2)."""
+    verified: list[tuple[int, int]] = []
+    had_span: bool | None = None
+    view = memoryview(buf)
+    i = buf.find(_FLUSH, 0, cut)
+    while i >= 0:
+        start = buf.rfind(b"\n", 0, i) + 1
+        stop = buf.find(b"\n", i) + 1
+        i = buf.find(_FLUSH, stop, cut)
+        line = buf[start:stop]
+        try:
+            event, problem = problem_of(line, None)
+        except RecursionError:
+            continue
+        if problem is not None or event is None or event.type != "session/flush":
+            continue
+        off = at + start
+        span = _span_of(event.data, off)
+        had_span = span is not None
+        if span is not None and span[0] == span_from and span_from >= at:
+            first, crc = span
+            if zlib.crc32(view[first - at : start]) == crc and first < off:
+                verified.append((first, off))
+        span_from = at + stop
+    return verified, span_from, had_span
+
+
+def _span_of(data: dict[str, Any], off: int) -> tuple[int, int] | None:
+    """``(from, crc)`` of a checkpoint's span when it has the shape of spec §8.5, else None."""
+    span = data.get("span")
+    if type(span) is not dict:
+        return None
+    first, crc = span.get("from"), span.get("crc")
+    if type(first) is not int or not 0 <= first <= off or type(crc) is not str:
+        return None
+    if _CRC8.fullmatch(crc) is None:
+        return None
+    return first, int(crc, 16)
+
+
+_CRC8 = re.compile(r"[0-9a-f]{8}")

@@ -62,7 +62,9 @@ __all__ = [
 _decoder = msgspec.json.Decoder(Event)
 #: The members an event request may name: the envelope's own, less what the writer assigns.
 REQUEST_MEMBERS = frozenset(Event.__struct_fields__) - {"seq", "crc"}
-_WRITER_ONLY = frozenset({"session/start", "session/flush"})
+#: Types only jsonltape itself writes: the header, checkpoints, and the branches a merge
+#: records (spec §8.7.14), whose lines name other versions by their crcs.
+_WRITER_ONLY = frozenset({"session/start", "session/flush", "branch/start", "branch/event"})
 #: The longest key (spec §6), in characters.
 MAX_KEY = 1024
 

@@ -23,7 +23,7 @@ import msgspec
 
 from . import _framing
 from ._gate import MAX_DEPTH
-from ._lines import Bad, problem_of, scan
+from ._lines import Bad, Run, problem_of, scan_runs
 from .errors import FormatError
 from .events import Event, FlushData, HeaderData, TurnRef, check_header
 
@@ -68,6 +68,9 @@ class TailScan:
         self.last_time = last_time
         self.checkpoint_seq: int | None = None
         self.checkpoint_offset: int | None = None
+        #: Where the next checkpoint's span starts (spec §10.2): just after the last good
+        #: ``session/flush`` line of the valid prefix, or after the header.
+        self.span_from = header_end
         self.turn: TurnRef | None = None  #: the turn open at ``committed``
         self.closed = False  #: the valid prefix ends with a clean-close checkpoint
         self.bad_offset: int | None = None
@@ -145,7 +148,9 @@ def _checkpoint_at(head: Event, off: int) -> FlushData | None:
         data = msgspec.convert(head.data, type=FlushData)
     except msgspec.ValidationError:
         return None
-    return data if data.offset == off else None
+    if data.offset != off or (data.span is not None and data.span.from_ > off):
+        return None
+    return data
 
 
 def read_header(fd: int, path: str) -> tuple[HeaderData, int, int]:
@@ -194,7 +199,7 @@ def scan_tail(fd: int, path: str) -> TailScan:
         ck = _checkpoint_at(head, off)
         if ck is None:
             continue
-        s.committed = off + len(raw)
+        s.committed = s.span_from = off + len(raw)
         s.next_seq = head.seq + 1
         s.last_time = head.time
         s.checkpoint_seq, s.checkpoint_offset = head.seq, off
@@ -208,7 +213,10 @@ def scan_tail(fd: int, path: str) -> TailScan:
 def _walk(fd: int, s: TailScan, start: int) -> None:
     """Check the lines from ``start`` on; from the first that is not good, only look for a
     witness after it (which makes the file corrupt)."""
-    for item in scan(fd, start, s.next_seq):
+    for item in scan_runs(fd, start, s.next_seq):
+        if isinstance(item, Run):
+            _track_run(s, item)
+            continue
         if isinstance(item, Bad):
             if item.too_deep:
                 raise too_deep(s.path, item.line, item.offset)
@@ -230,10 +238,39 @@ def witness_after(fd: int, start: int, end: int | None = None) -> bool:
     return any(is_witness(raw) for _off, raw in _framing.iter_lines(fd, start, end))
 
 
+_TURN_EDGES = ("turn/start", "turn/end")
+
+
+def _track_run(s: TailScan, run: Run) -> None:
+    """:func:`_track` for a run of lines a span covers: only the last turn edge in it matters,
+    and a checkpoint is never inside one from a conforming writer (if one is, every line of
+    the run is tracked on its own)."""
+    events = run.events
+    last = events[-1]
+    types = [e.type for e in events]
+    if "session/flush" in types:
+        for i, event in enumerate(events):
+            off = run.offset_of(i)
+            s.committed = run.offset_of(i + 1)
+            _track(s, event, off)
+    else:
+        s.committed = run.end
+        s.closed = False
+        for i in range(len(types) - 1, -1, -1):
+            if types[i] in _TURN_EDGES:
+                edge = events[i]
+                s.turn = TurnRef(edge.seq, run.offset_of(i)) if types[i] == "turn/start" else None
+                break
+    s.last_time = last.time
+    s.next_seq = last.seq + 1
+
+
 def _track(s: TailScan, head: Event, off: int) -> None:
-    """What a good line at ``off`` changes: the last checkpoint, the open turn, ``closed``."""
+    """What a good line at ``off`` (ending at ``s.committed``) changes: the last checkpoint,
+    where the next span starts, the open turn, ``closed``."""
     t = head.type
     if t == "session/flush":
+        s.span_from = s.committed
         ck = _checkpoint_at(head, off)
         s.closed = bool(ck and ck.closed)
         if ck is not None:

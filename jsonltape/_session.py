@@ -39,6 +39,7 @@ import fcntl
 import math
 import os
 import time
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ import msgspec
 
 from . import _fs, _repair
 from ._commit import Committer, WriterState
+from ._framing import CHUNK
 from ._fs import publish, write_all
 from ._prepare import check_time, encode_event, now_ms
 from ._scan import TailScan, scan_tail
@@ -409,6 +411,7 @@ def _state(
     durability: str,
     group_events: int,
     group_ms: float,
+    span_from: int,
 ) -> WriterState:
     st = os.fstat(fd)
     return WriterState(
@@ -427,7 +430,22 @@ def _state(
         durable_seq=next_seq - 1,
         last_time=last_time,
         turn=turn,
+        span_from=span_from,
+        span_crc=_crc_of_range(fd, span_from, size),
     )
+
+
+def _crc_of_range(fd: int, start: int, end: int) -> int:
+    """CRC-32 of the file's bytes ``[start, end)``: what the next checkpoint's span already
+    covers when a session is opened (the lines after its last checkpoint)."""
+    crc = 0
+    while start < end:
+        piece = os.pread(fd, min(CHUNK, end - start), start)
+        if not piece:
+            break
+        crc = zlib.crc32(piece, crc)
+        start += len(piece)
+    return crc
 
 
 def create_session(
@@ -473,6 +491,7 @@ def create_session(
         durability=durability,
         group_events=group_events,
         group_ms=group_ms,
+        span_from=len(line),
     )
     return Opened(state, header)
 
@@ -534,6 +553,7 @@ def open_session(
             durability=durability,
             group_events=group_events,
             group_ms=group_ms,
+            span_from=scan.span_from,
         )
         # Lines a crashed writer left after its last checkpoint are whole but were never
         # synced: count them so the next flush (or close) makes them durable.

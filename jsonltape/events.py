@@ -28,6 +28,9 @@ __all__ = [
     "SURFACE_TYPES",
     "TURN_END_REASONS",
     "VERSION",
+    "BranchEventData",
+    "BranchOrigin",
+    "BranchStartData",
     "Event",
     "FlushData",
     "HeaderData",
@@ -36,6 +39,7 @@ __all__ = [
     "ParentRef",
     "Replace",
     "Retract",
+    "Span",
     "Surface",
     "TurnRef",
     "check_header",
@@ -47,7 +51,7 @@ FORMAT = "jsonltape"
 #: Major format version written by this library and the newest one it reads.
 VERSION = 1
 #: Minor version: additive changes only (new optional members, new types).
-MINOR = 0
+MINOR = 1
 
 
 #: A seq (and a surface bound or a ``sources`` item): 0 … 2**53-1 (spec §6).
@@ -146,6 +150,19 @@ class TurnRef(msgspec.Struct, frozen=True):
     offset: int
 
 
+#: Eight lowercase hex digits: a CRC-32 as the format writes it (spec §5).
+Crc8 = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{8}$")]
+
+
+class Span(msgspec.Struct, frozen=True):
+    """``data.span`` of a checkpoint (format 1.1): the CRC-32 of the bytes ``[from, offset)``,
+    every line since the previous checkpoint (or the header), so a reader checks them with one
+    CRC instead of one per line (spec §10.2)."""
+
+    from_: Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)] = msgspec.field(name="from")
+    crc: Crc8
+
+
 class FlushData(msgspec.Struct, frozen=True, omit_defaults=True):
     """``data`` of ``session/flush``: a checkpoint. Every byte before ``offset`` is durable."""
 
@@ -153,6 +170,7 @@ class FlushData(msgspec.Struct, frozen=True, omit_defaults=True):
     seq: int
     turn: TurnRef | None = None
     closed: bool = False
+    span: Span | None = None
 
 
 class ErrorInfo(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -382,6 +400,38 @@ class ForkDiscardData(msgspec.Struct):
     reason: str | None = None
 
 
+# -- branches recorded by a merge (format 1.1, spec §8.7.14) --------------------------------
+
+
+class BranchStartData(msgspec.Struct, omit_defaults=True):
+    """``branch/start``: the lines after it record another version of this session's history
+    that diverged after seq ``at`` and ended at seq ``head`` (whose crc member is ``crc``);
+    ``lines`` are the crc members of that version's lines ``at+1`` … ``head`` in order."""
+
+    at: NonNegative
+    head: NonNegative
+    crc: Crc8
+    lines: list[Crc8]
+    count: NonNegative
+    source: str | None = None
+
+
+class BranchOrigin(msgspec.Struct, frozen=True):
+    """Where a recorded line was first written: its seq and crc member in that version."""
+
+    seq: SeqInt
+    crc: Crc8
+
+
+class BranchEventData(msgspec.Struct):
+    """``branch/event``: one line of another version, recorded, not applied: ``line`` is its
+    JSON object as written (without its newline), ``branch`` the seq of its ``branch/start``."""
+
+    branch: NonNegative
+    origin: BranchOrigin
+    line: dict[str, Any]
+
+
 CORE_TYPES: dict[str, type[msgspec.Struct]] = {
     "session/start": HeaderData,
     "session/flush": FlushData,
@@ -404,12 +454,14 @@ CORE_TYPES: dict[str, type[msgspec.Struct]] = {
     "handoff/anchor": HandoffData,
     "fork/merge": ForkMergeData,
     "fork/discard": ForkDiscardData,
+    "branch/start": BranchStartData,
+    "branch/event": BranchEventData,
 }
 
 #: Types whose events form the model-visible surface.
 SURFACE_TYPES = frozenset({"user/message", "assistant/message", "tool/result"})
 #: Types the writer always marks ``ignorable`` (readers may skip them when folding).
-IGNORABLE_TYPES = frozenset({"session/flush", "assistant/chunk"})
+IGNORABLE_TYPES = frozenset({"session/flush", "assistant/chunk", "branch/start", "branch/event"})
 
 #: The roles the message of each model-visible type may carry (spec §8.2).
 MESSAGE_ROLES: dict[str, tuple[str, ...]] = {

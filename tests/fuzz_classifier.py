@@ -244,7 +244,8 @@ def parse_line(raw: bytes) -> Parsed:
 
 
 def valid_checkpoint(ev: dict[str, Any], offset: int) -> bool:
-    """§10.2: a good session/flush whose data has the shape of §8.5 and its own offset."""
+    """§10.2: a good session/flush whose data has the shape of §8.5 (with 1.1's span) and
+    its own offset."""
     d = ev["data"]
     if ev["type"] != "session/flush":
         return False
@@ -256,6 +257,16 @@ def valid_checkpoint(ev: dict[str, Any], offset: int) -> bool:
     ):
         return False
     if "closed" in d and type(d["closed"]) is not bool:
+        return False
+    span = d.get("span")  # format 1.1: absent or null, or {from: 0..offset, crc: 8 hex}
+    if span is not None and not (
+        type(span) is dict
+        and type(span.get("from")) is int
+        and 0 <= span["from"] <= d["offset"]
+        and type(span.get("crc")) is str
+        and len(span["crc"]) == 8
+        and all(c in "0123456789abcdef" for c in span["crc"])
+    ):
         return False
     return bool(d["offset"] == offset)
 

@@ -10,13 +10,14 @@ import subprocess
 import tracemalloc
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jsonltape
-from jsonltape import _framing, fold
+from jsonltape import _framing, _lines, fold
 from jsonltape.fold import FoldError, message_text
 
 from .helpers import raw_lines
@@ -440,7 +441,7 @@ def test_compact_json_matches_json_stringify(values: list[float]) -> None:
 def test_fold_memory_follows_the_surface_not_the_file(tape_path: Path) -> None:
     big = "x" * 50_000
     with jsonltape.open(tape_path, create=True, durability="manual") as tape:
-        for i in range(100):
+        for i in range(150):
             tape.assistant(tool_calls=[{"id": f"c{i}", "name": "Read", "arguments": {}}])
             r = tape.tool_result(f"c{i}", big)
             tape.append("assistant/chunk", {"delta": big}, ignorable=True)
@@ -459,14 +460,18 @@ def test_fold_memory_follows_the_surface_not_the_file(tape_path: Path) -> None:
                 sources=[r.seq, r.seq + 2],
             )
     size = tape_path.stat().st_size
-    assert size > 10_000_000
+    assert size > 15_000_000
     tracemalloc.start()
     try:
-        f = fold.fold_file(tape_path)
+        # The scan may hold up to HOLD_MAX bytes waiting for the checkpoint of a span (this
+        # file has none until it closes); held to one chunk here, so that what is measured is
+        # the fold's own memory (tests/test_span.py bounds the scan's).
+        with mock.patch.object(_lines, "HOLD_MAX", _framing.CHUNK):
+            f = fold.fold_file(tape_path)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert len(f.surface) == 200
-    # What is in flight is the scan's read chunk (read, split, and a line carried over), not
-    # the 10 MB file.
-    assert peak < min(5 * _framing.CHUNK, size / 2), (peak, size)
+    assert len(f.surface) == 300
+    # What is in flight is the scan's read chunk (read, held, joined, split), not the 15 MB
+    # file.
+    assert peak < min(6 * _framing.CHUNK, size / 2), (peak, size)

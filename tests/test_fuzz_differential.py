@@ -1133,6 +1133,8 @@ def _fold_error_problem(e: BaseException, inp: Input, path: Path) -> str | None:
         return None
     if isinstance(e, SessionNotFoundError) and "parent" in header:
         return None
+    if isinstance(e, FormatError) and "parent" in header and e.field == "$.data.parent":
+        return None  # §8.7.8: the parent the fork names is not there as it was at the fork
     if isinstance(e, FormatError) and any(
         c.event["type"] == "session/start" for c in v.committed[1:]
     ):

@@ -299,10 +299,13 @@ def test_redact_tools_hides_arguments_and_results_but_keeps_the_calls(tmp_path: 
 def test_torn_session_exports_its_committed_part_and_says_so(tmp_path: Path) -> None:
     path = build(tmp_path / "torn.jsonl")
     whole = export(path, "markdown").text
+    committed = path.stat().st_size
     with open(path, "ab") as f:
         f.write(b'{"seq":99,"type":"user/message","data":{"message":{"id":"x","ro')
     out = export(path, "markdown")
-    said = "torn tail at line 27: its last 63 bytes (after byte 5042) were being written when"
+    said = (
+        f"torn tail at line 27: its last 63 bytes (after byte {committed}) were being written when"
+    )
     assert out.text.startswith(whole) and out.text.endswith(
         f"**Note:** {said} the writer stopped, or were copied mid-write; they are not "
         "committed and not in this export\n"

@@ -7,6 +7,9 @@ command that brings the tree back in line.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -17,7 +20,7 @@ TOOLS = ROOT / "spec" / "tools"
 
 
 def load_tool(name: str) -> ModuleType:
-    """Import a script from spec/tools/ (they are not a package)."""
+    """Import a script from spec/tools/ by path (gen_vectors.py makes its package importable)."""
     return load_script(TOOLS / f"{name}.py", f"spec_tools_{name}")
 
 
@@ -48,6 +51,28 @@ def test_every_case_has_an_input_and_an_expected_result() -> None:
         if c.category == "read" and not c.name.startswith("i_"):
             refused = c.expect["read"]["ok"] is False
             assert refused == c.name.startswith("n_"), c.name
+
+
+def test_vector_generator_imports_only_the_standard_library() -> None:
+    """The vectors are a second reading of the spec: building them loads no jsonltape and no
+    third-party module (checked in a fresh interpreter, so this test process does not count)."""
+    probe = (
+        "import runpy, sys; "
+        f"g = runpy.run_path({str(TOOLS / 'gen_vectors.py')!r}); g['build'](); "
+        "print(__import__('json').dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    # -S: no site hooks (editable-install finders); cwd ROOT keeps jsonltape importable.
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    loaded = set(json.loads(out.stdout))
+    assert "jsonltape" not in loaded
+    assert loaded - set(sys.stdlib_module_names) - {"__main__", "vectorgen"} == set()
 
 
 def test_regenerated_schemas_are_identical() -> None:

@@ -283,9 +283,10 @@ const inRange = (container, key, max) =>
  * (unknown members included, at any level) is Unicode text (I-JSON: no lone surrogates) and
  * whose every number a double holds (no 1e400), and is an object with integer seq in
  * 0 ... 2^53-1 (= its index, unless `anySeq`), string type, integer time in 0 ... MAX_TIME,
- * object data and optional envelope members of the §6 types and ranges.
+ * object data and optional envelope members of the §6 types and ranges. With `skipCrc` every
+ * check but the CRC comparison is made (for lines a matching span covers, §10.2).
  */
-export function checkLine(rec, { anySeq = false } = {}) {
+export function checkLine(rec, { anySeq = false, skipCrc = false } = {}) {
   const b = rec.bytes;
   if (!rec.complete) return { good: false, reason: 'no newline at end of line (not committed)' };
   const n = b.length;
@@ -295,9 +296,10 @@ export function checkLine(rec, { anySeq = false } = {}) {
     return { good: false, reason: 'no crc suffix' };
   }
   for (let k = n - 11; k < n - 3; k++) if (!HEX[b[k]]) return { good: false, reason: 'crc is not 8 lowercase hex digits' };
-  const want = parseInt(b.toString('latin1', n - 11, n - 3), 16);
-  const got = crc32(b, 0, 0, n - 19);
-  if (got !== want) return { good: false, reason: `crc mismatch (computed ${hex8(got)})` };
+  if (!skipCrc) {
+    const bad = crcProblem(rec);
+    if (bad) return { good: false, reason: bad };
+  }
   let ev;
   try {
     // Every byte of the line is decoded and parsed: a bad byte or number in an unknown member
@@ -319,6 +321,14 @@ export function checkLine(rec, { anySeq = false } = {}) {
   return { good: true, event: ev };
 }
 
+/** §5: null when the line's own CRC matches its suffix, else the reason (the suffix is framed). */
+function crcProblem(rec) {
+  const b = rec.bytes;
+  const n = b.length;
+  const got = crc32(b, 0, 0, n - 19);
+  return got === parseInt(b.toString('latin1', n - 11, n - 3), 16) ? null : `crc mismatch (computed ${hex8(got)})`;
+}
+
 /**
  * §6: optional envelope members, when present, have the types of the table; surface, sources
  * and key may be null (= absent). surface is one of the three forms of §8.6; its start and end
@@ -338,15 +348,22 @@ function envelopeProblem(ev) {
 /**
  * §10.2: a valid checkpoint is a good session/flush line whose data has the shape of §8.5
  * (integer offset and seq; turn absent, null or {seq, offset} integers; closed a boolean if
- * present) and whose data.offset is its own offset.
+ * present; span, format 1.1, absent, null or an object with integer `from` in 0 ... offset and
+ * `crc` of 8 lowercase hex digits) and whose data.offset is its own offset.
  */
 export const isValidCheckpoint = (ev, offset) => {
   const d = ev.data;
   if (ev.type !== 'session/flush' || !isInteger(d, 'offset') || !isInteger(d, 'seq')) return false;
   if (d.turn != null && !(isPlainObject(d.turn) && isInteger(d.turn, 'seq') && isInteger(d.turn, 'offset'))) return false;
   if (d.closed !== undefined && typeof d.closed !== 'boolean') return false;
+  if (d.span != null && !isSpan(d.span, d.offset)) return false; // null reads as absent, as for turn
   return d.offset === offset;
 };
+
+const SPAN_CRC = /^[0-9a-f]{8}$/;
+/** §8.5 span shape: {from: integer 0 ... offset, crc: "xxxxxxxx"}; other members are allowed. */
+const isSpan = (s, offset) =>
+  isPlainObject(s) && isInteger(s, 'from') && s.from >= 0 && s.from <= offset && typeof s.crc === 'string' && SPAN_CRC.test(s.crc);
 
 export class TapeError extends Error {
   constructor(code, message, extra = {}) { super(message); this.code = code; Object.assign(this, extra); }
@@ -474,52 +491,149 @@ function closersFor(tracker) {
 // The scan: one streaming pass that checks every line, finds B, tells torn tail from corruption
 // and hands each committed event (good line before B) to `onEvent(event, rec)`.
 
+/** How many bytes of lines the span check holds back before it checks them one by one. */
+export const SPAN_HOLD_LIMIT = 16 << 20;
+
+/**
+ * The verdict of each line before B, in order: {rec, r} with r as checkLine's. With spans
+ * (format 1.1, §8.5/§10.2), lines after a session/flush line are held, checked in everything
+ * but their CRCs, until the next one: if it is good, a valid checkpoint, its span starts where
+ * the held bytes start (just after the previous session/flush line or the header, as read) and
+ * one CRC-32 of the held bytes equals span.crc, the held lines pass the checksum without their
+ * own CRCs; otherwise (no span, a wrong from or crc, a bad checkpoint, held bytes over
+ * `holdLimit`) each held line is checked by its own CRC. So no line is released as good before
+ * a CRC vouched for it, and the verdicts are those of per-line checking on every file a
+ * conforming writer wrote. push() returns the lines it releases (none while it holds);
+ * drain() releases the rest at the end of the input.
+ */
+class LineChecker {
+  constructor({ spans = true, holdLimit = SPAN_HOLD_LIMIT } = {}) {
+    this.spans = spans;
+    this.holdLimit = holdLimit;
+    this.held = []; // {rec, r}: lines that passed every check but the CRC, all from flushEnd on
+    this.heldBytes = 0;
+    this.holding = spans; // false after an overflow, until the next session/flush line
+    this.flushEnd = null; // the offset just after the previous session/flush line or the header
+    this.vouched = 0; // lines that passed the checksum by a span, not by their own CRCs
+  }
+
+  push(rec) {
+    if (!this.holding || rec.index === 0) {
+      const r = checkLine(rec);
+      if (r.good && (rec.index === 0 || r.event.type === 'session/flush')) this.restart(rec);
+      return [{ rec, r }];
+    }
+    const r = checkLine(rec, { skipCrc: true });
+    // A line bad for any other reason is bad whatever its CRC; the full check gives the reason
+    // per-line checking gives (the CRC is compared before the JSON is parsed).
+    if (!r.good) return this.release(false, { rec, r: checkLine(rec) });
+    if (r.event.type !== 'session/flush') {
+      this.held.push({ rec, r });
+      this.heldBytes += rec.bytes.length;
+      if (this.heldBytes <= this.holdLimit) return [];
+      this.holding = false; // check what is held and go on line by line until a session/flush
+      return this.release(false, null);
+    }
+    const own = crcProblem(rec); // a checkpoint's own CRC is always checked
+    if (own) return this.release(false, { rec, r: { good: false, reason: own } });
+    const out = this.release(this.spanMatches(r.event, rec), { rec, r });
+    this.restart(rec);
+    return out;
+  }
+
+  drain() { return this.release(false, null); }
+
+  /** The checkpoint's span covers exactly the held bytes and their CRC-32 is span.crc. */
+  spanMatches(ev, rec) {
+    const span = ev.data.span;
+    if (span == null || !isValidCheckpoint(ev, rec.offset) || span.from !== this.flushEnd) return false;
+    let c = 0;
+    for (const h of this.held) c = crc32(h.rec.bytes, c);
+    return c === parseInt(span.crc, 16);
+  }
+
+  restart(rec) {
+    this.flushEnd = rec.offset + rec.bytes.length;
+    this.holding = this.spans;
+  }
+
+  /** The held lines (checked by their own CRCs unless `vouched`), then `last` if given. */
+  release(vouched, last) {
+    const out = this.held;
+    if (!vouched) {
+      for (const h of out) {
+        const bad = crcProblem(h.rec);
+        if (bad) h.r = { good: false, reason: bad };
+      }
+    } else this.vouched += out.length;
+    if (last) out.push(last);
+    this.held = [];
+    this.heldBytes = 0;
+    return out;
+  }
+}
+
 /**
  * The scan as a generator: yields {event, rec} for each committed event and returns
- * {state, events, bad: {line, offset, reason}|null, witness, header, tracker, size}.
- * Throws TapeError('not-jsonltape' | 'unsupported-version').
+ * {state, events, bad: {line, offset, reason}|null, witness, header, tracker, size, vouched}
+ * (vouched: how many lines a span checked instead of their own CRCs). Options: `spans` (default true: use format 1.1 span checksums, see LineChecker; false checks
+ * every line by its own CRC) and `holdLimit`. Throws TapeError('not-jsonltape' |
+ * 'unsupported-version').
  */
-export async function* walk(source) {
+export async function* walk(source, { spans = true, holdLimit = SPAN_HOLD_LIMIT } = {}) {
   const tracker = new TurnTracker();
+  const checker = new LineChecker({ spans, holdLimit });
   let header = null;
   let bad = null; // first line that is not good: B
   let witness = null;
   let committed = 0;
   let size = 0;
+  // §10.2 witness: a framed, checksummed envelope of type session/flush after B. Neither its
+  // seq (a gap or a duplicated line shifts every later seq) nor its data.offset (a deleted or
+  // merged line shifts every later offset) is compared.
+  const lookForWitness = (rec) => {
+    const r = checkLine(rec, { anySeq: true });
+    if (r.good && r.event.type === 'session/flush') witness = { line: rec.index + 1, offset: rec.offset };
+  };
+  // The verdicts come in file order; the lines released after B (in the same batch) are only
+  // looked at as possible witnesses.
+  function* settle(verdicts) {
+    for (const { rec, r } of verdicts) {
+      if (bad === null) {
+        if (r.good) {
+          if (rec.index === 0) header = r.event;
+          committed++;
+          tracker.push(r.event, rec.offset);
+          yield { event: r.event, rec };
+          continue;
+        }
+        bad = { line: rec.index + 1, offset: rec.offset, reason: r.reason };
+      } else if (witness === null) lookForWitness(rec);
+    }
+  }
   for await (const rec of lines(source)) {
     size = rec.offset + rec.bytes.length;
     if (rec.index === 0) {
       const err = checkHeader(rec);
       if (err) throw err;
     }
-    if (bad === null) {
-      const r = checkLine(rec);
-      if (r.good) {
-        if (rec.index === 0) header = r.event;
-        committed++;
-        tracker.push(r.event, rec.offset);
-        yield { event: r.event, rec };
-        continue;
-      }
-      bad = { line: rec.index + 1, offset: rec.offset, reason: r.reason };
-    } else if (witness === null) {
-      // §10.2 witness: a framed, checksummed envelope of type session/flush after B. Neither its
-      // seq (a gap or a duplicated line shifts every later seq) nor its data.offset (a deleted
-      // or merged line shifts every later offset) is compared.
-      const r = checkLine(rec, { anySeq: true });
-      if (r.good && r.event.type === 'session/flush') witness = { line: rec.index + 1, offset: rec.offset };
-    }
+    if (bad === null) yield* settle(checker.push(rec));
+    else if (witness === null) lookForWitness(rec);
   }
+  if (bad === null) yield* settle(checker.drain());
   if (header === null) throw checkHeader(null);
   let state;
   if (bad === null) state = tracker.crashedOpen ? 'open-turn' : 'clean';
   else state = witness ? 'corrupt' : 'torn-tail';
-  return { state, events: committed, bad, witness, header, tracker, size };
+  return { state, events: committed, bad, witness, header, tracker, size, vouched: checker.vouched };
 }
 
-/** Scan a whole session, calling `onEvent(event, rec)` (may be async) for each committed event. */
-export async function scan(source, { onEvent } = {}) {
-  const it = walk(source);
+/**
+ * Scan a whole session, calling `onEvent(event, rec)` (may be async) for each committed event.
+ * `spans` and `holdLimit` as for walk().
+ */
+export async function scan(source, { onEvent, ...opts } = {}) {
+  const it = walk(source, opts);
   for (;;) {
     const { value, done } = await it.next();
     if (done) return value;
@@ -527,9 +641,9 @@ export async function scan(source, { onEvent } = {}) {
   }
 }
 
-/** §10.2 verify: {state, events, line, offset, reason}. */
-export async function verify(source) {
-  const r = await scan(source);
+/** §10.2 verify: {state, events, line, offset, reason}. Options as for walk(). */
+export async function verify(source, opts = {}) {
+  const r = await scan(source, opts);
   return { state: r.state, events: r.events, line: r.bad?.line ?? null, offset: r.bad?.offset ?? null, reason: r.bad?.reason ?? null };
 }
 
@@ -541,9 +655,10 @@ const corruptError = (bad) =>
  * soon as it is checked; after the last one, throws TapeError('corrupt') if a witness
  * follows B (the events already yielded are good lines, but the file as a whole is damaged).
  * The generator's return value is the scan result (state torn-tail / open-turn / clean).
+ * Options as for walk(): with spans, the lines a checkpoint's span covers come when it is read.
  */
-export async function* readEvents(source) {
-  const it = walk(source);
+export async function* readEvents(source, opts = {}) {
+  const it = walk(source, opts);
   for (;;) {
     const { value, done } = await it.next();
     if (done) {
@@ -558,10 +673,10 @@ export async function* readEvents(source) {
  * §10.3: what repair would do. {state, cut, kept, closers, time}: `cut` is the offset to truncate
  * to (B) or null, `closers` the synthesized events (without seq/time; their time would be `time`,
  * the last kept event's time), not counting the trailing checkpoint. Corrupt files are refused
- * (TapeError 'corrupt') unless `force`.
+ * (TapeError 'corrupt') unless `force`. Other options as for walk().
  */
-export async function planRepair(source, { force = false } = {}) {
-  const r = await scan(source);
+export async function planRepair(source, { force = false, ...opts } = {}) {
+  const r = await scan(source, opts);
   if (r.state === 'corrupt' && !force) {
     throw corruptError(r.bad);
   }
@@ -798,7 +913,8 @@ function neutralItem({ ev, session }, own) {
  *  - resolveParent({session, path, seq, crc}): returns a source (path, bytes or chunks) for a
  *    fork's parent, or null. Without it, a path given as `source` lets the hint
  *    `parent.path` be resolved relative to the fork file's directory.
- *  - allVersions: also return every model-visible event with its status and `by`.
+ *  - allVersions: also return every model-visible event with its status and `by`;
+ *  - spans, holdLimit: as for walk() (for the fork's parents too).
  * Returns {session, seq, header?, todos?, messages, versions?}. Throws TapeError / FoldError.
  */
 export async function fold(source, opts = {}, _chain = []) {
@@ -807,7 +923,7 @@ export async function fold(source, opts = {}, _chain = []) {
   let last = null;
   // Errors are reported in file order: a fold error (always before B) stops the fold at once;
   // a corrupt file is refused after its last committed event (README.md, spec problems).
-  for await (const { event: ev, rec } of walkChecked(source)) {
+  for await (const { event: ev, rec } of walkChecked(source, opts)) {
     if (at !== null && ev.seq > at) continue;
     if (ev.seq === 0) {
       // a parent must be the session the fork names before its own ancestors are looked at
@@ -832,8 +948,8 @@ export async function fold(source, opts = {}, _chain = []) {
 }
 
 /** walk() that turns a corrupt classification into an error after the last committed event. */
-async function* walkChecked(source) {
-  const it = walk(source);
+async function* walkChecked(source, { spans, holdLimit }) {
+  const it = walk(source, { spans, holdLimit });
   for (;;) {
     const { value, done } = await it.next();
     if (done) { if (value.state === 'corrupt') throw corruptError(value.bad); return; }
@@ -871,7 +987,7 @@ async function startFold(header, source, opts, chain, allVersions) {
   if (pf.session !== parent.session) throw new FoldError('parent-changed', `the parent file holds session ${pf.session}, not ${parent.session}`);
   if (typeof parent.crc === 'string') {
     let crc = null;
-    for await (const ev of readEvents(where)) if (ev.seq === parent.seq) { crc = ev.crc; break; }
+    for await (const ev of readEvents(where, opts)) if (ev.seq === parent.seq) { crc = ev.crc; break; }
     if (crc !== parent.crc) throw new FoldError('parent-changed', `parent line seq ${parent.seq} has crc ${crc}, the fork expects ${parent.crc}`);
   }
   const s = new Surface({
@@ -893,8 +1009,9 @@ const errorOf = (e) => { if (e instanceof TapeError) return e; throw e; };
 /**
  * Run a protocol command; returns the pieces of exactly one JSON object text (joined, they are
  * the output). Pieces keep big outputs (read, fold) from being copied into one string.
+ * `opts` (spans, holdLimit) go to the scan.
  */
-export async function commandParts(cmd, source) {
+export async function commandParts(cmd, source, opts = {}) {
   const one = (o) => [stringifyJson(o)];
   switch (cmd) {
     case 'checksum': {
@@ -905,7 +1022,7 @@ export async function commandParts(cmd, source) {
     case 'read': {
       const parts = ['{"ok":true,"events":['];
       try {
-        for await (const ev of readEvents(source)) parts.push(parts.length > 1 ? ',' + stringifyJson(ev) : stringifyJson(ev));
+        for await (const ev of readEvents(source, opts)) parts.push(parts.length > 1 ? ',' + stringifyJson(ev) : stringifyJson(ev));
       } catch (e0) {
         const e = errorOf(e0);
         return one({ ok: false, error: e.code, line: e.line ?? null, offset: e.offset ?? null });
@@ -915,13 +1032,13 @@ export async function commandParts(cmd, source) {
     }
     case 'verify': {
       try {
-        const v = await verify(source);
+        const v = await verify(source, opts);
         return one({ state: v.state, events: v.events, line: v.line, offset: v.offset });
       } catch (e0) { return one({ error: errorOf(e0).code }); }
     }
     case 'repair': {
       try {
-        const p = await planRepair(source);
+        const p = await planRepair(source, opts);
         return one({ state: p.state, cut: p.cut, kept: p.kept, closers: p.closers });
       } catch (e0) {
         const e = errorOf(e0);
@@ -931,7 +1048,7 @@ export async function commandParts(cmd, source) {
     case 'fold': {
       let r;
       try {
-        r = await fold(source);
+        r = await fold(source, opts);
       } catch (e0) {
         const e = errorOf(e0);
         if (e.code === 'unknown-type') return one({ error: 'unknown-type', type: e.type, line: e.line });
@@ -946,18 +1063,23 @@ export async function commandParts(cmd, source) {
 }
 
 /** Run a protocol command and return its output as a value. */
-export async function runCommand(cmd, source) {
-  return parseJson((await commandParts(cmd, source)).join(''));
+export async function runCommand(cmd, source, opts = {}) {
+  return parseJson((await commandParts(cmd, source, opts)).join(''));
 }
 
+const USAGE = 'usage: node jsonltape.mjs [--no-spans] checksum|read|verify|repair|fold [FILE] < input\n'
+  + '  --no-spans (or JSONLTAPE_SPANS=0): check every line by its own CRC, ignoring span checksums\n';
+
 async function main() {
-  const cmd = process.argv[2];
-  const src = process.argv[3] ?? process.stdin;
-  if (!['checksum', 'read', 'verify', 'repair', 'fold'].includes(cmd)) {
-    process.stderr.write('usage: node jsonltape.mjs checksum|read|verify|repair|fold [FILE] < input\n');
+  const args = process.argv.slice(2);
+  const noSpans = args.includes('--no-spans');
+  const [cmd, file, ...rest] = args.filter((a) => a !== '--no-spans');
+  if (!['checksum', 'read', 'verify', 'repair', 'fold'].includes(cmd) || rest.length || file?.startsWith('--')) {
+    process.stderr.write(USAGE);
     process.exit(2);
   }
-  const parts = await commandParts(cmd, src);
+  const spans = !noSpans && process.env.JSONLTAPE_SPANS !== '0';
+  const parts = await commandParts(cmd, file ?? process.stdin, { spans });
   parts.push('\n');
   let chunk = '';
   for (let i = 0; i < parts.length; i++) {
