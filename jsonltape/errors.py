@@ -23,6 +23,7 @@ __all__ = [
     "CorruptError",
     "FoldError",
     "FormatError",
+    "GitError",
     "InvalidArgumentError",
     "InvalidEventError",
     "InvalidSessionIdError",
@@ -263,6 +264,12 @@ class ConcurrentModificationError(JsonltapeError):
     """The file changed under the writer (truncated, replaced or appended by someone else)."""
 
     code = "changed-underneath"
+
+
+class GitError(JsonltapeError):
+    """``git`` is missing, or a git command jsonltape ran failed (its message is git's)."""
+
+    code = "git"
 
 
 class StorageError(JsonltapeError, OSError):

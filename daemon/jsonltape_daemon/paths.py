@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from pathlib import Path
 
 from jsonltape import _fs
+from jsonltape._project import data_dir
 from jsonltape.errors import UnsafeFileError
 
 __all__ = [
     "build_path",
     "data_dir",
     "default_index",
-    "default_root",
     "ensure_private_dir",
     "fsync_path",
     "helper_path",
@@ -44,25 +43,6 @@ __all__ = [
     "remove_db",
     "status_file",
 ]
-
-
-def data_dir() -> Path:
-    env = os.environ.get("JSONLTAPE_HOME")
-    if env:
-        return Path(env).expanduser().absolute()
-    home = Path.home()
-    if sys.platform == "darwin":  # pragma: no cover - platform specific
-        return home / "Library" / "Application Support" / "jsonltape"
-    if sys.platform == "win32":  # pragma: no cover - platform specific
-        base = os.environ.get("LOCALAPPDATA") or str(home / "AppData" / "Local")
-        return Path(base) / "jsonltape"
-    xdg = os.environ.get("XDG_DATA_HOME")
-    return (Path(xdg) if xdg else home / ".local" / "share") / "jsonltape"
-
-
-def default_root() -> Path:
-    env = os.environ.get("JSONLTAPE_ROOT")
-    return Path(env).expanduser().absolute() if env else data_dir() / "sessions"
 
 
 def default_index() -> Path:

@@ -13,7 +13,7 @@ import errno
 import importlib
 import importlib.util
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 
@@ -26,7 +26,7 @@ from ..errors import (
     StorageError,
 )
 
-__all__ = ["EXIT_CODES", "cli", "main"]
+__all__ = ["EXIT_CODES", "LazyCommands", "cli", "main"]
 
 # name -> (module under jsonltape.cli, attribute, the first paragraph of its help). The help
 # text lives here too so that `jsonltape --help` lists every command without importing any;
@@ -131,6 +131,22 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "Export the session at PATH for sharing: a Markdown or self-contained HTML transcript, "
         "the neutral JSON history, or an OpenAI / Anthropic request body.",
     ),
+    "git": (
+        "_git",
+        "git",
+        "Keep session files in git: set-up, merge driver, readable diffs, commit guard.",
+    ),
+    "init": (
+        "_git",
+        "init",
+        "Create DIR/.jsonltape/sessions/ (0700) for a project's sessions; set up git there too.",
+    ),
+    # Listed once its module exists (another part of issue 12).
+    "redact": (
+        "_git_check",
+        "redact",
+        "Write a copy of SRC to DST with every secret the redaction patterns find masked.",
+    ),
 }
 
 #: Exit codes: 0 ok; 1 repairable (verify) or other error; 2 bad input; 3 corrupt;
@@ -203,7 +219,55 @@ _BAD_INPUT_ERRNOS = frozenset(
 )
 
 
-class _LazyGroup(click.Group):
+class LazyCommands(click.Group):
+    """A group whose commands are loaded on first use from :attr:`table` (name -> module under
+    ``jsonltape.cli``, attribute, first paragraph of its help), beside any added eagerly.
+
+    A command whose module is not there (yet) is simply not listed. Listing them for ``--help``
+    imports none: the table holds the text.
+    """
+
+    table: ClassVar[dict[str, tuple[str, str, str]]] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        lazy = {n for n, (mod, _, _) in self.table.items() if _available(mod)}
+        return sorted(lazy | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        target = self.table.get(cmd_name)
+        if target is None or not _available(target[0]):
+            return None
+        module = importlib.import_module(f"{__name__}.{target[0]}")
+        command = getattr(module, target[1])
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``, as click writes it, from the table: listing the
+        commands imports none of them (they would load the fold, the importers and sqlite3)."""
+        helps: dict[str, str] = {}
+        for name in self.list_commands(ctx):
+            eager = self.commands.get(name)
+            if eager is None:
+                helps[name] = self.table[name][2]
+            elif not eager.hidden:
+                helps[name] = eager.help or ""
+        if not helps:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in helps)  # click's own layout
+        rows = [
+            (name, click.Command(name, help=text).get_short_help_str(limit))
+            for name, text in helps.items()
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+class _LazyGroup(LazyCommands):
+    table = _COMMANDS
+
     def make_context(
         self,
         info_name: str | None,
@@ -217,32 +281,6 @@ class _LazyGroup(click.Group):
             raise  # a bare `jsonltape` asked for the help text: click prints it
         except click.UsageError as exc:  # the top level's own options (`jsonltape --bogus`)
             raise _usage_line(exc) from None
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(n for n, (mod, _, _) in _COMMANDS.items() if _available(mod))
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = _COMMANDS.get(cmd_name)
-        if target is None or not _available(target[0]):
-            return None
-        module = importlib.import_module(f"{__name__}.{target[0]}")
-        command = getattr(module, target[1])
-        assert isinstance(command, click.Command)
-        return command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The command list of ``--help``, as click writes it, from the table: listing the
-        commands imports none of them (they would load the fold, the importers and sqlite3)."""
-        names = self.list_commands(ctx)
-        if not names:
-            return
-        limit = formatter.width - 6 - max(len(name) for name in names)  # click's own layout
-        rows = [
-            (name, click.Command(name, help=_COMMANDS[name][2]).get_short_help_str(limit))
-            for name in names
-        ]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

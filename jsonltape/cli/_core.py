@@ -24,6 +24,7 @@ from . import CliError, fail, one_line
 from ._params import SECONDS, SEQ, JsonObject, parse_json
 
 if TYPE_CHECKING:
+    from .._project import SessionRoot
     from .._scan import TailScan
     from ..events import Line
 
@@ -202,6 +203,11 @@ def info(path: Path, as_json: bool) -> None:
         "open_turn": scan.turn.seq if scan.turn else None,
         "closed": scan.closed,
     }
+    here, refused = root_here()
+    obj["root"] = here.as_json() if here else {"path": None, "from": None, "error": refused}
+    warning = mode_warning(path, mode)
+    if warning:
+        click.echo(one_line(warning), err=True)
     if as_json:
         click.echo(_enc.encode(obj).decode())
         return
@@ -218,10 +224,40 @@ def info(path: Path, as_json: bool) -> None:
         ("events", f"{scan.next_seq} (seq 0 to {scan.next_seq - 1}), {scan.size} bytes"),
         ("permissions", _permissions(mode)),
         ("state", _state(scan)),
+        ("root here", describe_root(here, refused)),
     ]
     for k, v in rows:
         if v is not None:
             click.echo(f"{k + ':':<13} {one_line(str(v))}")
+
+
+def root_here() -> tuple[SessionRoot | None, str | None]:
+    """The sessions root a bare ``sync`` here would use, or why the project's was refused."""
+    from .._project import resolve_root
+
+    try:
+        return resolve_root(), None
+    except JsonltapeError as exc:
+        return None, str(exc)
+
+
+def describe_root(root: SessionRoot | None, refused: str | None) -> str:
+    """``PATH (where it came from)``, as ``info`` and ``index status`` show it."""
+    if root is None:
+        return f"refused: {refused}"
+    return f"{root.path} ({root.describe()})"
+
+
+def mode_warning(path: Path, mode: int | None) -> str | None:
+    """The warning line for a session file group or others may read or write, else None."""
+    if mode is None or not mode & 0o077:
+        return None
+    what = "writable" if mode & 0o022 else "readable"
+    return (
+        f"jsonltape: warning: {path}: {what} by group or others (mode {mode:04o}); "
+        "`chmod 600` it, or run `jsonltape git install` in its git repository (after git, "
+        "whose checkouts keep no modes)"
+    )
 
 
 def _mode(path: Path) -> int | None:
@@ -286,6 +322,7 @@ def verify(paths: tuple[Path, ...], as_json: bool) -> None:
 
     Exit 0 when all are clean, 1 when some need `repair` (torn tail, or a turn a crash left
     open), 3 when some are corrupt (damage before the last checkpoint), 2 on unreadable input.
+    A file group or others may read gets a warning on stderr; it does not change the exit code.
     """
     worst = 0
     for p in paths:
@@ -297,6 +334,9 @@ def verify(paths: tuple[Path, ...], as_json: bool) -> None:
             worst = max(worst, err.exit_code)
             continue
         worst = max(worst, _VERIFY_EXIT[report.state])
+        warning = mode_warning(p, _mode(p))  # said, but not in the exit code: the bytes are fine
+        if warning:
+            click.echo(one_line(warning), err=True)
         if as_json:
             click.echo(_enc.encode(report).decode())
         else:

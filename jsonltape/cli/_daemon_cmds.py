@@ -19,6 +19,7 @@ import click
 import msgspec
 from jsonltape_daemon import paths, schema
 
+from .._project import make_sessions_dir, resolve_root
 from . import CliError
 from ._params import Seconds
 
@@ -58,19 +59,25 @@ def index_of(path: Path | None) -> Path:
 
 
 def root_of(path: Path | None) -> Path:
-    return (path or paths.default_root()).absolute()
+    """The sessions root: ROOT, else $JSONLTAPE_ROOT, else the project's, else the user's
+    (:func:`jsonltape._project.resolve_root` decides, for every command)."""
+    return resolve_root(path).path
 
 
 def existing_root(path: Path | None) -> Path:
-    """The sessions root to mirror. jsonltape's own default (``<data dir>/sessions``) is created
-    0700 on first use, so a fresh install just works; a root the user named (ROOT or
-    ``$JSONLTAPE_ROOT``) must exist: a typo is reported, not created."""
-    root = root_of(path)
-    if not root.is_dir():
-        if path is not None or root != paths.data_dir() / "sessions":
-            raise CliError(f"{root}: no such directory", 2)
-        paths.ensure_private_dir(root)
-    return root
+    """The sessions root to mirror. jsonltape's own default (``<data dir>/sessions``) and a
+    project's ``.jsonltape/sessions`` are created 0700 on first use, so a fresh install just
+    works; a root the user named (ROOT or ``$JSONLTAPE_ROOT``) must exist: a typo is reported,
+    not created."""
+    root = resolve_root(path)
+    if not root.path.is_dir():
+        if root.source == "project":
+            make_sessions_dir(root.path)
+        elif root.source == "default" or root.path == paths.data_dir() / "sessions":
+            paths.ensure_private_dir(root.path)
+        else:
+            raise CliError(f"{root.path}: no such directory", 2)
+    return root.path
 
 
 def reader(index: Path) -> sqlite3.Connection:
@@ -212,9 +219,10 @@ def daemon_run(
 ) -> None:
     """Run the daemon in the foreground (for systemd, launchd or a terminal).
 
-    It mirrors the session files under ROOT (default: $JSONLTAPE_ROOT, else <data dir>/sessions,
-    created 0700 on first use; a ROOT you name must exist) into the index until SIGTERM or
-    Ctrl-C.
+    It mirrors the session files under ROOT into the index until SIGTERM or Ctrl-C. ROOT
+    defaults to $JSONLTAPE_ROOT, else the .jsonltape/sessions of the nearest project above the
+    current directory, else <data dir>/sessions (those two are created 0700 on first use; a
+    ROOT you name must exist).
     """
     from jsonltape_daemon.service import Config, Daemon
 

@@ -74,18 +74,35 @@ parent_opt = click.option(
     help="neutral: the surface as logged; openai/anthropic: a request body.",
 )
 @click.option("--at", type=SEQ, help="Fold only up to this seq (what the model saw then).")
-@click.option("--all-versions", is_flag=True, help="Every message event with its status.")
+@click.option(
+    "--all-versions",
+    is_flag=True,
+    help="Every message event with its status (and those a merge recorded: status branch).",
+)
+@click.option(
+    "--branch",
+    type=SEQ,
+    help="The history of the version a git merge recorded at this branch/start seq.",
+)
 @parent_opt
 def messages(
-    path: Path, fmt: str, at: int | None, all_versions: bool, parent_specs: tuple[str, ...]
+    path: Path,
+    fmt: str,
+    at: int | None,
+    all_versions: bool,
+    branch: int | None,
+    parent_specs: tuple[str, ...],
 ) -> None:
     """Print the model-visible history of PATH as JSON.
 
     Replaced, compacted and retracted messages are not in it; --all-versions lists them too,
-    each with its status and the seq that changed it.
+    each with its status and the seq that changed it, and the messages of other versions a
+    git merge recorded (status branch, by: the receipt). --branch SEQ folds such a version.
     """
     if all_versions and fmt != "neutral":
         raise CliError("--all-versions needs --format neutral", 2)
+    if branch is not None and at is not None:
+        raise CliError("--branch folds a recorded version whole: no --at with it", 2)
     from ..fold._output import message_body, write_json
 
     body = message_body(
@@ -94,6 +111,8 @@ def messages(
         format=cast(fold.Format, fmt),
         all_versions=all_versions,
         parents=_parents(parent_specs),
+        branch=branch,
+        branches=all_versions,
     )
     out = sys.stdout.buffer
     write_json(out.write, body)  # message by message: a long history is never held whole

@@ -23,7 +23,8 @@ from jsonltape_daemon.ingest import Ingestor, SyncStats, walk
 from jsonltape_daemon.lock import daemon_status, index_lock, running_pid
 from jsonltape_daemon.store import SqliteStore, remove_db
 
-from . import CliError
+from . import CliError, one_line
+from ._core import describe_root, root_here
 from ._daemon_cmds import (
     daemon,
     echo_json,
@@ -110,8 +111,9 @@ def sync(
     Only new complete lines are read; renamed, truncated, replaced and deleted files are
     reconciled. The first sync of an archive loads it in bulk; the index is searchable as soon
     as that is done, and the substring index is built right after. Ctrl-C stops at the next
-    commit: the next sync (or the daemon) goes on from there. ROOT defaults to $JSONLTAPE_ROOT
-    or <data dir>/sessions.
+    commit: the next sync (or the daemon) goes on from there. ROOT defaults to $JSONLTAPE_ROOT,
+    else the .jsonltape/sessions of the nearest project above the current directory (`jsonltape
+    init` makes one), else <data dir>/sessions.
     """
     r, idx = existing_root(root), index_of(index_path)
     try:
@@ -218,6 +220,8 @@ def index_status(index_path: Path | None, as_json: bool) -> None:
     info = index_stats(idx)
     pid = running_pid(idx)
     info["daemon"] = {"pid": pid, **(daemon_status(idx) or {})} if pid else None
+    here, refused = root_here()
+    info["root"] = here.as_json() if here else {"path": None, "from": None, "error": refused}
     if as_json:
         echo_json(info)
         return
@@ -227,6 +231,7 @@ def index_status(index_path: Path | None, as_json: bool) -> None:
         f"SQLite {info['sqlite']})"
     )
     click.echo(f"roots:     {', '.join(info['roots']) or '-'}")
+    click.echo(one_line(f"root here: {describe_root(here, refused)}"))
     click.echo(
         f"sessions:  {info['sessions']} ({info['events']} events, {info['messages']} messages)"
     )

@@ -12,6 +12,7 @@ from typing import Any, cast
 import click
 import msgspec
 
+from .._project import make_sessions_dir, resolve_root
 from ..interop import SOURCES, FileReport, discover, import_file
 from ..interop.export import FORMATS, ExportFormat
 from ..interop.export import export as export_session
@@ -25,14 +26,13 @@ _MAX_PROBLEMS = 5
 _BAR_BYTES = 8 << 20
 
 
-def _default_root() -> Path:
-    env = os.environ.get("JSONLTAPE_ROOT")
-    if env:
-        return Path(env).expanduser().absolute()
-    # the daemon's defaults (data dir) without importing the daemon package here
-    from jsonltape_daemon.paths import default_root
-
-    return default_root()
+def _import_root(root: Path | None) -> Path:
+    """-o ROOT, else $JSONLTAPE_ROOT, else the project's, else the user's (``resolve_root``);
+    a project's sessions folder is created 0700 (without following a symlink) on first use."""
+    chosen = resolve_root(root)
+    if chosen.source == "project" and not chosen.path.is_dir():
+        make_sessions_dir(chosen.path)
+    return chosen.path
 
 
 def _err(text: str) -> None:
@@ -53,8 +53,8 @@ def _err(text: str) -> None:
     "--output",
     "root",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Root to import into (default: $JSONLTAPE_ROOT or <data dir>/sessions); sessions go "
-    "to ROOT/<source>/<id>.jsonl.",
+    help="Root to import into (default: $JSONLTAPE_ROOT, else the nearest project's "
+    ".jsonltape/sessions, else <data dir>/sessions); sessions go to ROOT/<source>/<id>.jsonl.",
 )
 @click.option(
     "--settle",
@@ -83,7 +83,7 @@ def import_(
     to (every report with --json); problems and a one-line summary go to stderr. Exit 2 if a
     source could not be imported (nothing is written for it).
     """
-    out_root = (root or _default_root()).absolute()
+    out_root = _import_root(root)
     files, skipped = discover(source, sources, exclude=str(out_root))
     for path, why in skipped:
         _err(f"jsonltape: skipped {path}: {why}")

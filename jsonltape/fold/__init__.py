@@ -103,6 +103,8 @@ def messages(
     all_versions: bool = False,
     *,
     parents: Mapping[str, str | os.PathLike[str]] | None = None,
+    branch: int | None = None,
+    branches: bool = False,
 ) -> dict[str, Any]:
     """The model-visible history of a session as of seq ``at`` (default: the end).
 
@@ -110,9 +112,14 @@ def messages(
     carries its seq and the message as logged; ``"openai"`` and ``"anthropic"`` give request
     bodies with the latest ``request/header`` (model, system prompt, tools, params) folded in.
     ``all_versions`` lists every message event with its status instead (neutral only).
-    ``parents`` maps session ids to paths for the ancestors of a fork.
+    ``parents`` maps session ids to paths for the ancestors of a fork. ``branch`` folds the
+    version a merge recorded at that ``branch/start`` seq instead; ``branches`` (with
+    ``all_versions``) lists the message events recorded by branch events too, with status
+    ``branch`` (spec §8.7.14).
     """
-    body = message_body(path, at, format, all_versions, parents=parents)
+    body = message_body(
+        path, at, format, all_versions, parents=parents, branch=branch, branches=branches
+    )
     body["messages"] = list(body["messages"])
     return body
 

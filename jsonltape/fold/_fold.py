@@ -150,6 +150,10 @@ class SessionFold:
         self.merged: dict[str, set[int]] = {}  # fork session id -> its seqs merged here
         self.receipts: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
         self.history: list[Node] | None = [] if versions else None
+        #: With ``versions``: the message events recorded by branch events (spec §8.7.14),
+        #: ``fold._branches.BranchVersion`` each, and the source their data is read from.
+        self.branch_events: list[Any] | None = [] if versions else None
+        self.recorded_source: Source | None = None
         self.status: dict[int, tuple[Status, int]] = {}  # only kept with versions
 
     # -- results ----------------------------------------------------------------------------
@@ -206,6 +210,12 @@ class SessionFold:
         h = row.event
         self.last_seq, self.last_raw = h.seq, row.raw
         if h.type in _PASSED and h.surface is None and h.seq:
+            if h.type == "branch/event" and self.branch_events is not None:
+                from ._branches import recorded_version  # it imports this module
+
+                entry = recorded_version(self, row)
+                if entry is not None:
+                    self.branch_events.append(entry)
             return  # most lines: chunks, checkpoints, tool calls, turn boundaries
         if h.seq == 0:
             return

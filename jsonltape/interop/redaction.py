@@ -48,10 +48,20 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Collection, Iterator
+from typing import Any, NamedTuple
 
-__all__ = ["LEDGER_HEADING", "MASK", "Redactor", "mask_secrets"]
+__all__ = [
+    "ANY",
+    "LEDGER_HEADING",
+    "MASK",
+    "Redactor",
+    "Secret",
+    "find_secrets",
+    "mask_secrets",
+    "mask_text",
+    "mask_value",
+]
 
 #: What hidden tool arguments and results become.
 MASK = "[redacted]"
@@ -214,58 +224,259 @@ def _assignment_value(m: re.Match[str]) -> tuple[int, int] | None:
 
 def mask_secrets(text: str, counts: Counter[str] | None = None) -> str:
     """``text`` with every secret pattern masked; ``counts`` (if given) counts them by kind."""
-    for kind, pattern in _PATTERNS:
-        if kind not in text and not _maybe(kind, text):
-            continue
-        text = pattern.sub(_replacer(kind, counts), text)
+    if counts is None:
+        return mask_text(text)
+    found: list[Secret] = []
+    text = mask_text(text, found)
+    counts.update(s.kind for s in found)
     return text
 
 
-_HINTS = {
-    "private-key": "PRIVATE KEY",
-    "anthropic-key": "sk-ant-",
-    "openai-key": "sk-",
-    "github-token": "_",
-    "slack-token": "x",
-    "google-api-key": "AIza",
-    "jwt": "eyJ",
-    "url-password": "://",
-}
+class Secret(NamedTuple):
+    """One masked match of a redaction pattern: its kind and the text it matched (never
+    printed; :func:`jsonltape.interop._redact_copy.fingerprint` names it)."""
+
+    kind: str
+    matched: str
 
 
-def _maybe(kind: str, text: str) -> bool:
-    hint = _HINTS.get(kind)
-    if hint is not None:
-        return hint in text
-    if kind == "aws-access-key":
-        return "AKIA" in text or "ASIA" in text or "ABIA" in text or "ACCA" in text
-    return True
+def find_secrets(text: str, kinds: Collection[str] | None = None) -> Iterator[Secret]:
+    """Every secret :func:`mask_secrets` masks in ``text``, in the order it masks them: each
+    pattern in turn over the text the earlier ones left (a ``password=sk-ant-…`` is one
+    ``anthropic-key``, not also an ``assignment``). ``kinds`` limits the patterns (``"*"``:
+    all); one that cannot match changes nothing."""
+    found: list[Secret] = []
+    mask_text(text, found, kinds)
+    return iter(found)
 
 
-def _replacer(kind: str, counts: Counter[str] | None) -> Callable[[re.Match[str]], str]:
-    mask = f"[REDACTED:{kind}]"
+def mask_text(
+    text: str, found: list[Secret] | None = None, kinds: Collection[str] | None = None
+) -> str:
+    """The one rule: ``text`` with every match of the patterns masked, as ``re.sub`` of each
+    pattern in turn would mask it; every masked match is appended to ``found``. ``kinds``
+    limits the patterns to those (``"*"``: all)."""
+    rules = _RULES if kinds is None else _rules_for(frozenset(kinds))
+    folded: list[str | None] = [None]  # text.lower() for the case-insensitive rules, once
+    for rule in rules:
+        starts = _starts(rule, text, folded)
+        if not starts and starts is not None:
+            continue  # the usual case: no needle, no match
+        pieces: list[str] = []
+        last = 0
+        for m in _matches(rule, text, starts):
+            out = _masked(rule.kind, m)
+            if out is None:
+                continue
+            pieces += (text[last : m.start()], out)
+            last = m.end()
+            if found is not None:
+                found.append(Secret(rule.kind, m.group(0)))
+        if pieces:
+            pieces.append(text[last:])
+            text = "".join(pieces)
+            folded[0] = None
+    return text
 
-    def sub(m: re.Match[str]) -> str:
-        whole = m.group(0)
-        if kind == "assignment":
-            found = _assignment_value(m)
-            if found is None:
-                return whole
-            start, end = found
-            out = whole[: start - m.start()] + mask + whole[end - m.start() :]
-        elif kind == "bearer":
-            out = m.group(1) + mask
-        elif kind == "url-password":
-            if m.group(2).startswith(_MASKED):
-                return whole
-            out = m.group(1) + mask + m.group(3)
-        else:
-            out = mask
-        if counts is not None:
-            counts[kind] += 1
+
+def mask_value(
+    value: Any, found: list[Secret] | None = None, kinds: Collection[str] | None = None
+) -> Any:
+    """The one walk: a JSON value with every string masked (object keys included) by
+    :func:`mask_text`, and a string under a secret's name (``{"DB_PASSWORD": "x"}``) judged
+    like the assignment ``DB_PASSWORD=x``; what was masked is appended to ``found``."""
+    if isinstance(value, str):
+        return mask_text(value, found, kinds)
+    if isinstance(value, list):
+        return [mask_value(x, found, kinds) for x in value]
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        for k, x in value.items():
+            if isinstance(k, str) and isinstance(x, str) and _SECRET_NAME.search(k):
+                probe = f"{k}={x}"  # judged like an assignment in text, by every pattern
+                if mask_text(probe) != probe:
+                    if found is not None:
+                        found.append(Secret("assignment", probe))
+                    out[mask_text(k, found, kinds)] = "[REDACTED:assignment]"
+                    continue
+            key = mask_text(k, found, kinds) if isinstance(k, str) else k
+            out[key] = mask_value(x, found, kinds)
         return out
+    return value
 
-    return sub
+
+def _masked(kind: str, m: re.Match[str]) -> str | None:
+    """What the match ``m`` of ``kind`` becomes, or None when it is no secret."""
+    mask = f"[REDACTED:{kind}]"
+    if kind == "assignment":
+        found = _assignment_value(m)
+        if found is None:
+            return None
+        whole, start, end = m.group(0), found[0] - m.start(), found[1] - m.start()
+        return whole[:start] + mask + whole[end:]
+    if kind == "bearer":
+        return m.group(1) + mask
+    if kind == "url-password":
+        if m.group(2).startswith(_MASKED):
+            return None
+        return m.group(1) + mask + m.group(3)
+    return mask
+
+
+# -- where a pattern can match: the fast finder ------------------------------------------------
+#
+# Running a pattern over a text costs a regex step at every position: the case-insensitive
+# assignment pattern ~50 ns a character (6 KB of code in a tool result: ~0.3 ms), the others
+# with their leading lookbehind about as much. But every match contains a literal, a needle,
+# at a known distance from where the match starts (``sk-`` at 0; ``key`` at 0, 3, 4, 6, 7 or 8
+# for key, apikey, api_key, accesskey, access_key, private_key; ``://`` at the end of the
+# scheme). So the needles are found in C (str.find, ~1 ns a character; the keywords by a
+# regex led by one byte, which also checks the ":" or "=" that must follow, so the ~80
+# ``token_list`` of a tool result never reach Python), and the pattern is tried only where a
+# needle puts a possible start, left to right, resuming after each match:
+# exactly the matches ``pattern.finditer`` finds (tests/test_redaction_fast.py holds them
+# equal), since a start without a needle cannot match and ``match(text, pos)`` is the same
+# attempt as a search's at ``pos`` (lookbehinds and ``\b`` see the text before ``pos``).
+#
+# The case-insensitive patterns' needles are found in ``text.lower()``: a character the regex
+# equates with an ASCII letter of a needle lowers to that letter, and lowering keeps every
+# position, except for three characters (found by trying every code point: ``İ ı`` match
+# ``i`` and ``ſ`` matches ``s`` but lower to something else, ``İ`` to two characters); a text
+# with one of them is searched with the plain pattern.
+
+ANY = "*"  #: In ``kinds``: every pattern.
+_UNFOLDED = ("\u0130", "\u0131", "\u017f")
+_FOLLOW = r"[\"']?[ \t]*[:=]"  # what follows a keyword in an assignment (see the pattern)
+_NOT_SCHEME = re.compile(r"(?s).*[^A-Za-z0-9+.\-]")  # up to the last non-scheme character
+
+
+class _Rule(NamedTuple):
+    kind: str
+    pattern: re.Pattern[str]
+    #: (needle, distances back from a hit to where a match may start, None or a regex of
+    #: hits); no distance: the start of the URL scheme. A regex (keywords, with what must
+    #: follow them) is led by the needle, a byte rarer than the keyword's first where one
+    #: is ("k" for token); the distances are per branch, by the empty group that ends it.
+    #: Its finditer finds every hit: no keyword overlaps itself or starts in a follow.
+    needles: tuple[tuple[str, tuple[tuple[int, ...], ...], re.Pattern[str] | None], ...]
+    folded: bool  #: needles are looked for in text.lower()
+    #: Characters of which a match holds one (an assignment: ":" or "="); () for none.
+    requires: tuple[str, ...] = ()
+
+
+def _rule(kind: str, *needles: str, folded: bool = False) -> _Rule:
+    return _Rule(kind, _PATTERN_OF[kind], tuple((n, ((0,),), None) for n in needles), folded)
+
+
+def _scheme_start(text: str, at: int) -> int:
+    """Where the run of URL scheme characters that ends at ``at`` starts."""
+    while True:
+        lo = max(0, at - 64)
+        chunk = text[lo:at]
+        m = _NOT_SCHEME.match(chunk)
+        if m is not None:
+            return lo + m.end()
+        if lo == 0:
+            return 0
+        at = lo
+
+
+def _starts(rule: _Rule, text: str, folded: list[str | None]) -> list[int] | None:
+    """The positions where ``rule``'s pattern may match in ``text``, in order; None when
+    only the plain pattern can tell (a case-insensitive rule over a text that lowering
+    would shift)."""
+    for c in rule.requires:  # most strings of a line (ids, names, keys) hold none
+        if c in text:
+            break
+    else:
+        if rule.requires:
+            return []
+    hay = text
+    if rule.folded:
+        hay_or_none = folded[0]
+        if hay_or_none is None:
+            if not text.isascii() and any(c in text for c in _UNFOLDED):
+                return None
+            hay_or_none = folded[0] = text.lower()
+        hay = hay_or_none
+    starts: set[int] = set()
+    find = hay.find
+    for needle, backs, regex in rule.needles:
+        at = find(needle)
+        if at < 0:
+            continue
+        if regex is not None:  # keywords: their hits, with what must follow, found in C
+            hits = [(m.start(), backs[(m.lastindex or 1) - 1]) for m in regex.finditer(hay, at)]
+        else:
+            hits = []
+            while at >= 0:
+                hits.append((at, backs[0]))
+                at = find(needle, at + 1)
+        for at, back in hits:
+            if not back:
+                starts.add(_scheme_start(text, at))
+            for b in back:
+                if b <= at:
+                    starts.add(at - b)
+    return sorted(starts)
+
+
+def _matches(rule: _Rule, text: str, starts: list[int] | None) -> Iterator[re.Match[str]]:
+    """The matches of ``rule.pattern`` in ``text``, exactly as ``finditer`` gives them, given
+    :func:`_starts`."""
+    if starts is None:
+        yield from rule.pattern.finditer(text)
+        return
+    match = rule.pattern.match
+    resume = 0
+    for at in starts:
+        if at < resume:
+            continue  # inside the previous match: a search resumes after it
+        m = match(text, at)
+        if m is not None:
+            yield m
+            resume = m.end()  # every pattern's match is non-empty
+
+
+_PATTERN_OF = dict(_PATTERNS)
+_RULES: tuple[_Rule, ...] = (
+    _rule("private-key", "-----BEGIN"),
+    _rule("anthropic-key", "sk-ant-"),
+    _rule("openai-key", "sk-"),
+    _rule("aws-access-key", "AKIA", "ASIA", "ABIA", "ACCA"),
+    _rule("github-token", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    _rule("slack-token", *(f"xox{c}-" for c in "abposr"), "xapp-"),
+    _rule("google-api-key", "AIza"),
+    _rule("jwt", "eyJ"),
+    _rule("bearer", "authorization", "bearer", folded=True),
+    _Rule("url-password", _PATTERN_OF["url-password"], (("://", ((),), None),), False),
+    _Rule(
+        "assignment",
+        _PATTERN_OF["assignment"],
+        (
+            ("p", ((0,),), re.compile(r"p(?:ass(?:word|wd|phrase)?|wd)" + _FOLLOW)),
+            # token (from its "k"); key, apikey, api_key, accesskey, access_key, privatekey,
+            # private_key (from the "k" of key)
+            ("k", ((2,), (0, 3, 4, 6, 7, 8)), re.compile(r"k(?:(?<=tok)en()|ey())" + _FOLLOW)),
+            # secret (from its "c"), credential(s)
+            ("c", ((2,), (0,)), re.compile(r"c(?:(?<=sec)ret()|redentials?())" + _FOLLOW)),
+        ),
+        True,
+        (":", "="),
+    ),
+)
+assert [r.kind for r in _RULES] == [k for k, _ in _PATTERNS]  # the same order, every pattern
+_RULES_FOR: dict[frozenset[str], tuple[_Rule, ...]] = {}
+
+
+def _rules_for(kinds: frozenset[str]) -> tuple[_Rule, ...]:
+    """The rules of ``kinds`` (``"*"``: all), in order; a few sets recur (the screen's)."""
+    rules = _RULES_FOR.get(kinds)
+    if rules is None:
+        rules = _RULES if ANY in kinds else tuple(r for r in _RULES if r.kind in kinds)
+        if len(_RULES_FOR) < 4096:
+            _RULES_FOR[kinds] = rules
+    return rules
 
 
 class Redactor:
@@ -289,22 +500,10 @@ class Redactor:
         """A JSON value with secrets masked in every string, object keys included."""
         if not self.secrets:
             return v
-        if isinstance(v, str):
-            return self.text(v)
-        if isinstance(v, list):
-            return [self.value(x) for x in v]
-        if isinstance(v, dict):
-            out: dict[Any, Any] = {}
-            for k, x in v.items():
-                if isinstance(k, str) and isinstance(x, str) and _SECRET_NAME.search(k):
-                    probe = mask_secrets(f"{k}={x}")  # judged like an assignment in text
-                    if probe != f"{k}={x}":
-                        self.masked["assignment"] += 1
-                        out[self.text(k)] = "[REDACTED:assignment]"
-                        continue
-                out[self.text(k) if isinstance(k, str) else k] = self.value(x)
-            return out
-        return v
+        found: list[Secret] = []
+        out = mask_value(v, found)
+        self.masked.update(s.kind for s in found)
+        return out
 
     def part(self, p: Any) -> Any:
         """A content part with tool arguments/results hidden (``tools``); secrets not yet."""

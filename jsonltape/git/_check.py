@@ -1,0 +1,630 @@
+"""The commit guard (``jsonltape git pre-commit``, ``jsonltape git check PATH...``).
+
+For each session file a commit would record, the guard reads the **staged blob** (never the work
+tree) and reports one :class:`Problem` per thing it refuses:
+
+* ``not-a-session``: a file marked as a session whose first line is not a jsonltape header;
+* ``corrupt``: a bad line with a good checkpoint after it (spec §10.2: not a crash tail);
+* ``torn``: a bad last line or lines (a writer may be mid-write, or the file was copied
+  mid-write): wait for the writer to close, or run ``jsonltape repair``;
+* ``secret``: a string a redaction pattern of :mod:`jsonltape.interop.redaction` matches, in the
+  data of any event at any depth, named by its pattern, line, seq and a fingerprint (never by
+  any part of the text): ``jsonltape redact SRC -o DST`` writes a masked copy;
+* ``rewritten``: a history that is not an extension of HEAD's version of the file (or of the
+  file it was renamed from): the first byte that differs, with its line and seq. A HEAD version
+  whose torn tail was cut by ``repair`` is no rewrite: only HEAD's good lines must be kept.
+
+Session files are the staged paths (``git diff --cached``: added, copied, modified, renamed)
+whose ``merge`` or ``diff`` attribute is ``jsonltape``, and any other staged ``*.jsonl`` whose
+first line is a jsonltape header. The staged blobs come through one
+``git cat-file --batch`` process.
+
+**Incremental.** When the staged blob starts with HEAD's blob and HEAD's ends with a whole line,
+only the appended bytes are checked (lines, seq continuing after HEAD's last line, secrets):
+what HEAD holds was checked when it was committed (or is in the history already). That the
+staged blob starts with HEAD's is proved by HEAD's blob id (the hash of the staged blob's
+first bytes, as many as HEAD's size): HEAD's blob itself is read only when it is not so.
+
+**Accepting a secret.** ``--allow-secrets`` accepts every secret for one run. A known false
+positive is accepted by its fingerprint, ``<kind>:<12 hex>`` (SHA-256 of kind and matched text,
+printed in the refusal), listed either in ``.jsonltape-allow`` at the top of the work tree (one
+per line; ``#`` starts a comment) or in ``git config --add jsonltape.allowSecret <fingerprint>``.
+
+Only the bytes of a file are judged; the screen that keeps the secret scan cheap is
+:func:`jsonltape.interop._redact_copy.screen`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .._lines import Bad, problem_of, scan
+from .._scan import read_header, witness_after
+from ..errors import FormatError, GitError
+from ..interop._redact_copy import Secret, fingerprint, mask_value, may_hold_secret, screen
+from . import _run
+from ._run import git, git_ok, toplevel
+
+__all__ = [
+    "ALLOW_FILE",
+    "MAX_SECRETS_SHOWN",
+    "Policy",
+    "Problem",
+    "check_paths",
+    "check_staged",
+    "check_staged_paths",
+]
+
+ALLOW_FILE = ".jsonltape-allow"
+ALLOW_CONFIG = "jsonltape.allowSecret"
+#: Secret lines shown per file; the rest are counted in one more line.
+MAX_SECRETS_SHOWN = 20
+_EMPTY_SHA = "0" * 40
+_SKIP_MODES = ("160000", "120000")  # a submodule, a symlink: no session bytes of ours
+
+
+class Problem(NamedTuple):
+    """One reason to refuse: the file (repository-relative for staged blobs) and one line."""
+
+    path: str
+    kind: str  #: not-a-session, corrupt, torn, secret, rewritten
+    what: str
+    fingerprint: str | None = None
+
+
+class Policy(NamedTuple):
+    """Which secrets are accepted."""
+
+    allow_all: bool = False
+    allowed: frozenset[str] = frozenset()
+
+
+def read_allow_list(root: Path | None) -> frozenset[str]:
+    """Fingerprints from ``ROOT/.jsonltape-allow`` and ``git config jsonltape.allowSecret``."""
+    found: set[str] = set()
+    base = root if root is not None else Path.cwd()
+    try:
+        text = (base / ALLOW_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        item = line.split("#", 1)[0].strip()
+        if item:
+            found.add(item)
+    if root is not None:
+        out = git_ok(["config", "--get-all", ALLOW_CONFIG], cwd=root)
+        if out:
+            found.update(v.strip() for v in out.decode("utf-8", "replace").splitlines() if v)
+    return frozenset(found)
+
+
+# -- reading blobs --------------------------------------------------------------------------
+
+
+class _Entry(NamedTuple):
+    path: str
+    new: str  #: the blob to check
+    old: str | None  #: HEAD's blob of this path (or of the path it was renamed from)
+    session: bool  #: marked as a session by its attributes (else: sniff the first line)
+
+
+def _blobs(root: Path, shas: Sequence[str]) -> Iterator[bytes | None]:
+    """Each object's bytes in order (None when missing), through one ``git cat-file --batch``.
+
+    A thread feeds the names: git answers while it reads, and with both pipes full a single
+    thread writing all names first would wait forever.
+    """
+    if not shas:
+        return
+    proc = subprocess.Popen(
+        ["git", "cat-file", "--batch"],
+        cwd=root,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=_run._env(),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
+
+    def feed() -> None:
+        try:
+            stdin.write(b"".join(s.encode() + b"\n" for s in shas))
+            stdin.close()
+        except BrokenPipeError:  # git stopped early: the reader reports it
+            pass
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        for _ in shas:
+            head = stdout.readline()
+            parts = head.split()
+            if len(parts) == 2 and parts[1] == b"missing":
+                yield None
+                continue
+            if len(parts) != 3:
+                raise GitError(f"git cat-file: unexpected reply {head[:80]!r}", path=str(root))
+            size = int(parts[2])
+            data = stdout.read(size)
+            stdout.read(1)  # the newline after the contents
+            if len(data) != size:
+                raise GitError("git cat-file ended early", path=str(root))
+            yield data
+    finally:
+        # Closing our end first: a reader that stopped early makes git's next write fail, so
+        # git exits and the feeder's write returns; then nothing waits on anything.
+        stdout.close()
+        proc.wait()
+        feeder.join()
+
+
+def _staged_entries(root: Path) -> list[_Entry]:
+    out = git(
+        ["diff", "--cached", "--raw", "-z", "-M", "--no-abbrev", "--diff-filter=ACMR"], cwd=root
+    )
+    fields = out.split(b"\0")
+    entries: list[tuple[str, str, str | None]] = []
+    i = 0
+    while i + 1 < len(fields) and fields[i].startswith(b":"):
+        meta = fields[i][1:].decode().split()
+        status = meta[4]
+        if status[0] in "RC":
+            path, i = fields[i + 2], i + 3
+        else:
+            path, i = fields[i + 1], i + 2
+        if meta[1] in _SKIP_MODES:
+            continue
+        old = None if meta[2] == _EMPTY_SHA or meta[0] in _SKIP_MODES else meta[2]
+        if status[0] == "C":
+            old = None  # a copy starts a new file; its source is unchanged
+        entries.append((os.fsdecode(path), meta[3], old))
+    marked = _session_attrs(root, [p for p, _, _ in entries])
+    return [
+        _Entry(p, new, old, p in marked)
+        for p, new, old in entries
+        if p in marked or p.endswith(".jsonl")
+    ]
+
+
+def _session_attrs(root: Path, paths: Sequence[str]) -> set[str]:
+    """The paths whose ``merge`` or ``diff`` attribute is ``jsonltape``."""
+    if not paths:
+        return set()
+    out = _git_input(
+        ["check-attr", "-z", "--stdin", "merge", "diff"],
+        root,
+        b"".join(os.fsencode(p) + b"\0" for p in paths),
+    )
+    fields = out.split(b"\0")
+    return {
+        os.fsdecode(fields[i])
+        for i in range(0, len(fields) - 2, 3)
+        if fields[i + 2] == b"jsonltape"
+    }
+
+
+def _git_input(args: list[str], cwd: Path, data: bytes) -> bytes:
+    return git(args, cwd=cwd, input=data)
+
+
+def _looks_like_session(data: bytes) -> bool:
+    first = data[: data.find(b"\n") + 1 or len(data)]
+    return b'"session/start"' in first and b'"jsonltape"' in first
+
+
+# -- checking one file -----------------------------------------------------------------------
+
+
+class _Scratch:
+    """One anonymous file the blobs are loaded into, so the reader's scan (which reads an fd)
+    judges their lines exactly as it judges a file's."""
+
+    def __init__(self) -> None:
+        self.fd: int
+        if hasattr(os, "memfd_create"):
+            self.fd = os.memfd_create("jsonltape-check", os.MFD_CLOEXEC)
+        else:  # pragma: no cover - not Linux
+            self.fd, name = tempfile.mkstemp(prefix=".jsonltape-check")
+            os.unlink(name)
+
+    def load(self, data: bytes) -> int:
+        """Make the scratch file hold exactly ``data``; return its fd."""
+        os.ftruncate(self.fd, 0)
+        view = memoryview(data)
+        at = 0
+        while at < len(view):
+            at += os.pwrite(self.fd, view[at:], at)
+        return self.fd
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _first_difference(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    step = 1 << 16
+    at = 0
+    while at < n and a[at : at + step] == b[at : at + step]:
+        at += step
+    end = min(at + step, n)
+    while at < end and a[at] == b[at]:
+        at += 1
+    return at
+
+
+def _good_end(scratch: _Scratch, data: bytes) -> int:
+    """Where the good lines of ``data`` end (everything after is a torn or damaged tail)."""
+    fd = scratch.load(data)
+    end = 0
+    for item in scan(fd, 0, 0):
+        if isinstance(item, Bad):
+            break
+        end = item[0] + len(item[1]) + 1
+    return end
+
+
+def _line_at(data: bytes, at: int) -> tuple[int, int, int | None]:
+    """(line number, line start, seq) of the line of ``data`` that holds byte ``at``."""
+    start = data.rfind(b"\n", 0, at) + 1
+    number = data.count(b"\n", 0, start) + 1
+    end = data.find(b"\n", start)
+    try:
+        event, _ = problem_of(data[start : end + 1] if end >= 0 else data[start:], None)
+    except RecursionError:
+        event = None
+    return number, start, event.seq if event is not None else None
+
+
+def _seq_text(line: int, seq: int | None, byte: int) -> str:
+    return (
+        f"line {line} (seq {seq}, byte {byte})" if seq is not None else f"line {line} (byte {byte})"
+    )
+
+
+class _Checker:
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.scratch = _Scratch()
+        self.head_scratch: _Scratch | None = None
+
+    def close(self) -> None:
+        self.scratch.close()
+        if self.head_scratch is not None:
+            self.head_scratch.close()
+
+    def check(self, path: str, data: bytes, head: bytes | None) -> list[Problem]:
+        """Every problem of the file ``path`` whose bytes are ``data``; ``head`` is HEAD's."""
+        problems: list[Problem] = []
+        start, expected = 0, 0
+        if head:
+            if data.startswith(head):
+                start, expected = self._after(head)
+            else:
+                problems += self._rewritten(path, data, head)
+        fd = self.scratch.load(data)
+        if start == 0:
+            try:
+                _hdr, hend, _ = read_header(fd, path)
+            except FormatError as exc:
+                problems.append(Problem(path, "not-a-session", exc.message))
+                return problems
+            start, expected = hend, 1
+            header_kinds = None if self.policy.allow_all else may_hold_secret(data[:hend])
+            if header_kinds is not None:
+                problems += self._secrets(path, data[:hend], 0, None, header_kinds)
+        problems += self._lines(path, fd, data, start, expected)
+        return problems
+
+    def _after(self, head: bytes) -> tuple[int, int]:
+        """Where an incremental check of an extension of ``head`` starts, and the seq there;
+        (0, 0) for a full check (HEAD does not end with a good line)."""
+        if not head.endswith(b"\n"):
+            return 0, 0
+        last = head[head.rfind(b"\n", 0, len(head) - 1) + 1 :]
+        try:
+            event, problem = problem_of(last, None)
+        except RecursionError:
+            return 0, 0
+        if problem is not None or event is None:
+            return 0, 0
+        return len(head), event.seq + 1
+
+    def _rewritten(self, path: str, data: bytes, head: bytes) -> list[Problem]:
+        at = _first_difference(data, head)
+        if self.head_scratch is None:
+            self.head_scratch = _Scratch()
+        if at >= _good_end(self.head_scratch, head):
+            return []  # only HEAD's torn tail differs: repair cut it, nothing committed changed
+        line, start, seq = _line_at(head, at)
+        where = _seq_text(line, seq, start)
+        if at >= len(data):
+            what = f"rewritten history: HEAD's lines from {where} on are gone (deleted lines)"
+        else:
+            what = (
+                f"rewritten history: {where} differs from HEAD's version at byte {at}; a "
+                "session is only appended to (a redacted copy is a new session: commit it "
+                "under a new name)"
+            )
+        return [Problem(path, "rewritten", what)]
+
+    def _lines(self, path: str, fd: int, data: bytes, start: int, expected: int) -> list[Problem]:
+        problems: list[Problem] = []
+        suspects: dict[int, set[str]] = {}  # line start -> the kinds that may match there
+        if not self.policy.allow_all:
+            region = data[start:] if start else data
+            for hit, admitted in screen(region):
+                at = start + region.rfind(b"\n", 0, hit) + 1
+                suspects.setdefault(at, set()).update(admitted)
+        shown = hidden = 0
+        for item in scan(fd, start, expected):
+            if isinstance(item, Bad):
+                problems.append(self._bad(path, fd, data, item))
+                break
+            off, body, event = item
+            flagged = suspects.get(off)
+            if flagged is not None:
+                found = self._secrets(path, body, event.seq, event.data, frozenset(flagged))
+                for p in found:
+                    if shown < MAX_SECRETS_SHOWN:
+                        problems.append(p)
+                        shown += 1
+                    else:
+                        hidden += 1
+        if hidden:
+            problems.append(
+                Problem(
+                    path,
+                    "secret",
+                    f"{hidden} more secrets not shown (the first {MAX_SECRETS_SHOWN} are above)",
+                )
+            )
+        return problems
+
+    def _bad(self, path: str, fd: int, data: bytes, bad: Bad) -> Problem:
+        where = f"line {bad.line}, byte {bad.offset}" if bad.line else f"byte {bad.offset}"
+        if bad.too_deep:
+            return Problem(path, "corrupt", f"{where}: nests too deep to decode")
+        if witness_after(fd, bad.offset + len(bad.raw)):
+            return Problem(
+                path,
+                "corrupt",
+                f"corrupt at {where}: {bad.problem}; a checkpoint after it proves it is not a "
+                "crash tail (a bad edit or merge?): restore the file, or cut it there with "
+                "`jsonltape repair --force`",
+            )
+        return Problem(
+            path,
+            "torn",
+            f"torn tail at {where} ({len(data) - bad.offset} bytes): {bad.problem}; a writer "
+            "may be mid-write: wait for it to close, or run `jsonltape repair`",
+        )
+
+    def _secrets(
+        self, path: str, body: bytes, seq: int | None, data: Any, kinds: frozenset[str]
+    ) -> list[Problem]:
+        if data is None:  # the header line: its data, decoded here
+            event, _ = problem_of(body, 0)
+            data = event.data if event is not None else {}
+            seq = 0
+        found: list[Secret] = []
+        mask_value(data, found, kinds)
+        problems: list[Problem] = []
+        seen: set[str] = set()
+        for s in found:
+            fp = fingerprint(s.kind, s.matched)
+            if fp in seen or fp in self.policy.allowed:
+                continue
+            seen.add(fp)
+            assert seq is not None
+            problems.append(
+                Problem(
+                    path,
+                    "secret",
+                    f"line {seq + 1} (seq {seq}): a secret ({s.kind} pattern, fingerprint {fp})",
+                    fp,
+                )
+            )
+        return problems
+
+
+# -- the three ways in ------------------------------------------------------------------------
+
+
+def _run_checks(root: Path, entries: Sequence[_Entry], policy: Policy) -> list[Problem]:
+    """Every problem of ``entries``, in their order. HEAD's blob of a file is not read when
+    the staged blob starts with it, which its id proves: git names a blob by the hash of its
+    size and bytes, so the hash of the staged blob's first ``size`` bytes equals HEAD's id
+    exactly when they are HEAD's bytes (the usual commit, an append, then reads each byte
+    once). Only the files where it does not (a rewrite, a repaired tail) read HEAD's blob, in
+    a second pass."""
+    sizes = _sizes(root, [e.old for e in entries if e.old is not None])
+    found: list[list[Problem]] = [[] for _ in entries]
+    again: list[int] = []  # entries whose HEAD blob is needed after all
+    checker = _Checker(policy)
+    try:
+        blobs = _blobs(root, [e.new for e in entries])
+        try:
+            for i, e in enumerate(entries):
+                data = _staged(root, e, next(blobs))
+                if data is None:
+                    continue
+                head = None
+                if e.old is not None:
+                    size = sizes.get(e.old)
+                    if size is None or not _extends(data, size, e.old):
+                        again.append(i)
+                        continue
+                    head = data[:size]
+                found[i] = checker.check(e.path, data, head)
+        finally:
+            for _ in blobs:  # drain, so git exits
+                pass
+        pairs: list[str] = []
+        for i in again:
+            pairs += (entries[i].new, entries[i].old or "")
+        blobs = _blobs(root, pairs)
+        try:
+            for i in again:
+                data, head = _staged(root, entries[i], next(blobs)), next(blobs)
+                if data is not None:
+                    found[i] = checker.check(entries[i].path, data, head)
+        finally:
+            for _ in blobs:
+                pass
+    finally:
+        checker.close()
+    return [p for problems in found for p in problems]
+
+
+def _staged(root: Path, e: _Entry, data: bytes | None) -> bytes | None:
+    """The staged bytes of ``e``, or None when it is no session (not marked, not sniffed)."""
+    if data is None:
+        raise GitError(f"{e.path}: the staged blob {e.new} is missing", path=str(root))
+    if not e.session and not _looks_like_session(data):
+        return None
+    return data
+
+
+def _extends(data: bytes, size: int, blob_id: str) -> bool:
+    """Whether the first ``size`` bytes of ``data`` are the blob ``blob_id`` (SHA-1 or, in a
+    SHA-256 repository, SHA-256 of ``blob <size>\\0`` and the bytes, as git names blobs)."""
+    if size > len(data):
+        return False
+    digest = hashlib.sha1() if len(blob_id) == 40 else hashlib.sha256()
+    digest.update(b"blob %d\0" % size)
+    digest.update(memoryview(data)[:size])
+    return digest.hexdigest() == blob_id
+
+
+def _sizes(root: Path, shas: Sequence[str]) -> dict[str, int]:
+    """Blob id -> size, from one ``git cat-file --batch-check`` (a missing one is left out)."""
+    if not shas:
+        return {}
+    out = _git_input(["cat-file", "--batch-check"], root, "".join(f"{s}\n" for s in shas).encode())
+    sizes: dict[str, int] = {}
+    for line in out.decode().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] == "blob":
+            sizes[parts[0]] = int(parts[2])
+    return sizes
+
+
+def _root(cwd: Path) -> Path:
+    root = toplevel(cwd)
+    if root is None:
+        raise GitError("not inside a git work tree", path=str(cwd))
+    return root
+
+
+def check_staged(
+    cwd: str | os.PathLike[str] = ".", *, allow_secrets: bool = False
+) -> list[Problem]:
+    """The pre-commit check of every staged session file of the repository at ``cwd``."""
+    root = _root(Path(cwd))
+    policy = Policy(allow_secrets, read_allow_list(root))
+    return _run_checks(root, _staged_entries(root), policy)
+
+
+def _ls(root: Path, args: list[str], paths: Sequence[str]) -> dict[str, str]:
+    """path -> blob sha from ``git ls-files -s`` / ``git ls-tree`` (NUL-separated output)."""
+    out = git([*args, "-z", "--", *paths], cwd=root) if paths else b""
+    found: dict[str, str] = {}
+    for rec in out.split(b"\0"):
+        if not rec:
+            continue
+        meta, _, name = rec.partition(b"\t")
+        fields = meta.decode().split()
+        if fields[0] in _SKIP_MODES:
+            continue
+        sha = fields[1] if len(fields) == 3 and args[0] == "ls-files" else fields[2]
+        found[os.fsdecode(name)] = sha
+    return found
+
+
+def _head_blobs(root: Path, rel: Sequence[str]) -> dict[str, str]:
+    if git_ok(["rev-parse", "--verify", "-q", "HEAD"], cwd=root) is None:
+        return {}  # no commit yet
+    return _ls(root, ["ls-tree", "--full-tree", "HEAD"], rel)
+
+
+def _relative(root: Path, paths: Iterable[Path]) -> list[str]:
+    out = []
+    for p in paths:
+        full = Path(os.path.abspath(p))
+        try:
+            out.append(full.relative_to(root).as_posix())
+        except ValueError:
+            raise GitError("is outside the repository's work tree", path=str(p)) from None
+    return out
+
+
+def check_staged_paths(
+    paths: Sequence[Path], cwd: str | os.PathLike[str] = ".", *, allow_secrets: bool = False
+) -> list[Problem]:
+    """``check --staged PATH...``: the staged blobs of the named files, whatever their
+    attributes (a named file not in the index is reported)."""
+    root = _root(Path(cwd))
+    rel = _relative(root.resolve(), (p.resolve() for p in paths))
+    staged = _ls(root, ["ls-files", "-s", "--full-name"], rel)
+    head = _head_blobs(root, rel)
+    problems = [Problem(r, "not-staged", "not in the index") for r in rel if r not in staged]
+    entries = [_Entry(r, staged[r], head.get(r), True) for r in rel if r in staged]
+    policy = Policy(allow_secrets, read_allow_list(root))
+    return problems + _run_checks(root, entries, policy)
+
+
+def check_paths(paths: Sequence[Path], *, allow_secrets: bool = False) -> list[Problem]:
+    """``check PATH...``: the files in the work tree; each one inside a git work tree is also
+    compared with HEAD's version of it (rewritten history)."""
+    problems: list[Problem] = []
+    by_root: dict[Path | None, list[Path]] = {}
+    roots: dict[Path, Path | None] = {}  # one `git rev-parse` per directory, not per file
+    for p in paths:
+        parent = Path(os.path.abspath(p)).parent
+        if parent not in roots:
+            roots[parent] = toplevel(parent) if parent.is_dir() else None
+        by_root.setdefault(roots[parent], []).append(p)
+    for root, group in by_root.items():
+        heads: dict[str, bytes | None] = {}
+        if root is not None:
+            rel = _relative(root.resolve(), (p.resolve() for p in group))
+            shas = _head_blobs(root, rel)
+            wanted = [r for r in rel if r in shas]
+            for r, blob in zip(wanted, _blobs(root, [shas[r] for r in wanted]), strict=True):
+                heads[r] = blob
+            names = rel
+        else:
+            names = [str(p) for p in group]
+        checker = _Checker(Policy(allow_secrets, read_allow_list(root)))
+        try:
+            for p, name in zip(group, names, strict=True):
+                data = _read_file(p)
+                problems += [
+                    q._replace(path=str(p)) for q in checker.check(str(p), data, heads.get(name))
+                ]
+        finally:
+            checker.close()
+    return problems
+
+
+def _read_file(p: Path) -> bytes:
+    from .. import _fs
+
+    fd = _fs.open_for_read(_fs.session_path(p))
+    try:
+        chunks: list[bytes] = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
