@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 import msgspec
@@ -206,7 +206,7 @@ class ForeignFiles:
         off, raw, _event = lines[seq]
         return off + len(raw) == end and _framing.crc_of(raw) == crc
 
-    def intact(self, fd: int, start: int, end: int) -> bool:
+    def intact(self, fd: int, start: int, end: int, ingested: Iterable[str]) -> bool:
         return False  # rewritten in place or replaced: reingest (rows equal a rebuild)
 
     def corrupt_after(self, fd: int, start: int, end: int) -> bool:

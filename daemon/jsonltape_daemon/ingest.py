@@ -392,11 +392,12 @@ class Ingestor:
         start, last_seq = 0, -1
         if sess is not None and reg is not None:
             # Another inode (a copy or checkout put in place) or the same size with a new mtime
-            # (a rewrite in place, or a touch) is not an append: the whole ingested region is
-            # checked then, not just its last line.
+            # (a rewrite in place, or a touch) is not an append: the whole ingested region must
+            # then still be the lines the rows came from, not just its last line (another
+            # continuation of the same length can end in the same line).
             rewritten = (reg.dev, reg.ino) != (st.st_dev, st.st_ino) or reg.size == size
             if self._continuous(fd, size, hend, reg) and (
-                not rewritten or self.kind.intact(fd, hend, reg.offset)
+                not rewritten or self.kind.intact(fd, hend, reg.offset, store.raw_lines(sess.sid))
             ):
                 start, last_seq = reg.offset, reg.last_seq or 0
             else:

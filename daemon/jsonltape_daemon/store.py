@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import msgspec
@@ -351,6 +351,13 @@ class SqliteStore:
             "INSERT OR IGNORE INTO events (sid, seq, type, time, offset, raw) VALUES (?,?,?,?,?,?)",
             rows,
         )
+
+    def raw_lines(self, sid: int) -> Iterator[str]:
+        """The stored lines of a session after its header (seq 1 on), in order."""
+        for (raw,) in self.con.execute(
+            "SELECT raw FROM events WHERE sid = ? AND seq > 0 ORDER BY seq", (sid,)
+        ):
+            yield raw
 
     def add_messages(self, rows: Sequence[MessageRow]) -> None:
         """Insert message rows with ids from the store's own counter (ids are never reused,
