@@ -36,12 +36,9 @@ Only the bytes of a file are judged; the screen that keeps the secret scan cheap
 
 from __future__ import annotations
 
-import hashlib
 import os
-import subprocess
 import tempfile
-import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -49,7 +46,19 @@ from .._lines import Bad, problem_of, scan
 from .._scan import read_header, witness_after
 from ..errors import FormatError, GitError
 from ..interop._redact_copy import Secret, fingerprint, mask_value, may_hold_secret, screen
-from . import _run
+from ._objects import (
+    SKIP_MODES,
+    extends,
+    head_blobs,
+    ls_blobs,
+    session_attrs,
+)
+from ._objects import (
+    blobs as read_blobs,
+)
+from ._objects import (
+    sizes as blob_sizes,
+)
 from ._run import git, git_ok, toplevel
 
 __all__ = [
@@ -67,7 +76,6 @@ ALLOW_CONFIG = "jsonltape.allowSecret"
 #: Secret lines shown per file; the rest are counted in one more line.
 MAX_SECRETS_SHOWN = 20
 _EMPTY_SHA = "0" * 40
-_SKIP_MODES = ("160000", "120000")  # a submodule, a symlink: no session bytes of ours
 
 
 class Problem(NamedTuple):
@@ -115,57 +123,6 @@ class _Entry(NamedTuple):
     session: bool  #: marked as a session by its attributes (else: sniff the first line)
 
 
-def _blobs(root: Path, shas: Sequence[str]) -> Iterator[bytes | None]:
-    """Each object's bytes in order (None when missing), through one ``git cat-file --batch``.
-
-    A thread feeds the names: git answers while it reads, and with both pipes full a single
-    thread writing all names first would wait forever.
-    """
-    if not shas:
-        return
-    proc = subprocess.Popen(
-        ["git", "cat-file", "--batch"],
-        cwd=root,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=_run._env(),
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    stdin, stdout = proc.stdin, proc.stdout
-
-    def feed() -> None:
-        try:
-            stdin.write(b"".join(s.encode() + b"\n" for s in shas))
-            stdin.close()
-        except BrokenPipeError:  # git stopped early: the reader reports it
-            pass
-
-    feeder = threading.Thread(target=feed, daemon=True)
-    feeder.start()
-    try:
-        for _ in shas:
-            head = stdout.readline()
-            parts = head.split()
-            if len(parts) == 2 and parts[1] == b"missing":
-                yield None
-                continue
-            if len(parts) != 3:
-                raise GitError(f"git cat-file: unexpected reply {head[:80]!r}", path=str(root))
-            size = int(parts[2])
-            data = stdout.read(size)
-            stdout.read(1)  # the newline after the contents
-            if len(data) != size:
-                raise GitError("git cat-file ended early", path=str(root))
-            yield data
-    finally:
-        # Closing our end first: a reader that stopped early makes git's next write fail, so
-        # git exits and the feeder's write returns; then nothing waits on anything.
-        stdout.close()
-        proc.wait()
-        feeder.join()
-
-
 def _staged_entries(root: Path) -> list[_Entry]:
     out = git(
         ["diff", "--cached", "--raw", "-z", "-M", "--no-abbrev", "--diff-filter=ACMR"], cwd=root
@@ -180,39 +137,18 @@ def _staged_entries(root: Path) -> list[_Entry]:
             path, i = fields[i + 2], i + 3
         else:
             path, i = fields[i + 1], i + 2
-        if meta[1] in _SKIP_MODES:
+        if meta[1] in SKIP_MODES:
             continue
-        old = None if meta[2] == _EMPTY_SHA or meta[0] in _SKIP_MODES else meta[2]
+        old = None if meta[2] == _EMPTY_SHA or meta[0] in SKIP_MODES else meta[2]
         if status[0] == "C":
             old = None  # a copy starts a new file; its source is unchanged
         entries.append((os.fsdecode(path), meta[3], old))
-    marked = _session_attrs(root, [p for p, _, _ in entries])
+    marked = session_attrs(root, [p for p, _, _ in entries])
     return [
         _Entry(p, new, old, p in marked)
         for p, new, old in entries
         if p in marked or p.endswith(".jsonl")
     ]
-
-
-def _session_attrs(root: Path, paths: Sequence[str]) -> set[str]:
-    """The paths whose ``merge`` or ``diff`` attribute is ``jsonltape``."""
-    if not paths:
-        return set()
-    out = _git_input(
-        ["check-attr", "-z", "--stdin", "merge", "diff"],
-        root,
-        b"".join(os.fsencode(p) + b"\0" for p in paths),
-    )
-    fields = out.split(b"\0")
-    return {
-        os.fsdecode(fields[i])
-        for i in range(0, len(fields) - 2, 3)
-        if fields[i + 2] == b"jsonltape"
-    }
-
-
-def _git_input(args: list[str], cwd: Path, data: bytes) -> bytes:
-    return git(args, cwd=cwd, input=data)
 
 
 def _looks_like_session(data: bytes) -> bool:
@@ -445,12 +381,12 @@ def _run_checks(root: Path, entries: Sequence[_Entry], policy: Policy) -> list[P
     exactly when they are HEAD's bytes (the usual commit, an append, then reads each byte
     once). Only the files where it does not (a rewrite, a repaired tail) read HEAD's blob, in
     a second pass."""
-    sizes = _sizes(root, [e.old for e in entries if e.old is not None])
+    sizes = blob_sizes(root, [e.old for e in entries if e.old is not None])
     found: list[list[Problem]] = [[] for _ in entries]
     again: list[int] = []  # entries whose HEAD blob is needed after all
     checker = _Checker(policy)
     try:
-        blobs = _blobs(root, [e.new for e in entries])
+        blobs = read_blobs(root, [e.new for e in entries])
         try:
             for i, e in enumerate(entries):
                 data = _staged(root, e, next(blobs))
@@ -459,7 +395,7 @@ def _run_checks(root: Path, entries: Sequence[_Entry], policy: Policy) -> list[P
                 head = None
                 if e.old is not None:
                     size = sizes.get(e.old)
-                    if size is None or not _extends(data, size, e.old):
+                    if size is None or not extends(data, size, e.old):
                         again.append(i)
                         continue
                     head = data[:size]
@@ -470,7 +406,7 @@ def _run_checks(root: Path, entries: Sequence[_Entry], policy: Policy) -> list[P
         pairs: list[str] = []
         for i in again:
             pairs += (entries[i].new, entries[i].old or "")
-        blobs = _blobs(root, pairs)
+        blobs = read_blobs(root, pairs)
         try:
             for i in again:
                 data, head = _staged(root, entries[i], next(blobs)), next(blobs)
@@ -493,30 +429,6 @@ def _staged(root: Path, e: _Entry, data: bytes | None) -> bytes | None:
     return data
 
 
-def _extends(data: bytes, size: int, blob_id: str) -> bool:
-    """Whether the first ``size`` bytes of ``data`` are the blob ``blob_id`` (SHA-1 or, in a
-    SHA-256 repository, SHA-256 of ``blob <size>\\0`` and the bytes, as git names blobs)."""
-    if size > len(data):
-        return False
-    digest = hashlib.sha1() if len(blob_id) == 40 else hashlib.sha256()
-    digest.update(b"blob %d\0" % size)
-    digest.update(memoryview(data)[:size])
-    return digest.hexdigest() == blob_id
-
-
-def _sizes(root: Path, shas: Sequence[str]) -> dict[str, int]:
-    """Blob id -> size, from one ``git cat-file --batch-check`` (a missing one is left out)."""
-    if not shas:
-        return {}
-    out = _git_input(["cat-file", "--batch-check"], root, "".join(f"{s}\n" for s in shas).encode())
-    sizes: dict[str, int] = {}
-    for line in out.decode().splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[1] == "blob":
-            sizes[parts[0]] = int(parts[2])
-    return sizes
-
-
 def _root(cwd: Path) -> Path:
     root = toplevel(cwd)
     if root is None:
@@ -531,28 +443,6 @@ def check_staged(
     root = _root(Path(cwd))
     policy = Policy(allow_secrets, read_allow_list(root))
     return _run_checks(root, _staged_entries(root), policy)
-
-
-def _ls(root: Path, args: list[str], paths: Sequence[str]) -> dict[str, str]:
-    """path -> blob sha from ``git ls-files -s`` / ``git ls-tree`` (NUL-separated output)."""
-    out = git([*args, "-z", "--", *paths], cwd=root) if paths else b""
-    found: dict[str, str] = {}
-    for rec in out.split(b"\0"):
-        if not rec:
-            continue
-        meta, _, name = rec.partition(b"\t")
-        fields = meta.decode().split()
-        if fields[0] in _SKIP_MODES:
-            continue
-        sha = fields[1] if len(fields) == 3 and args[0] == "ls-files" else fields[2]
-        found[os.fsdecode(name)] = sha
-    return found
-
-
-def _head_blobs(root: Path, rel: Sequence[str]) -> dict[str, str]:
-    if git_ok(["rev-parse", "--verify", "-q", "HEAD"], cwd=root) is None:
-        return {}  # no commit yet
-    return _ls(root, ["ls-tree", "--full-tree", "HEAD"], rel)
 
 
 def _relative(root: Path, paths: Iterable[Path]) -> list[str]:
@@ -573,8 +463,8 @@ def check_staged_paths(
     attributes (a named file not in the index is reported)."""
     root = _root(Path(cwd))
     rel = _relative(root.resolve(), (p.resolve() for p in paths))
-    staged = _ls(root, ["ls-files", "-s", "--full-name"], rel)
-    head = _head_blobs(root, rel)
+    staged = ls_blobs(root, ["ls-files", "-s", "--full-name"], rel)
+    head = head_blobs(root, rel)
     problems = [Problem(r, "not-staged", "not in the index") for r in rel if r not in staged]
     entries = [_Entry(r, staged[r], head.get(r), True) for r in rel if r in staged]
     policy = Policy(allow_secrets, read_allow_list(root))
@@ -596,9 +486,9 @@ def check_paths(paths: Sequence[Path], *, allow_secrets: bool = False) -> list[P
         heads: dict[str, bytes | None] = {}
         if root is not None:
             rel = _relative(root.resolve(), (p.resolve() for p in group))
-            shas = _head_blobs(root, rel)
+            shas = head_blobs(root, rel)
             wanted = [r for r in rel if r in shas]
-            for r, blob in zip(wanted, _blobs(root, [shas[r] for r in wanted]), strict=True):
+            for r, blob in zip(wanted, read_blobs(root, [shas[r] for r in wanted]), strict=True):
                 heads[r] = blob
             names = rel
         else:

@@ -9,10 +9,11 @@ from pathlib import Path
 
 from ..errors import GitError
 
-__all__ = ["git", "git_ok", "toplevel"]
+__all__ = ["env", "git", "git_ok", "toplevel"]
 
 
-def _env() -> dict[str, str]:
+def env() -> dict[str, str]:
+    """The environment every git command runs in."""
     env = dict(os.environ)
     # Messages we parse must not be translated; a pager must never wait for a terminal.
     env["LC_ALL"] = "C"
@@ -26,7 +27,7 @@ def git(args: Sequence[str], *, cwd: str | Path, input: bytes | None = None) -> 
     with git's own first line of stderr."""
     try:
         done = subprocess.run(
-            ["git", *args], cwd=cwd, input=input, capture_output=True, env=_env(), check=False
+            ["git", *args], cwd=cwd, input=input, capture_output=True, env=env(), check=False
         )
     except FileNotFoundError as exc:
         raise GitError("git is not installed (no `git` on PATH)") from exc
