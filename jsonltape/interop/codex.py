@@ -9,9 +9,18 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
   message, developer/system → a ``user/message`` with role ``system``; the items of one model
   response (``reasoning``, assistant ``message``, ``function_call``, ``custom_tool_call``,
   ``local_shell_call``, ``web_search_call``) are merged into one ``assistant/message``, closed
-  by the ``token_count`` event that follows it, whose ``last_token_usage`` becomes the usage
-  (once per response; repeated token counts stay raw); each call gets a ``tool/call``.
-  ``function_call_output`` / ``custom_tool_call_output`` → ``tool/result`` by ``call_id``.
+  closed by the response's usage: its ``token_usage_record`` (0.15x, one per response) or the
+  ``token_count`` event after it (``last_token_usage``). Once per response: when the usage
+  arrives after the tool output already closed the message, that message is revised in place
+  to carry it; repeated token counts (same totals) and records of a response that has its
+  usage stay raw. Each call gets a ``tool/call``.
+  ``function_call_output`` / ``custom_tool_call_output`` → ``tool/result`` by ``call_id``; an
+  output that is a list of content items becomes its text (non-blank text items joined by
+  newlines, as Codex shows it) with the list kept as ``data.output``; a non-zero exit code
+  (``exec_command_end``, ``metadata.exit_code``, an ``Exit code: N`` / ``Process exited with
+  code N`` header line) or ``success: false`` marks it ``is_error``.
+* The title is the first user prompt: a user ``message`` item that Codex did not inject
+  (AGENTS.md / user instructions, environment context, …), else ``event_msg user_message``.
 * ``event_msg``: ``task_started`` / ``task_complete`` / ``turn_aborted`` start and end turns;
   the rest (``user_message``, ``agent_message``, ``agent_reasoning``: copies of response items
   for the UI; exec and patch events; rate limits) stays raw.
@@ -21,6 +30,7 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -47,6 +57,24 @@ _ASSISTANT_ITEMS = frozenset(
     {"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
 )
 _decode = msgspec.json.decode
+#: How Codex marks the user-role messages it injects itself (codex-rs/protocol/src/
+#: instruction_markers.rs: AGENTS.md and user instructions, environment context, collaboration
+#: mode, skills, user shell commands; core's turn-aborted and subagent notices): not prompts.
+_INJECTED_PREFIXES = (
+    "# AGENTS.md instructions for ",
+    "<user_instructions>",
+    "<environment_context>",
+    "<collaboration_mode>",
+    "<skill",
+    "<user_shell_command>",
+    "<turn_aborted>",
+    "<subagent_notification>",
+)
+#: Older Codex put the prompt after this heading (``USER_MESSAGE_BEGIN``, protocol.rs).
+_USER_MESSAGE_BEGIN = "## My request for Codex:"
+#: The exit code in the header Codex writes before a command's output: ``Exit code: N`` (shell
+#: tools) or ``Process exited with code N`` (unified exec), each on a line of its own.
+_EXIT_LINE = re.compile(r"^(?:Exit code: |Process exited with code )(-?\d+)\s*$", re.M)
 
 
 def _arguments(value: Any) -> Any:
@@ -85,6 +113,47 @@ def content_parts(content: Any) -> list[dict[str, Any]]:
     return parts
 
 
+def output_text(items: list[Any]) -> str | None:
+    """A tool output given as content items, as Codex shows it
+    (``function_call_output_content_items_to_text``): its non-blank text items joined by
+    newlines; None when it has no text (images only)."""
+    texts = [
+        i["text"]
+        for i in items
+        if isinstance(i, dict)
+        and i.get("type") in ("input_text", "output_text")
+        and isinstance(i.get("text"), str)
+        and i["text"].strip()
+    ]
+    return "\n".join(texts) if texts else None
+
+
+def exit_code(output: Any) -> int | None:
+    """The exit code a tool output reports: ``metadata.exit_code`` of a JSON object text
+    (``{"output", "metadata": {"exit_code", "duration_seconds"}}``), else the ``Exit code: N`` /
+    ``Process exited with code N`` line of the header before ``Output:`` (only the first line
+    when there is no such header, so a command's own output is never read as its status)."""
+    if not isinstance(output, str):
+        return None
+    if output.startswith("{"):
+        meta = _arguments(output)
+        meta = meta.get("metadata") if isinstance(meta, dict) else None
+        code = meta.get("exit_code") if isinstance(meta, dict) else None
+        return code if isinstance(code, int) and not isinstance(code, bool) else None
+    head, sep, _ = output.partition("\nOutput:")
+    found = _EXIT_LINE.search(head if sep else output.partition("\n")[0])
+    return int(found.group(1)) if found else None
+
+
+def prompt_text(parts: list[dict[str, Any]]) -> str | None:
+    """The user's prompt in a user message, or None if Codex injected the message."""
+    text = "\n".join(p["content"] for p in parts if p.get("type") == "text").strip()
+    if not text or text.startswith(_INJECTED_PREFIXES):
+        return None
+    _, sep, rest = text.partition(_USER_MESSAGE_BEGIN)
+    return rest.strip() if sep else text
+
+
 def _reasoning_text(p: dict[str, Any]) -> str:
     for field in ("content", "summary"):
         items = p.get(field)
@@ -105,6 +174,9 @@ class CodexMapper(Mapper):
         super().__init__(name, path)
         self.main = self.new_out("", session_id, {})
         self._meta_seen = False
+        self._last: Group | None = None  # the latest model response's message
+        self._last_total: Any = None  # total_token_usage of the latest token_count
+        self._exit: dict[str, int] = {}  # call id -> exit code of its exec_command_end
 
     def sniff(self, value: dict[str, Any]) -> str | None:
         if "payload" in value and isinstance(value.get("type"), str):
@@ -135,6 +207,10 @@ class CodexMapper(Mapper):
             self.set_request(out, raw=True, model=model, params={"reasoning_effort": effort})
         elif t == "compacted":
             self._compacted(out, p)
+        elif t == "token_usage_record":  # Codex 0.15x: one per model response
+            usage = p.get("usage")
+            if isinstance(usage, dict):
+                self._usage(out, usage)
 
     def _compacted(self, out: Out, p: dict[str, Any]) -> None:
         summary = p.get("message")
@@ -189,7 +265,23 @@ class CodexMapper(Mapper):
             g = self.group_for(out, f"codex-{self.n}")
             model = out.request.get("model")
             g.model = model if isinstance(model, str) else None  # the turn_context's model
+            self._last = g
         return g
+
+    def _usage(self, out: Out, usage: dict[str, Any]) -> None:
+        """The usage of the latest model response, given once: it closes the response's open
+        message; if a tool output already closed it, the message is revised to carry it (the
+        usage arrives after the output). A response that has its usage leaves the line raw."""
+        g = out.group if out.group is not None else self._last
+        if g is None or g.usage is not None:
+            return
+        if g is not out.group:  # already emitted: revise it if it is still on the surface
+            if g.vid is None or not out.surface.is_current(g.vid):
+                return
+            out.group = g
+        self.add_line(g)
+        g.usage = usage
+        self.flush_group(out)
 
     def _item(self, out: Out, p: dict[str, Any]) -> None:
         kind = p.get("type")
@@ -206,6 +298,8 @@ class CodexMapper(Mapper):
                 return
             msg_role = "user" if role == "user" else "system"
             self.message(out, "user/message", msg_role, parts, f"codex-{self.n}")
+            if role == "user":  # 0.154 writes no event_msg user_message: title from here
+                self.note_title(out, prompt_text(parts))
         elif kind in _ASSISTANT_ITEMS:
             g = self._group(out)
             self.add_line(g, p.get("id") if isinstance(p.get("id"), str) else None)
@@ -219,7 +313,18 @@ class CodexMapper(Mapper):
             if isinstance(output, dict) and "content" in output:
                 is_error = output.get("success") is False
                 output = output["content"]
-            self.tool_result(out, call, output, is_error=is_error, msg_id=f"codex-{self.n}")
+            extra: dict[str, Any] | None = None
+            if isinstance(output, list):  # content items: the text, the items kept beside it
+                text = output_text(output)
+                if text is not None:
+                    extra = {"output": output}
+                    output = text
+            code = self._exit.pop(call, None)
+            code = exit_code(output) if code is None else code
+            is_error = is_error or (code is not None and code != 0)
+            self.tool_result(
+                out, call, output, is_error=is_error, msg_id=f"codex-{self.n}", extra=extra
+            )
 
     @staticmethod
     def _assistant_part(kind: Any, p: dict[str, Any]) -> dict[str, Any]:
@@ -263,11 +368,15 @@ class CodexMapper(Mapper):
             self.end_turn(out, "aborted", raw=True)
         elif kind == "token_count":
             info = p.get("info")
-            g = out.group
-            usage = info.get("last_token_usage") if isinstance(info, dict) else None
-            if g is not None and g.usage is None and isinstance(usage, dict):
-                self.add_line(g)
-                g.usage = usage
-                self.flush_group(out)
+            if not isinstance(info, dict):
+                return
+            total, self._last_total = self._last_total, info.get("total_token_usage")
+            usage = info.get("last_token_usage")
+            if isinstance(usage, dict) and (total is None or total != self._last_total):
+                self._usage(out, usage)  # a repeat (same totals as the last one) stays raw
+        elif kind == "exec_command_end":  # stays raw; its exit code marks the result
+            call, code = p.get("call_id"), p.get("exit_code")
+            if isinstance(call, str) and isinstance(code, int) and not isinstance(code, bool):
+                self._exit[call] = code
         elif kind == "user_message":
             self.note_title(out, p.get("message"))
