@@ -417,6 +417,9 @@ def _import(
                 str(root / source / f"{t}.jsonl") for t in last.get("targets", [sid])
             ]
             report.lines = int(last.get("lines", 0))
+            torn = last.get("torn")  # the tail held back then is still there, unchanged
+            if isinstance(torn, dict):
+                report.torn = Torn(int(torn["line"]), int(torn["offset"]), int(torn["bytes"]))
             return
     st.load()
     mapper = mapper_for(source, p, sid)

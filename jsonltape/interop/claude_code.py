@@ -11,7 +11,11 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
   ``message.id`` (one per content block, each repeating ``usage``). They are merged into one
   ``assistant/message`` with the parts in order and the usage of the last line, so usage is
   counted once; text, ``thinking`` (reasoning with its signature), ``tool_use`` (tool_call).
-  Each tool call also gets a ``tool/call``; ``TodoWrite`` calls a ``todo/write``.
+  Each tool call also gets a ``tool/call``; ``TodoWrite`` calls a ``todo/write``. Claude Code
+  2.x runs a tool while the response is still streaming and may write its result line
+  *between* the response's lines: a line holding only results of the response's calls is held
+  back until the response is complete, so the response stays one message and its results
+  follow it.
 * ``system/compact_boundary`` + the next ``isCompactSummary`` user line: ``compaction/start``,
   ``compaction/summary`` (with the file ledger), the summary ``user/message`` replacing the
   surface, ``compaction/end``.
@@ -31,7 +35,8 @@ import re
 from typing import Any
 
 from ._base import Mapper, Out, safe_id, title_of
-from ._source import parse_time
+from ._model import call_ids
+from ._source import SourceLine, parse_time
 
 __all__ = ["ClaudeCodeMapper"]
 
@@ -149,6 +154,9 @@ class ClaudeCodeMapper(Mapper):
         self.task_prompts: dict[str, str] = {}  # Task prompt -> call id
         self.session: str | None = None
         self._titled = False
+        #: per session: result-only user lines held back while the response they answer is
+        #: still streaming (the line, its time, the value and its uuid)
+        self._held: dict[str, list[tuple[SourceLine, int, dict[str, Any], str | None]]] = {}
 
     def sniff(self, value: dict[str, Any]) -> str | None:
         t = value.get("type")
@@ -172,15 +180,23 @@ class ClaudeCodeMapper(Mapper):
         parent = v.get("parentUuid") if isinstance(v.get("parentUuid"), str) else None
         if t in ("user", "assistant") and isinstance(v.get("message"), dict):
             out = self._out_of(v, uuid, parent)
+            if not self._continues(out, v):
+                self._release(out)
             self.branch_to(out, parent, uuid)
             if t == "assistant":
                 self._assistant(out, v, uuid)
+            elif self._continues(out, v) and self.line is not None:
+                # answers a call of the response still being written: after that response
+                self._held.setdefault(out.target.name, []).append((self.line, self.time, v, uuid))
+                self._claimed = True  # its tool/result carries the line when released
             else:
+                self._release(out)
                 self._user(out, v, uuid)
             return
         out = self._out_of(v, uuid, parent) if uuid else self.main
         self.branch_to(out, parent, uuid, message=False)
         if t == "system" and v.get("subtype") == "compact_boundary":
+            self._release(out)
             meta = v.get("compactMetadata")
             meta = meta if isinstance(meta, dict) else {}
             tokens = meta.get("preTokens")
@@ -195,6 +211,54 @@ class ClaudeCodeMapper(Mapper):
             if isinstance(text, str) and text.strip() and not self._titled:
                 self.main.target.title = title_of(text)
                 self._titled = t != "summary"
+
+    def eof(self, settled: bool) -> None:
+        for out in list(self.outs.values()):
+            g = out.group
+            self._release(out)
+            if g is not None and out.group is None:
+                out.group = g  # the response may go on in lines not written yet
+        super().eof(settled)
+
+    # -- results written inside a streamed response --------------------------------------
+
+    def _continues(self, out: Out, v: dict[str, Any]) -> bool:
+        """Whether the line belongs inside the response being assembled: one of its lines
+        (same ``message.id``), or a user line holding only results of its tool calls."""
+        g = out.group
+        if g is None:
+            return False
+        message = v["message"]
+        if v.get("type") == "assistant":
+            return bool(message.get("id") == g.msg_id)
+        content = message.get("content")
+        if not isinstance(content, list) or not content or v.get("isCompactSummary") is True:
+            return False
+        calls = set(call_ids(g.parts))
+        return all(
+            isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") in calls
+            for b in content
+        )
+
+    def _release(self, out: Out) -> None:
+        """Emit the response being assembled, then the result lines held back for it (each
+        mapped as its own line: its provenance, raw text and time)."""
+        held = self._held.pop(out.target.name, None)
+        if not held:
+            return
+        current = self.line, self.time, self._claimed
+        try:
+            # the response is complete at its first result, as if nothing had been held back:
+            # the same events whether the source ends here or goes on
+            self.line, self.time, self._claimed = held[0][0], held[0][1], True
+            self.flush_group(out)
+            for line, time, v, uuid in held:
+                self.line, self.time, self._claimed = line, time, False
+                self._user(out, v, uuid)
+                if not self._claimed:  # lossless whatever happened: the line kept raw
+                    self.raw_line("user", known=False)
+        finally:
+            self.line, self.time, self._claimed = current
 
     def _header(self, v: dict[str, Any]) -> None:
         target = self.main.target

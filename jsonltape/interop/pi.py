@@ -16,7 +16,10 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
   ``tool/result``; ``bashExecution`` (a user's ``!command``) and ``custom``/``hookMessage`` →
   user messages (what pi puts in the model's context).
 * ``compaction`` {summary, firstKeptEntryId, tokensBefore}: the messages before the first kept
-  entry are replaced by the summary (jsonltape compaction events with the file ledger).
+  entry are replaced by the summary (jsonltape compaction events with the file ledger). Legacy
+  v1 compactions name that entry by ``firstKeptEntryIndex`` instead: its position among the
+  file's entries (every line that parses as JSON, the header being 0), as pi's
+  ``migrateV1ToV2`` reads it; the first message at or after it is the first one kept.
 * ``branch_summary`` and ``custom_message``: user messages. Moving to another branch of the
   tree (an entry whose parent is not the last entry) retracts the abandoned messages.
 * ``custom``, ``label``, ``session_info``: raw only (``session_info.name`` titles the session).
@@ -24,10 +27,11 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ._base import Mapper, Out, title_of
-from ._source import parse_time
+from ._source import SourceLine, parse_time
 
 __all__ = ["PiMapper"]
 
@@ -103,6 +107,15 @@ class PiMapper(Mapper):
         self.main = self.new_out("", session_id, {})
         self.version = 1
         self._named = False
+        #: the surface node of each of the file's entries in pi's numbering (None: not one)
+        self.entries: list[int | None] = []
+        self._node: int | None = None
+
+    def feed(self, line: SourceLine) -> None:
+        self._node = None
+        super().feed(line)
+        if line.value is not None or _pi_entry(line):
+            self.entries.append(self._node)
 
     def sniff(self, value: dict[str, Any]) -> str | None:
         if value.get("type") == "session":
@@ -135,7 +148,7 @@ class PiMapper(Mapper):
             level = _str(v.get("thinkingLevel"))
             self.set_request(out, raw=True, params={"thinking_level": level})
         elif t == "compaction":
-            self._compaction(out, v, entry)
+            vid = self._compaction(out, v, entry)
         elif t == "branch_summary" and isinstance(v.get("summary"), str):
             parts = [{"type": "text", "content": v["summary"]}]
             vid = self.message(out, "user/message", "user", parts, entry or f"pi-{self.n}")
@@ -148,6 +161,7 @@ class PiMapper(Mapper):
             self._named = True
         if entry is not None and vid is not None:
             out.entry_vid[entry] = vid
+        self._node = vid
 
     def _session(self, out: Out, v: dict[str, Any]) -> None:
         if out.target.meta.get("import"):
@@ -238,27 +252,43 @@ class PiMapper(Mapper):
             self.end_turn(out, reason, error)
         return g.vid
 
-    def _compaction(self, out: Out, v: dict[str, Any], entry: str | None) -> None:
+    def _compaction(self, out: Out, v: dict[str, Any], entry: str | None) -> int | None:
         summary = v.get("summary")
         if not isinstance(summary, str):
-            return
+            return None
         kept = v.get("firstKeptEntryId")
+        index = v.get("firstKeptEntryIndex")
         nodes = out.surface.nodes
-        end: int | None = None
+        kv: int | None = None
         if isinstance(kept, str):
             kv = self._entry_node(out, kept)
-            if kv is not None and kv in nodes:
-                i = nodes.index(kv)
-                end = nodes[i - 1] if i > 0 else None
-                if end is None:
-                    return  # nothing before the first kept entry: nothing to replace
+        elif type(index) is int and index >= 0:  # legacy v1: a position among the entries
+            current = set(nodes)
+            kv = next((n for n in self.entries[index:] if n in current), None)
+        end: int | None = None
+        if kv is not None and kv in nodes:
+            i = nodes.index(kv)
+            end = nodes[i - 1] if i > 0 else None
+            if end is None:
+                return None  # nothing before the first kept entry: nothing to replace
         tokens = v.get("tokensBefore")
         if self.start_compaction(
             out, "compaction", tokens if type(tokens) is int and tokens >= 0 else None, end=end
         ):
-            vid = self.finish_compaction(out, summary, entry or f"pi-{self.n}")
-            if entry is not None and vid is not None:
-                out.entry_vid[entry] = vid
+            return self.finish_compaction(out, summary, entry or f"pi-{self.n}")
+        return None
+
+
+def _pi_entry(line: SourceLine) -> bool:
+    """Whether pi counts a line the importer could not map as one of the file's entries: pi
+    keeps every non-blank line that ``JSON.parse`` accepts (objects or not)."""
+    if not line.raw.strip():
+        return False
+    try:
+        json.loads(line.raw)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _str(value: Any) -> str | None:
