@@ -520,7 +520,11 @@ class Ingestor:
         last_off, last_raw, last = chunk[-1]
         sess.events = last.seq + 1
         sess.messages += added
-        sess.updated = last.time
+        # Activity is the last time something happened in the session, not when a writer
+        # checkpointed or an importer synced it: an imported archive sorts by its source.
+        times = [e.time for _o, _r, e in chunk if e.type not in _NOT_ACTIVITY]
+        if times:
+            sess.updated = max(sess.updated, max(times))
         store.put_session(sess)
         store.put_file(
             FileRow(
@@ -545,6 +549,10 @@ class Ingestor:
             self.progress(nbytes)
         self._checkpoint()
 
+
+
+#: Bookkeeping lines whose time says when a writer or importer ran, not when anything happened.
+_NOT_ACTIVITY = frozenset({"session/flush", "import/sync"})
 
 def _valid_checkpoint(event: Event, off: int) -> bool:
     try:
