@@ -550,9 +550,9 @@ class Ingestor:
         self._checkpoint()
 
 
-
 #: Bookkeeping lines whose time says when a writer or importer ran, not when anything happened.
 _NOT_ACTIVITY = frozenset({"session/flush", "import/sync"})
+
 
 def _valid_checkpoint(event: Event, off: int) -> bool:
     try:
