@@ -84,6 +84,12 @@ parent_opt = click.option(
     type=SEQ,
     help="The history of the version a git merge recorded at this branch/start seq.",
 )
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Check the OpenAI and Anthropic request bodies against the providers' rules instead:"
+    " print each problem and exit 1, or nothing and exit 0.",
+)
 @parent_opt
 def messages(
     path: Path,
@@ -91,6 +97,7 @@ def messages(
     at: int | None,
     all_versions: bool,
     branch: int | None,
+    check: bool,
     parent_specs: tuple[str, ...],
 ) -> None:
     """Print the model-visible history of PATH as JSON.
@@ -103,7 +110,26 @@ def messages(
         raise CliError("--all-versions needs --format neutral", 2)
     if branch is not None and at is not None:
         raise CliError("--branch folds a recorded version whole: no --at with it", 2)
+    if check and (all_versions or fmt != "neutral"):
+        raise CliError("--check checks both request bodies: no --format or --all-versions", 2)
     from ..fold._output import message_body, write_json
+
+    if check:
+        from ..fold._valid import check_anthropic, check_openai
+
+        problems = []
+        for name, checker in (("openai", check_openai), ("anthropic", check_anthropic)):
+            fmt_ = cast(fold.Format, name)
+            body = message_body(
+                path, at=at, format=fmt_, parents=_parents(parent_specs), branch=branch
+            )
+            body["messages"] = list(body["messages"])
+            problems += [f"{path}: {name}: {p}" for p in checker(body)]
+        for line in problems:
+            click.echo(line)
+        if problems:
+            raise SystemExit(1)
+        return
 
     body = message_body(
         path,

@@ -4,7 +4,9 @@ The neutral form is the surface itself: one item per current message event, carr
 message exactly as logged (OpenTelemetry GenAI parts) plus where it came from. The two provider
 shapes are derived from it by fixed rules (spec "Surface and fold semantics"), so the same
 history always converts to the same request body. Nothing here invents content: parts a
-provider cannot take are left out, never rewritten into text.
+provider cannot take are left out, never rewritten into text, and so are tool calls no result
+answers where the provider wants one (no synthetic result is made up: spec 8.7.11, 8.7.12).
+``_valid`` checks the bodies against the providers' rules.
 """
 
 from __future__ import annotations
@@ -269,10 +271,46 @@ def _openai_messages(
 ) -> Iterator[dict[str, Any]]:
     if header and isinstance(header.get("system"), str) and header["system"]:
         yield {"role": "system", "content": header["system"]}
-    for item in paired(items):
-        m = _openai_message(item)
-        if m is not None:
+    yield from _openai_answered(
+        m for m in (_openai_message(item) for item in paired(items)) if m is not None
+    )
+
+
+def _openai_answered(messages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Keep only answered calls (spec 8.7.11): an assistant message's tool call stays only if a
+    ``tool`` message answers it in the run of ``tool`` messages right after it; the others are
+    left out (and the message too if nothing is left), as is a ``tool`` message answering no
+    call of the assistant message right before its run."""
+    held: dict[str, Any] | None = None  # an assistant message with calls, until its run ends
+    run: list[dict[str, Any]] = []
+    for m in messages:
+        if m["role"] == "tool":
+            ids = {c["id"] for c in held["tool_calls"]} if held is not None else set()
+            if m["tool_call_id"] in ids - {r["tool_call_id"] for r in run}:
+                run.append(m)
+            continue
+        if held is not None:
+            yield from _openai_close(held, run)
+            held, run = None, []
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            held = m
+        else:
             yield m
+    if held is not None:
+        yield from _openai_close(held, run)
+
+
+def _openai_close(held: dict[str, Any], run: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    answered = {r["tool_call_id"] for r in run}
+    calls = [c for c in held["tool_calls"] if c["id"] in answered]
+    if calls:
+        held["tool_calls"] = calls
+    else:
+        del held["tool_calls"]
+        if held["content"] is None:
+            return
+    yield held
+    yield from run
 
 
 # -- Anthropic Messages ---------------------------------------------------------------------
@@ -370,7 +408,7 @@ def anthropic_body(
         body["model"] = header["model"]
     if system:
         body["system"] = "\n\n".join(system)
-    body["messages"] = _anthropic_turns(items)
+    body["messages"] = _anthropic_answered(_anthropic_turns(items))
     tools = header.get("tools") if header else None
     if isinstance(tools, list) and tools:
         body["tools"] = [_anthropic_tool(t) if isinstance(t, dict) else t for t in tools]
@@ -409,6 +447,54 @@ def _anthropic_turns(items: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]
         turn = {"role": role, "content": blocks}
     if turn is not None:
         yield _tool_results_first(turn)
+
+
+def _anthropic_answered(turns: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Keep only answered calls (spec 8.7.12): a ``tool_use`` block stays only if the next
+    message is a user message with a ``tool_result`` for it; a ``tool_result`` stays only if it
+    answers a kept ``tool_use`` of the message right before. A message left with no blocks is
+    left out and its neighbours, now of one role, merge. The last two messages stay held: the
+    newest assistant one until the next user message says which of its calls were answered,
+    the user one below it in case that assistant message is emptied and the next user message
+    merges into it."""
+    held: list[dict[str, Any]] = []
+    for turn in turns:
+        top = held[-1] if held else None
+        if turn["role"] == "user":
+            uses: set[str] = set()
+            if top is not None and top["role"] == "assistant":
+                uses = {b["id"] for b in top["content"] if b["type"] == "tool_use"}
+            seen: set[str] = set()
+            content: list[dict[str, Any]] = []
+            for b in turn["content"]:
+                if b["type"] == "tool_result":
+                    if b["tool_use_id"] not in uses or b["tool_use_id"] in seen:
+                        continue
+                    seen.add(b["tool_use_id"])
+                content.append(b)
+            turn["content"] = content
+            if top is not None and top["role"] == "assistant":
+                top["content"] = [
+                    b for b in top["content"] if b["type"] != "tool_use" or b["id"] in seen
+                ]
+                if not top["content"]:
+                    held.pop()
+                    top = held[-1] if held else None
+        elif top is not None and top["role"] == "assistant":  # its user message was emptied
+            top["content"] = [b for b in top["content"] if b["type"] != "tool_use"]
+        if turn["content"]:
+            if top is not None and top["role"] == turn["role"]:
+                top["content"].extend(turn["content"])
+            else:
+                held.append(turn)
+        while len(held) > 2:
+            yield held.pop(0)
+    if held and held[-1]["role"] == "assistant":
+        last = held[-1]
+        last["content"] = [b for b in last["content"] if b["type"] != "tool_use"]
+        if not last["content"]:
+            held.pop()
+    yield from held
 
 
 def _tool_results_first(turn: dict[str, Any]) -> dict[str, Any]:
