@@ -44,7 +44,7 @@ def _source(path: Path) -> str | None:
     for name in (path.name, path.parent.name):
         m = re.match(r"([a-z]+?)(?:-code)?(?=[-_.\d]|$)", name.lower())
         head = m.group(1) if m else ""
-        source = "claude-code" if head == "claude" else head
+        source = {"claude": "claude-code", "gemini": "gemini-cli"}.get(head, head)
         if source in SOURCES:
             return source
     return None
@@ -98,7 +98,7 @@ def test_every_golden_request_body_is_valid_for_its_provider(golden: Path) -> No
 
 
 def test_the_suite_checks_samples_and_crafted_fixtures_of_every_agent() -> None:
-    assert {_source(p) for p in AGENT_FILES} >= {"claude-code", "codex", "pi"}
+    assert {_source(p) for p in AGENT_FILES} >= {"claude-code", "codex", "pi", "gemini-cli"}
 
 
 @pytest.mark.parametrize("src", AGENT_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")

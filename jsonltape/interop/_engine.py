@@ -30,6 +30,7 @@ from ._model import unique_key
 from ._source import SourceReader, prefix_sha256
 from .claude_code import ClaudeCodeMapper
 from .codex import CodexMapper
+from .gemini import GeminiMapper
 from .pi import PiMapper
 
 __all__ = [
@@ -43,9 +44,12 @@ __all__ = [
     "session_id_for",
 ]
 
-SOURCES: dict[str, type[ClaudeCodeMapper] | type[CodexMapper] | type[PiMapper]] = {
+SOURCES: dict[
+    str, type[ClaudeCodeMapper] | type[CodexMapper] | type[GeminiMapper] | type[PiMapper]
+] = {
     "claude-code": ClaudeCodeMapper,
     "codex": CodexMapper,
+    "gemini-cli": GeminiMapper,
     "pi": PiMapper,
 }
 #: Specs handed to the writer at a time (one write each; memory stays bounded).
