@@ -220,39 +220,56 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use (then cached here); or, as an
-    eager ``__init__`` used to make them, a submodule (``jsonltape.fold``, ``jsonltape.reader``)."""
-    module = _MODULE_OF.get(name)
-    if module is not None:
-        value = getattr(import_module(module, __name__), name)
-    elif name.startswith("__"):  # a probe for a dunder (copy, inspect, pickle): no such thing
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    else:
-        try:
-            value = import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise  # the submodule exists but something it imports is missing
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    globals()[name] = value
-    return value
+def _lazy_package(name: str, homes: dict[str, tuple[str, str]], public: list[str]) -> None:
+    """Make the package ``name`` load each public name from its module on first use.
 
+    ``homes`` maps a public name to (its module relative to the package, its name there). The
+    package's module-level ``__getattr__`` (PEP 562) imports and caches the name; any other
+    name is tried as a submodule, as an eager ``__init__`` made them attributes. Importing a
+    submodule binds it as a package attribute (the import system does so), which would hide a
+    public name of the same spelling (``jsonltape.repair``, ``interop.export``): the package's
+    module type keeps the public name instead.
+    """
+    package = sys.modules[name]
+    space = package.__dict__
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    def __getattr__(attr: str) -> Any:
+        home = homes.get(attr)
+        if home is not None:
+            value = getattr(import_module(home[0], name), home[1])
+        elif attr.startswith("__"):  # a probe for a dunder (copy, inspect, pickle): none here
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+        else:
+            try:
+                value = import_module(f"{name}.{attr}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{name}.{attr}":
+                    raise  # the submodule exists but something it imports is missing
+                raise AttributeError(f"module {name!r} has no attribute {attr!r}") from None
+        space[attr] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*space, *public})
+
+    space["__getattr__"], space["__dir__"] = __getattr__, __dir__
+    space["_lazy_homes"] = homes
+    package.__class__ = _Package
 
 
 class _Package(ModuleType):
-    """This package's module type: importing the submodule ``jsonltape.repair`` binds that
-    module as the attribute ``repair`` (the import system does so for every submodule), which
-    would hide the function ``jsonltape.repair``. The public name keeps the function."""
+    """The module type of a :func:`_lazy_package`: a submodule bound as an attribute under a
+    public name's spelling is replaced by that name's value."""
 
     def __setattr__(self, name: str, value: object) -> None:
-        home = _MODULE_OF.get(name)
-        if home is not None and isinstance(value, ModuleType) and value.__name__ == __name__ + home:
-            value = getattr(value, name)  # only `repair`: the one public name shared with a module
+        home = self.__dict__.get("_lazy_homes", {}).get(name)
+        if (
+            home is not None
+            and isinstance(value, ModuleType)
+            and value.__name__ == self.__name__ + home[0]
+        ):
+            value = getattr(value, home[1])
         super().__setattr__(name, value)
 
 
-sys.modules[__name__].__class__ = _Package
+_lazy_package(__name__, {name: (module, name) for name, module in _MODULE_OF.items()}, __all__)

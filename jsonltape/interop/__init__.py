@@ -29,14 +29,10 @@ exporters and markdown-it (~95 ms of a hook's start-up).
 
 from __future__ import annotations
 
-import sys
-from importlib import import_module
-from types import ModuleType
+from .. import _lazy_package
 
 TYPE_CHECKING = False  # not typing's: importing typing is start-up this package does not need
 if TYPE_CHECKING:
-    from typing import Any
-
     from ._base import MAPPER_VERSION
     from ._engine import (
         SOURCES,
@@ -111,44 +107,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use (then cached here); or a
-    submodule (``interop.foreign``, ``interop.claude_code``), as the eager ``__init__`` made
-    them attributes."""
-    home = _HOME.get(name)
-    if home is not None:
-        value = getattr(import_module(home[0], __name__), home[1])
-    elif name.startswith("__"):  # a probe for a dunder (copy, inspect, pickle): no such thing
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    else:
-        try:
-            value = import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise  # the submodule exists but something it imports is missing
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
-class _Package(ModuleType):
-    """This package's module type: importing the submodule ``interop.export`` binds that
-    module as the attribute ``export`` (the import system does so for every submodule), which
-    would hide the function ``interop.export``. The public name keeps the function."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        home = _HOME.get(name)
-        if (
-            home is not None
-            and isinstance(value, ModuleType)
-            and value.__name__ == __name__ + home[0]
-        ):
-            value = getattr(value, home[1])  # only `export`: the one name shared with a module
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+_lazy_package(__name__, _HOME, __all__)
