@@ -18,9 +18,19 @@ from typing import Any, NamedTuple
 import msgspec
 
 from . import _framing
-from .events import Event, Replace, Retract, SeqInt, TimeInt
+from .events import Event, FlushData, Replace, Retract, SeqInt, TimeInt
 
-__all__ = ["Bad", "Good", "Run", "decode", "problem_of", "scan", "scan_events", "scan_runs"]
+__all__ = [
+    "Bad",
+    "Good",
+    "Run",
+    "checkpoint_at",
+    "decode",
+    "problem_of",
+    "scan",
+    "scan_events",
+    "scan_runs",
+]
 
 _strict = msgspec.json.Decoder(Event).decode
 _any = msgspec.json.Decoder().decode
@@ -429,6 +439,21 @@ def _lines_of(
     return _bad(b"".join(held), base, expected) if held else None
 
 
+def checkpoint_at(event: Event, off: int) -> FlushData | None:
+    """The data of ``event`` when it is a valid checkpoint at offset ``off`` (spec §10.2: a
+    ``session/flush`` whose data has the shape of §8.5, its span included, and records its own
+    offset); None for any other event."""
+    if event.type != "session/flush":
+        return None
+    try:
+        data = msgspec.convert(event.data, type=FlushData)
+    except msgspec.ValidationError:
+        return None
+    if data.offset != off or (data.span is not None and data.span.from_ > off):
+        return None
+    return data
+
+
 def _spans_in(
     buf: bytes, cut: int, at: int, span_from: int
 ) -> tuple[list[tuple[int, int]], int, bool | None]:
@@ -454,27 +479,15 @@ def _spans_in(
         if problem is not None or event is None or event.type != "session/flush":
             continue
         off = at + start
-        span = _span_of(event.data, off)
+        ck = checkpoint_at(event, off)
+        span = ck.span if ck is not None else None
         had_span = span is not None
-        if span is not None and span[0] == span_from and span_from >= at:
-            first, crc = span
-            if zlib.crc32(view[first - at : start]) == crc and first < off:
-                verified.append((first, off))
+        if (
+            span is not None
+            and span.from_ == span_from
+            and at <= span_from < off
+            and f"{zlib.crc32(view[span_from - at : start]):08x}" == span.crc
+        ):
+            verified.append((span_from, off))
         span_from = at + stop
     return verified, span_from, had_span
-
-
-def _span_of(data: dict[str, Any], off: int) -> tuple[int, int] | None:
-    """``(from, crc)`` of a checkpoint's span when it has the shape of spec §8.5, else None."""
-    span = data.get("span")
-    if type(span) is not dict:
-        return None
-    first, crc = span.get("from"), span.get("crc")
-    if type(first) is not int or not 0 <= first <= off or type(crc) is not str:
-        return None
-    if _CRC8.fullmatch(crc) is None:
-        return None
-    return first, int(crc, 16)
-
-
-_CRC8 = re.compile(r"[0-9a-f]{8}")

@@ -19,13 +19,11 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-import msgspec
-
 from . import _framing
 from ._gate import MAX_DEPTH
-from ._lines import Bad, Run, problem_of, scan_runs
+from ._lines import Bad, Run, checkpoint_at, problem_of, scan_runs
 from .errors import FormatError
-from .events import Event, FlushData, HeaderData, TurnRef, check_header
+from .events import Event, HeaderData, TurnRef, check_header
 
 __all__ = [
     "TOO_DEEP",
@@ -141,18 +139,6 @@ def is_witness(raw: bytes) -> bool:
     return problem is None and head is not None and head.type == "session/flush"
 
 
-def _checkpoint_at(head: Event, off: int) -> FlushData | None:
-    if head.type != "session/flush":
-        return None
-    try:
-        data = msgspec.convert(head.data, type=FlushData)
-    except msgspec.ValidationError:
-        return None
-    if data.offset != off or (data.span is not None and data.span.from_ > off):
-        return None
-    return data
-
-
 def read_header(fd: int, path: str) -> tuple[HeaderData, int, int]:
     """Return ``(header, end_offset, time)`` of line 1, or raise FormatError."""
     first = b""
@@ -196,7 +182,7 @@ def scan_tail(fd: int, path: str) -> TailScan:
             raise too_deep(path, None, off) from None
         if problem is not None or head is None:
             continue
-        ck = _checkpoint_at(head, off)
+        ck = checkpoint_at(head, off)
         if ck is None:
             continue
         s.committed = s.span_from = off + len(raw)
@@ -271,7 +257,7 @@ def _track(s: TailScan, head: Event, off: int) -> None:
     t = head.type
     if t == "session/flush":
         s.span_from = s.committed
-        ck = _checkpoint_at(head, off)
+        ck = checkpoint_at(head, off)
         s.closed = bool(ck and ck.closed)
         if ck is not None:
             s.checkpoint_seq, s.checkpoint_offset = head.seq, off

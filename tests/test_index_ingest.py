@@ -302,3 +302,22 @@ def test_an_io_error_halfway_through_a_file_leaves_no_half_session(
     monkeypatch.setattr(surface, "message_fields", real)
     engine.rescan()  # the disk is fine again: the file goes in whole
     assert dump(store.con) == rebuild(root)
+
+
+@pytest.mark.parametrize(
+    "vector", ["y_span_from_beyond_offset", "y_span_crc_uppercase", "y_span_unknown_member"]
+)
+def test_the_index_calls_a_session_closed_exactly_when_verify_does(
+    tmp_path: Path, store: SqliteStore, vector: str
+) -> None:
+    """One valid-checkpoint rule (jsonltape._lines.checkpoint_at): a closing checkpoint whose
+    span is malformed closes nothing, for the index as for verify (spec §10.2)."""
+    root = tmp_path / "r"
+    root.mkdir(mode=0o700)
+    src = Path(__file__).parent.parent / "spec" / "vectors" / "read" / f"{vector}.jsonl"
+    path = root / "s.jsonl"
+    shutil.copyfile(src, path)
+    os.chmod(path, 0o600)
+    Ingestor(store, root).rescan()
+    ((closed,),) = store.con.execute("SELECT closed FROM sessions").fetchall()
+    assert bool(closed) == jsonltape.verify(path).closed

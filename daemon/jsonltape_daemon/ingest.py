@@ -30,11 +30,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-import msgspec
-
 from jsonltape._framing import crc_of
+from jsonltape._lines import checkpoint_at
 from jsonltape.errors import CorruptError, FormatError
-from jsonltape.events import SURFACE_TYPES, Event, FlushData, Line
+from jsonltape.events import SURFACE_TYPES, Line
 
 from .source import Damage, FileKind, JsonltapeFiles
 from .store import FileRow, MessageRow, SessionRow, Store
@@ -506,7 +505,8 @@ class Ingestor:
             t = event.type
             if event.seq > 0:
                 if t == "session/flush":
-                    sess.closed = _valid_checkpoint(event, off) and bool(event.data.get("closed"))
+                    ck = checkpoint_at(event, off)
+                    sess.closed = ck is not None and ck.closed
                 else:
                     sess.closed = False
                     if t == "turn/start":
@@ -552,11 +552,3 @@ class Ingestor:
 
 #: Bookkeeping lines whose time says when a writer or importer ran, not when anything happened.
 _NOT_ACTIVITY = frozenset({"session/flush", "import/sync"})
-
-
-def _valid_checkpoint(event: Event, off: int) -> bool:
-    try:
-        data = msgspec.convert(event.data, type=FlushData)
-    except msgspec.ValidationError:
-        return False
-    return data.offset == off
