@@ -419,21 +419,20 @@ def main() -> int:
                 f"{b.o / n * 1e6:.0f} µs/event | {b.b / n * 1e6:.0f} µs/event | {b.ratio()} | "
                 f"{b.cpu_ratio()} (waits on the disk) | >= 0.8x |"
             )
-        for key, spans, fmt in (("c", True, "1.1"), ("c1.0", False, "1.0")):
+        reads = (
+            ("c", "read", bench_read, True),
+            ("c1.0", "read", bench_read, False),
+            ("verify", "verify", bench_verify, True),
+            ("verify1.0", "verify", bench_verify, False),
+        )
+        for key, what, bench, spans in reads:
             if key in only:
                 n = args.read_events
-                c = Pair(*bench_read(root, n, spans), args.rounds)
+                r = Pair(*bench(root, n, spans), args.rounds)
+                fmt = "1.1" if spans else "1.0"
                 rows.append(
-                    f"| ({key}) read {n:,} events ({fmt} file) vs msgspec.decode per line | "
-                    f"{c.o:.2f} s | {c.b:.2f} s | {c.ratio()} | {c.cpu_ratio()} | >= 0.7x |"
-                )
-        for key, spans, fmt in (("verify", True, "1.1"), ("verify1.0", False, "1.0")):
-            if key in only:
-                n = args.read_events
-                v = Pair(*bench_verify(root, n, spans), args.rounds)
-                rows.append(
-                    f"| ({key}) verify {n:,} events ({fmt} file) vs msgspec.decode per line | "
-                    f"{v.o:.2f} s | {v.b:.2f} s | {v.ratio()} | {v.cpu_ratio()} | >= 0.7x |"
+                    f"| ({key}) {what} {n:,} events ({fmt} file) vs msgspec.decode per line | "
+                    f"{r.o:.2f} s | {r.b:.2f} s | {r.ratio()} | {r.cpu_ratio()} | >= 0.7x |"
                 )
         if "d" in only:
             d = bench_open_repair(root, args.small_mb, args.big_mb)
