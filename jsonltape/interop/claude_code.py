@@ -36,6 +36,15 @@ from typing import Any
 
 from ._base import Mapper, Out, safe_id, title_of
 from ._model import call_ids
+from ._parts import (
+    blob_part,
+    parts_of,
+    reasoning_part,
+    text_of,
+    text_part,
+    tool_call_part,
+    uri_part,
+)
 from ._source import SourceLine, parse_time
 
 __all__ = ["ClaudeCodeMapper"]
@@ -60,58 +69,43 @@ _STATUSES = ("pending", "in_progress", "completed")
 
 def user_parts(content: Any) -> list[dict[str, Any]]:
     """Anthropic content (a string or blocks other than tool results) as jsonltape parts."""
-    if isinstance(content, str):
-        return [{"type": "text", "content": content}]
-    parts: list[dict[str, Any]] = []
-    for b in content if isinstance(content, list) else ():
-        if not isinstance(b, dict):
-            continue
-        kind = b.get("type")
-        if kind == "text" and isinstance(b.get("text"), str):
-            parts.append({"type": "text", "content": b["text"]})
-        elif kind in ("image", "document") and isinstance(b.get("source"), dict):
-            parts.append(_media(b["source"], "image" if kind == "image" else None, b))
-        elif isinstance(kind, str):
-            parts.append(dict(b))
-    return parts
-
-
-def _media(source: dict[str, Any], modality: str | None, block: dict[str, Any]) -> dict[str, Any]:
-    part: dict[str, Any]
-    if source.get("type") == "base64" and isinstance(source.get("data"), str):
-        mime = source.get("media_type")
-        part = {"type": "blob", "content": source["data"], "mime_type": str(mime or "")}
-    elif source.get("type") == "url" and isinstance(source.get("url"), str):
-        part = {"type": "uri", "uri": source["url"]}
-    else:
-        return dict(block)
-    if modality:
-        part["modality"] = modality
-    return part
+    return parts_of(content, _user_block)
 
 
 def assistant_parts(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "content": content}] if content else []
-    parts: list[dict[str, Any]] = []
-    for b in content if isinstance(content, list) else ():
-        if not isinstance(b, dict):
-            continue
-        kind = b.get("type")
-        if kind == "text" and isinstance(b.get("text"), str):
-            parts.append({"type": "text", "content": b["text"]})
-        elif kind == "thinking" and isinstance(b.get("thinking"), str):
-            part = {"type": "reasoning", "content": b["thinking"]}
-            if isinstance(b.get("signature"), str) and b["signature"]:
-                part["signature"] = b["signature"]
-            parts.append(part)
-        elif kind == "tool_use" and isinstance(b.get("id"), str) and isinstance(b.get("name"), str):
-            parts.append(
-                {"type": "tool_call", "id": b["id"], "name": b["name"], "arguments": b.get("input")}
-            )
-        elif isinstance(kind, str):
-            parts.append(dict(b))
-    return parts
+    return parts_of(content, _assistant_block, empty_text=False)
+
+
+def _text_block(b: dict[str, Any]) -> dict[str, Any] | None:
+    return (
+        text_part(b["text"]) if b.get("type") == "text" and isinstance(b.get("text"), str) else None
+    )
+
+
+def _user_block(b: dict[str, Any]) -> dict[str, Any] | None:
+    kind = b.get("type")
+    if kind in ("image", "document") and isinstance(b.get("source"), dict):
+        return _media(b["source"], "image" if kind == "image" else None)
+    return _text_block(b)
+
+
+def _media(source: dict[str, Any], modality: str | None) -> dict[str, Any] | None:
+    """An image or document ``source`` (base64 data or a URL); None for another kind (the
+    block is then kept whole)."""
+    if source.get("type") == "base64" and isinstance(source.get("data"), str):
+        return blob_part(source["data"], str(source.get("media_type") or ""), modality)
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        return uri_part(source["url"], modality=modality)
+    return None
+
+
+def _assistant_block(b: dict[str, Any]) -> dict[str, Any] | None:
+    kind = b.get("type")
+    if kind == "thinking" and isinstance(b.get("thinking"), str):
+        return reasoning_part(b["thinking"], b.get("signature"))
+    if kind == "tool_use" and isinstance(b.get("id"), str) and isinstance(b.get("name"), str):
+        return tool_call_part(b["id"], b["name"], b.get("input"))
+    return _text_block(b)
 
 
 def result_response(content: Any) -> Any:
@@ -134,10 +128,6 @@ def command_title(text: str) -> str:
     if "command-name" not in found:
         return text
     return f"{found['command-name']} {found.get('command-args', '')}".strip()
-
-
-def _text_of(parts: list[dict[str, Any]]) -> str:
-    return "\n".join(p["content"] for p in parts if p.get("type") == "text")
 
 
 class ClaudeCodeMapper(Mapper):
@@ -303,7 +293,7 @@ class ClaudeCodeMapper(Mapper):
             meta["session"] = self.session
         message = v.get("message")
         prompt = message.get("content") if isinstance(message, dict) else None
-        text = prompt if isinstance(prompt, str) else _text_of(user_parts(prompt))
+        text = prompt if isinstance(prompt, str) else text_of(user_parts(prompt))
         call = self.task_prompts.get(text)
         if call is not None:
             meta["spawned_by"] = call
@@ -335,7 +325,7 @@ class ClaudeCodeMapper(Mapper):
             )  # fmt: skip
         parts = user_parts(content if isinstance(content, str) else others)
         if parts:
-            text = _text_of(parts)
+            text = text_of(parts)
             if v.get("isCompactSummary") is True and out.compaction is not None:
                 done = self.finish_compaction(out, text, msg_id, tag="user:" if results else "")
                 if done is not None:

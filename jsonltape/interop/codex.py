@@ -36,6 +36,7 @@ from typing import Any
 import msgspec
 
 from ._base import Group, Mapper, Out
+from ._parts import data_url, parts_of, reasoning_part, text_of, text_part, tool_call_part
 from ._source import parse_time
 
 __all__ = ["CodexMapper"]
@@ -89,28 +90,16 @@ def _arguments(value: Any) -> Any:
 
 
 def content_parts(content: Any) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = []
-    if isinstance(content, str):
-        return [{"type": "text", "content": content}]
-    for b in content if isinstance(content, list) else ():
-        if not isinstance(b, dict):
-            continue
-        kind = b.get("type")
-        if kind in ("input_text", "output_text", "text") and isinstance(b.get("text"), str):
-            parts.append({"type": "text", "content": b["text"]})
-        elif kind == "input_image" and isinstance(b.get("image_url"), str):
-            url = b["image_url"]
-            head, sep, data = url.partition(";base64,")
-            if url.startswith("data:") and sep:
-                mime = head[5:]
-                parts.append(
-                    {"type": "blob", "content": data, "mime_type": mime, "modality": "image"}
-                )
-            else:
-                parts.append({"type": "uri", "uri": url, "modality": "image"})
-        elif isinstance(kind, str):
-            parts.append(dict(b))
-    return parts
+    return parts_of(content, _content_block)
+
+
+def _content_block(b: dict[str, Any]) -> dict[str, Any] | None:
+    kind = b.get("type")
+    if kind in ("input_text", "output_text", "text") and isinstance(b.get("text"), str):
+        return text_part(b["text"])
+    if kind == "input_image" and isinstance(b.get("image_url"), str):
+        return data_url(b["image_url"], "image")
+    return None
 
 
 def output_text(items: list[Any]) -> str | None:
@@ -147,7 +136,7 @@ def exit_code(output: Any) -> int | None:
 
 def prompt_text(parts: list[dict[str, Any]]) -> str | None:
     """The user's prompt in a user message, or None if Codex injected the message."""
-    text = "\n".join(p["content"] for p in parts if p.get("type") == "text").strip()
+    text = text_of(parts).strip()
     if not text or text.startswith(_INJECTED_PREFIXES):
         return None
     _, sep, rest = text.partition(_USER_MESSAGE_BEGIN)
@@ -329,30 +318,17 @@ class CodexMapper(Mapper):
     @staticmethod
     def _assistant_part(kind: Any, p: dict[str, Any]) -> dict[str, Any]:
         if kind == "reasoning":
-            return {"type": "reasoning", "content": _reasoning_text(p)}
+            return reasoning_part(_reasoning_text(p))
         call_id = p.get("call_id") if isinstance(p.get("call_id"), str) else p.get("id")
-        if kind == "function_call" and isinstance(call_id, str):
-            return {
-                "type": "tool_call",
-                "id": call_id,
-                "name": str(p.get("name")),
-                "arguments": _arguments(p.get("arguments")),
-            }
-        if kind == "custom_tool_call" and isinstance(call_id, str):
-            return {
-                "type": "tool_call",
-                "id": call_id,
-                "name": str(p.get("name")),
-                "arguments": p.get("input"),
-            }
-        if kind == "local_shell_call" and isinstance(call_id, str):
-            return {
-                "type": "tool_call",
-                "id": call_id,
-                "name": "local_shell",
-                "arguments": p.get("action"),
-            }
-        return dict(p)  # web_search_call and items without a call id: kept as their own part
+        if not isinstance(call_id, str):
+            return dict(p)  # a call without an id: kept as its own part
+        if kind == "function_call":
+            return tool_call_part(call_id, str(p.get("name")), _arguments(p.get("arguments")))
+        if kind == "custom_tool_call":
+            return tool_call_part(call_id, str(p.get("name")), p.get("input"))
+        if kind == "local_shell_call":
+            return tool_call_part(call_id, "local_shell", p.get("action"))
+        return dict(p)  # web_search_call: kept as its own part
 
     # -- events -------------------------------------------------------------------------
 

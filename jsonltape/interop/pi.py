@@ -31,6 +31,15 @@ import json
 from typing import Any
 
 from ._base import Mapper, Out, title_of
+from ._parts import (
+    blob_part,
+    parts_of,
+    reasoning_part,
+    renamed_usage,
+    text_of,
+    text_part,
+    tool_call_part,
+)
 from ._source import SourceLine, parse_time
 
 __all__ = ["PiMapper"]
@@ -41,61 +50,32 @@ _KNOWN_RAW = frozenset(
 _STOP = {"stop": "completed", "length": "max-tokens", "aborted": "aborted", "error": "error"}
 
 
+_USAGE = (
+    ("input", "input_tokens"),
+    ("output", "output_tokens"),
+    ("cacheRead", "cache_read_input_tokens"),
+    ("cacheWrite", "cache_creation_input_tokens"),
+    ("totalTokens", "total_tokens"),
+    ("cost", "cost"),
+)
+
+
 def pi_parts(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "content": content}]
-    parts: list[dict[str, Any]] = []
-    for b in content if isinstance(content, list) else ():
-        if not isinstance(b, dict):
-            continue
-        kind = b.get("type")
-        if kind == "text" and isinstance(b.get("text"), str):
-            parts.append({"type": "text", "content": b["text"]})
-        elif kind == "thinking" and isinstance(b.get("thinking"), str):
-            part = {"type": "reasoning", "content": b["thinking"]}
-            sig = b.get("thinkingSignature")
-            if isinstance(sig, str) and sig:
-                part["signature"] = sig
-            parts.append(part)
-        elif kind == "toolCall" and isinstance(b.get("id"), str):
-            parts.append(
-                {
-                    "type": "tool_call",
-                    "id": b["id"],
-                    "name": str(b.get("name")),
-                    "arguments": b.get("arguments"),
-                }
-            )
-        elif kind == "image" and isinstance(b.get("data"), str):
-            mime = b.get("mimeType")
-            parts.append(
-                {
-                    "type": "blob",
-                    "content": b["data"],
-                    "mime_type": mime if isinstance(mime, str) else "",
-                    "modality": "image",
-                }
-            )
-        elif isinstance(kind, str):
-            parts.append(dict(b))
-    return parts
+    return parts_of(content, _pi_block)
 
 
-def _usage(u: Any) -> dict[str, Any] | None:
-    if not isinstance(u, dict):
-        return None
-    out: dict[str, Any] = {}
-    for src, dst in (
-        ("input", "input_tokens"),
-        ("output", "output_tokens"),
-        ("cacheRead", "cache_read_input_tokens"),
-        ("cacheWrite", "cache_creation_input_tokens"),
-        ("totalTokens", "total_tokens"),
-        ("cost", "cost"),
-    ):
-        if src in u:
-            out[dst] = u[src]
-    return out
+def _pi_block(b: dict[str, Any]) -> dict[str, Any] | None:
+    kind = b.get("type")
+    if kind == "text" and isinstance(b.get("text"), str):
+        return text_part(b["text"])
+    if kind == "thinking" and isinstance(b.get("thinking"), str):
+        return reasoning_part(b["thinking"], b.get("thinkingSignature"))
+    if kind == "toolCall" and isinstance(b.get("id"), str):
+        return tool_call_part(b["id"], str(b.get("name")), b.get("arguments"))
+    if kind == "image" and isinstance(b.get("data"), str):
+        mime = b.get("mimeType")
+        return blob_part(b["data"], mime if isinstance(mime, str) else "", "image")
+    return None
 
 
 class PiMapper(Mapper):
@@ -195,7 +175,7 @@ class PiMapper(Mapper):
             if out.turn is None:  # else a message the user queued while the agent worked
                 self.start_turn(out)
             if not self._named:
-                self.note_title(out, "\n".join(p["content"] for p in parts if p["type"] == "text"))
+                self.note_title(out, text_of(parts))
             return self.message(out, "user/message", "user", parts, msg_id)
         if role == "assistant":
             return self._assistant(out, m, msg_id)
@@ -207,7 +187,7 @@ class PiMapper(Mapper):
             parts = pi_parts(content)
             response: Any = content
             if parts and all(p["type"] == "text" for p in parts):
-                response = "\n".join(p["content"] for p in parts)
+                response = text_of(parts)
             return self.tool_result(
                 out, call, response, is_error=m.get("isError") is True, msg_id=msg_id
             )
@@ -238,7 +218,7 @@ class PiMapper(Mapper):
         if provider:
             self.set_request(out, provider=provider)
         g.model = _str(m.get("model"))
-        g.usage = _usage(m.get("usage"))
+        g.usage = renamed_usage(m.get("usage"), _USAGE)
         stop = m.get("stopReason")
         if isinstance(stop, str):
             g.extra["stop_reason"] = stop

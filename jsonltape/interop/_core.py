@@ -1,0 +1,276 @@
+"""The core of every importer: event specs in a virtual seq space, per-session state,
+provenance and the lines kept raw.
+
+A mapper reads a foreign file line by line and emits :class:`Spec` s, jsonltape events whose
+seqs (in ``surface``, ``sources`` and the data members named in ``refs``) are *virtual*: the
+position of the spec in its target session's stream, counting from 1. Writing maps them to
+real seqs (a fresh session gets exactly those seqs; checkpoints shift later ones); the
+read-only API uses them as they are.
+
+The mapping is a pure function of the source lines plus the points where an earlier import
+stopped (``eof``), so a re-import replays it and only appends what is new: every spec carries
+a provenance key (``<source>:<file>:<line>[:<tag>]``) and specs whose key is already in the
+session are skipped.
+
+The other jobs (tool calls, growable assistant messages, turns, branches, compaction) are
+mixins over :class:`MapperCore`; :class:`~._base.Mapper` puts them together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from .._gate import MAX_DEPTH
+from ..errors import JsonltapeError
+from ..events import Replace, Retract
+from ._model import Out, Spec, Target, line_kind, title_of
+from ._source import SourceLine
+
+__all__ = ["MapperCore", "within_depth"]
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def within_depth(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with every array or object that would nest deeper than the format allows
+    (spec §6) replaced by its JSON text: sources may nest deeper; the source line itself is
+    kept verbatim in the session, so nothing is lost. Cheap when nothing is that deep.
+
+    Iterative, so what is cut off is encoded from a shallow stack (msgspec shares Python's
+    recursion limit); the caller's containers are copied, never changed.
+    """
+    try:
+        encoded = _encode(data)
+    except RecursionError:  # far deeper than the limit: certainly needs cutting
+        encoded = b"[" * MAX_DEPTH
+    if encoded.count(b"[") + encoded.count(b"{") < MAX_DEPTH - 1:
+        return data  # fewer containers than levels: cannot nest too deep
+    out = dict(data)
+    # (container in the copy, depth of its children): data is at depth 2 inside the event.
+    todo: list[tuple[dict[str, Any] | list[Any], int]] = [(out, 3)]
+    while todo:
+        node, depth = todo.pop()
+        keys: Iterable[Any] = list(node) if isinstance(node, dict) else range(len(node))
+        for k in keys:
+            value = node[k]
+            if not isinstance(value, (dict, list)):
+                continue
+            if depth > MAX_DEPTH:
+                node[k] = _encode(value).decode()
+                continue
+            copy: dict[str, Any] | list[Any] = (
+                dict(value) if isinstance(value, dict) else list(value)
+            )
+            node[k] = copy
+            todo.append((copy, depth + 1))
+    return out
+
+
+class MapperCore:
+    """State and event emission of one import; an importer implements :meth:`handle` (and
+    :meth:`sniff`)."""
+
+    source = ""
+    #: Source line types that map to nothing on purpose (kept as ``import/raw``, not unknown);
+    #: a name ending in ``/`` covers all its subtypes (``event_msg/`` → ``event_msg/*``).
+    known_raw: frozenset[str] = frozenset()
+    #: The source never marks the end of a turn (Claude Code): a finished source whose last
+    #: turn ends with a reply and no unanswered call completed it; else it was interrupted.
+    implicit_end = False
+
+    def __init__(self, name: str, path: str) -> None:
+        self.name = name
+        self.path = path
+        self.specs: list[Spec] = []
+        self.outs: dict[str, Out] = {}
+        self.line: SourceLine | None = None
+        self._claimed = True
+        self.time = 0
+        #: type -> count of lines kept only as import/raw, and of unknown types among them.
+        self.raw_counts: dict[str, int] = {}
+        self.unknown: dict[str, int] = {}
+        self.problems: list[tuple[int, str]] = []
+        self.sanitized = 0
+
+    # -- subclass interface -------------------------------------------------------
+
+    def sniff(self, value: dict[str, Any]) -> str | None:
+        """None if the first JSON line looks like this format, else why not."""
+        return None
+
+    def handle(self, value: dict[str, Any]) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def new_out(self, name: str, session_id: str, meta: dict[str, Any]) -> Out:
+        out = Out(Target(name, session_id, meta))
+        self.outs[name] = out
+        return out
+
+    # -- driving ------------------------------------------------------------------
+
+    def feed(self, line: SourceLine) -> None:
+        self.line = line
+        self._claimed = False
+        if line.sanitized:
+            self.sanitized += 1
+        if line.value is None:
+            self.problems.append((line.n, line.error or "unreadable"))
+            self.raw_line("malformed", known=False, error=line.error)
+            return
+        try:
+            self.handle(line.value)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, JsonltapeError) as exc:
+            self.problems.append((line.n, f"not mapped: {type(exc).__name__}: {exc}"))
+            self._claimed = False
+            self.raw_line(line_kind(line.value), known=False, error=f"{type(exc).__name__}: {exc}")
+        if not self._claimed:
+            kind = line_kind(line.value)
+            known = kind in self.known_raw or kind.split("/")[0] + "/" in self.known_raw
+            self.raw_line(kind, known=known)
+
+    def take(self) -> list[Spec]:
+        specs, self.specs = self.specs, []
+        return specs
+
+    # -- building blocks ----------------------------------------------------------
+
+    @property
+    def n(self) -> int:
+        return self.line.n if self.line is not None else 0
+
+    def key(self, tag: str | None = None, n: int | None = None) -> str:
+        base = f"{self.source}:{self.name}:{self.n if n is None else n}"
+        return f"{base}:{tag}" if tag else base
+
+    def imp(self, *, raw: bool = True, lines: Iterable[int] | None = None) -> dict[str, Any]:
+        """Provenance of an event from the current line; ``raw`` claims the line's verbatim
+        text for this event (each line's text is carried by exactly one event)."""
+        info: dict[str, Any] = {"source": self.source}
+        info["lines"] = list(lines) if lines is not None else [self.n]
+        if raw and not self._claimed and self.line is not None:
+            info["raw"] = {str(self.n): self.line.raw}
+            self._claimed = True
+        if self.time:
+            info["time"] = self.time
+        return info
+
+    def claim(self) -> str | None:
+        """Take the current line's raw text (for a group that carries it later)."""
+        if self._claimed or self.line is None:
+            return None
+        self._claimed = True
+        return self.line.raw
+
+    def emit(
+        self,
+        out: Out,
+        type_: str,
+        data: dict[str, Any],
+        key: str,
+        *,
+        surface: tuple[str, int, int] | None = None,
+        sources: list[int] | None = None,
+        refs: tuple[str, ...] = (),
+        ignorable: bool | None = None,
+        time: int | None = None,
+    ) -> int:
+        data = within_depth(data)
+        vid = out.next_vid
+        op: Replace | Retract | str | None = None
+        if surface is not None:
+            op = (Replace if surface[0] == "replace" else Retract)(surface[1], surface[2])
+        elif type_ in ("user/message", "assistant/message", "tool/result"):
+            op = "append"
+        changes = out.surface.apply_parts(vid, type_, op, sources, data)
+        out.next_vid += 1
+        for s, status in changes:
+            if status == "current":
+                out.data[s] = data
+                out.types[s] = type_
+            else:
+                out.data.pop(s, None)
+                out.types.pop(s, None)
+                out.ledgers.pop(s, None)
+        t = self.time if time is None else time
+        out.last_time = max(out.last_time, t)
+        spec = Spec(out.target.name, vid, type_, data, key, t)
+        spec.surface, spec.sources, spec.refs, spec.ignorable = surface, sources, refs, ignorable
+        self.specs.append(spec)
+        if type_ == "tool/result":
+            out.pending.pop(str(data.get("call_id")), None)
+        return vid
+
+    def raw_line(self, kind: str, *, known: bool, error: str | None = None) -> None:
+        """Keep the current line as an ignorable ``import/raw`` event of the main session."""
+        out = self.main_out()
+        self.raw_counts[kind] = self.raw_counts.get(kind, 0) + 1
+        if not known:
+            self.unknown[kind] = self.unknown.get(kind, 0) + 1
+        data: dict[str, Any] = {"kind": kind, "known": known}
+        if error is not None:
+            data["error"] = error
+        data["import"] = self.imp()
+        self.emit(out, "import/raw", data, self.key("raw"), ignorable=True)
+
+    def main_out(self) -> Out:
+        return self.outs[""]
+
+    # -- messages -----------------------------------------------------------------
+
+    def message(
+        self,
+        out: Out,
+        type_: str,
+        role: str,
+        parts: list[dict[str, Any]],
+        msg_id: str,
+        *,
+        tag: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> int:
+        """Append a user (or system) message from the current line."""
+        self.flush_group(out)
+        data: dict[str, Any] = {"message": {"id": msg_id, "role": role, "parts": parts}}
+        if extra:
+            data.update(extra)
+        data["import"] = self.imp()
+        return self.emit(out, type_, data, self.key(tag))
+
+    def set_request(
+        self, out: Out, *, n: int | None = None, raw: bool = False, **changes: Any
+    ) -> None:
+        """Emit a ``request/header`` when model, provider, system or params change (the latest
+        one wins, so each carries the whole state)."""
+        new = dict(out.request)
+        for k, v in changes.items():
+            if v is None:
+                continue
+            if k == "params":
+                params = dict(new.get("params") or {})
+                params.update({pk: pv for pk, pv in v.items() if pv is not None})
+                if params:
+                    new["params"] = params
+            else:
+                new[k] = v
+        if new == out.request:
+            return
+        out.request = new
+        data = dict(new)
+        data["import"] = self.imp(raw=raw, lines=None if n is None else [n])
+        self.emit(out, "request/header", data, self.key("request", n=n))
+
+    def note_title(self, out: Out, text: Any) -> None:
+        """Take a session title from the first prompt if the source gives none."""
+        if out.target.title is None and isinstance(text, str) and text.strip():
+            out.target.title = title_of(text)
+
+    # -- the open assistant message -------------------------------------------------------
+
+    def flush_group(self, out: Out, *, keep: bool = False) -> None:
+        """Emit the open assistant message (every event of a later line comes after it);
+        :class:`~._groups.GroupsMixin` implements it."""
+        raise NotImplementedError
