@@ -39,6 +39,7 @@ __all__ = [
     "ParentRef",
     "Replace",
     "Retract",
+    "SessionTitleData",
     "Span",
     "Surface",
     "TurnRef",
@@ -432,9 +433,17 @@ class BranchEventData(msgspec.Struct):
     line: dict[str, Any]
 
 
+class SessionTitleData(msgspec.Struct):
+    """``session/title`` (1.1): a title for people given after the header was written; the
+    latest one wins over the header's ``title``."""
+
+    title: str
+
+
 CORE_TYPES: dict[str, type[msgspec.Struct]] = {
     "session/start": HeaderData,
     "session/flush": FlushData,
+    "session/title": SessionTitleData,
     "turn/start": TurnStartData,
     "turn/end": TurnEndData,
     "step/start": StepStartData,
@@ -461,7 +470,9 @@ CORE_TYPES: dict[str, type[msgspec.Struct]] = {
 #: Types whose events form the model-visible surface.
 SURFACE_TYPES = frozenset({"user/message", "assistant/message", "tool/result"})
 #: Types the writer always marks ``ignorable`` (readers may skip them when folding).
-IGNORABLE_TYPES = frozenset({"session/flush", "assistant/chunk", "branch/start", "branch/event"})
+IGNORABLE_TYPES = frozenset(
+    {"session/flush", "session/title", "assistant/chunk", "branch/start", "branch/event"}
+)
 
 #: The roles the message of each model-visible type may carry (spec §8.2).
 MESSAGE_ROLES: dict[str, tuple[str, ...]] = {

@@ -99,7 +99,8 @@ def test_prompts_replies_thoughts_and_tool_calls_map_to_messages(tmp_path: Path)
     header = fold.request_header(path)
     assert header is not None and header["model"] == "gemini-2.5-flash"
     start = events[0].data
-    assert start["title"] == "Read notes and run tests"  # the $set summary
+    assert start["title"] == "What does notes.txt say?"  # the header: fixed at the first prompt
+    assert fold.title(path) == "Read notes and run tests"  # the $set summary, later
     assert start["agent"] == "gemini-cli"
 
 

@@ -343,7 +343,8 @@ def test_pi_tree_branch_summary_and_compaction(tmp_path: Path) -> None:
     ids = [i["message"]["id"] for i in current(path)]
     assert ids == ["e0000011", "e0000009", "e0000010", "e0000013", "e0000014"]
     evs = events(path)
-    assert jsonltape.header(path).title == "README translations"
+    assert jsonltape.header(path).title == "read the README"  # fixed at the first prompt
+    assert fold.title(path) == "README translations"  # pi's session_info, later
     [summary] = [e.data for e in evs if e.type == "compaction/summary"]
     assert summary["tokens"] == 2048 and summary["ledger"] == {"read": ["README.md"]}
     end = [e.data for e in evs if e.type == "turn/end"][-1]

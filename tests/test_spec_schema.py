@@ -99,6 +99,7 @@ def written_by_jsonltape(path: Path) -> list[dict[str, Any]]:
                 t.tool_result("c1", {"files": ["a"]}, is_error=True)
             a = t.assistant([{"type": "text", "content": "done"}, {"type": "x-chart", "v": 1}])
             t.append("assistant/chunk", {"delta": "do"})
+            t.append("session/title", {"title": "renamed"}, ignorable=True)
             t.append("com.example/cost", {"usd": 0.1, "com.example.n": 2}, ignorable=True)
             v = t.append(
                 "user/message",

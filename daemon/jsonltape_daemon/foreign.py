@@ -1,4 +1,5 @@
-"""Claude Code, Codex and pi files indexed in place, read-only, through the importer's mapping.
+"""Claude Code, Codex, pi and Gemini CLI files indexed in place, read-only, through the importer's
+mapping (a Gemini CLI legacy ``.json`` chat through its records).
 
 A foreign file is not made of jsonltape lines, so this kind *synthesizes* them: the file is
 mapped from its start (``jsonltape.interop.foreign.scan``, deterministic) and every mapped event
@@ -74,11 +75,23 @@ def split_member(path: str) -> tuple[str, str | None]:
     return path, None
 
 
+#: Sources whose sessions are files of their own, which this kind can watch and map in place.
+IN_PLACE = tuple(k for k in SOURCES if k != "opencode")
+
+
 def parse_source(spec: str) -> tuple[str, str]:
     """``KIND:PATH`` (``claude-code:~/.claude/projects``) as ``(kind, absolute path)``."""
     kind, sep, path = spec.partition(":")
-    if not sep or kind not in SOURCES or not path:
-        raise ValueError(f"expected KIND:PATH with KIND one of {', '.join(SOURCES)}: {spec!r}")
+    if kind == "opencode" and sep:
+        # one database holds every session, and its changes land in the -wal first: not a
+        # tree of files this kind can watch; importing it is incremental instead
+        raise ValueError(
+            "OpenCode sessions cannot be indexed in place: import them "
+            f"(jsonltape import --from opencode {path or '~/.local/share/opencode'}) and sync "
+            "the import root"
+        )
+    if not sep or kind not in IN_PLACE or not path:
+        raise ValueError(f"expected KIND:PATH with KIND one of {', '.join(IN_PLACE)}: {spec!r}")
     return kind, os.path.abspath(os.path.expanduser(path))
 
 
@@ -107,8 +120,8 @@ class ForeignFiles:
     descriptor read that mapping (the engine is single-threaded)."""
 
     def __init__(self, source: str) -> None:
-        if source not in SOURCES:
-            raise ValueError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
+        if source not in IN_PLACE:
+            raise ValueError(f"unknown source {source!r}; use one of {', '.join(IN_PLACE)}")
         self.source = source
         self.last: _Mapped | None = None
         self._fd = -1
@@ -116,7 +129,11 @@ class ForeignFiles:
         self._member: str | None = None
 
     def wants(self, name: str) -> bool:
-        if MEMBER in name or not name.endswith(".jsonl"):
+        if MEMBER in name:
+            return False
+        if self.source == "gemini-cli" and name.startswith("session-") and name.endswith(".json"):
+            return True  # a legacy whole-file chat, read as its records
+        if not name.endswith(".jsonl"):
             return False
         return self.source != "codex" or name.startswith("rollout-")
 
@@ -128,10 +145,11 @@ class ForeignFiles:
         key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if self.last is not None and self.last.key == key:
             return self.last
-        data = os.pread(fd, st.st_size, 0)
+        scan = mapping.scan_file(self.source, path, raw=False)
+        rendered = scan.data()  # a unit (a Gemini CLI legacy .json chat): its JSONL rendering
+        data = rendered if rendered is not None else os.pread(fd, st.st_size, 0)
         ends = _line_ends(data)
         sessions: dict[str, list[Line]] = {}
-        scan = mapping.scan_file(self.source, path, raw=False)
         reach: dict[str, int] = {}  # per session: a line of another one moves no cursor
         try:
             for sid, event in scan.events():

@@ -513,6 +513,8 @@ class Ingestor:
                         sess.open_turn = event.seq
                     elif t == "turn/end":
                         sess.open_turn = None
+                    elif t == "session/title" and isinstance(event.data.get("title"), str):
+                        sess.title = event.data["title"]  # a later title wins (spec §8.4)
             if t in SURFACE_TYPES or t == "surface/retract":
                 added += self.surface.apply(sid, event, pending)
         t3 = time.perf_counter()

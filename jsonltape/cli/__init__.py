@@ -121,9 +121,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "import": (
         "_interop",
         "import_",
-        "Import SOURCES (session files or whole trees such as ~/.claude/projects or "
-        "~/.codex/sessions; trees are searched for *.jsonl, rollout-*.jsonl for codex) as "
-        "jsonltape sessions, one per source session.",
+        "Import SOURCES (session files or whole trees such as ~/.claude/projects, "
+        "~/.codex/sessions or ~/.gemini/tmp; trees are searched for *.jsonl, rollout-*.jsonl "
+        "for codex, also legacy session-*.json for gemini-cli; for opencode an opencode.db, a "
+        "storage tree or the data directory ~/.local/share/opencode) as jsonltape sessions, one "
+        "per source session.",
     ),
     "export": (
         "_interop",

@@ -182,8 +182,8 @@ def _daemon_options(fn: Any) -> Any:
                 "sources",
                 multiple=True,
                 metavar="KIND:PATH",
-                help="Also mirror a Claude Code / Codex / pi tree, read-only "
-                "(claude-code:PATH, codex:PATH, pi:PATH). Repeatable.",
+                help="Also mirror a Claude Code / Codex / pi / Gemini CLI tree, read-only "
+                "(claude-code:PATH, codex:PATH, pi:PATH, gemini-cli:PATH). Repeatable.",
             ),
         ]
     ):

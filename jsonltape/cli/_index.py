@@ -99,8 +99,8 @@ def _build_substrings(
     "sources",
     multiple=True,
     metavar="KIND:PATH",
-    help="Also mirror a Claude Code / Codex / pi tree in place, read-only "
-    "(claude-code:PATH, codex:PATH, pi:PATH). Repeatable.",
+    help="Also mirror a Claude Code / Codex / pi / Gemini CLI tree in place, read-only "
+    "(claude-code:PATH, codex:PATH, pi:PATH, gemini-cli:PATH). Repeatable.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the sync statistics as JSON.")
 def sync(

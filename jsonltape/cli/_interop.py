@@ -14,6 +14,7 @@ import msgspec
 
 from .._project import make_sessions_dir, resolve_root
 from ..interop import SOURCES, FileReport, discover, import_file
+from ..interop._source import Unit
 from ..interop.export import FORMATS, ExportFormat
 from ..interop.export import export as export_session
 from . import CliError
@@ -24,6 +25,11 @@ _enc = msgspec.json.Encoder()
 _MAX_PROBLEMS = 5
 #: Show a progress bar from this many bytes of sources on (or more than one file).
 _BAR_BYTES = 8 << 20
+_PATTERNS = {
+    "codex": "rollout-*.jsonl",
+    "gemini-cli": "*.jsonl, session-*.json",
+    "opencode": "opencode.db, storage/session/*/*.json",
+}
 
 
 def _import_root(root: Path | None) -> Path:
@@ -74,9 +80,11 @@ def import_(
     live: bool,
     as_json: bool,
 ) -> None:
-    """Import SOURCES (session files or whole trees such as ~/.claude/projects or
-    ~/.codex/sessions; trees are searched for *.jsonl, rollout-*.jsonl for codex) as
-    jsonltape sessions, one per source session.
+    """Import SOURCES (session files or whole trees such as ~/.claude/projects,
+    ~/.codex/sessions or ~/.gemini/tmp; trees are searched for *.jsonl, rollout-*.jsonl for
+    codex, also legacy session-*.json for gemini-cli; for opencode an opencode.db, a storage
+    tree or the data directory ~/.local/share/opencode) as jsonltape sessions, one per source
+    session.
 
     Every source line is kept verbatim in the imported session. Importing again adds nothing;
     a source that grew adds only its new part. Prints the session files created or appended
@@ -89,8 +97,8 @@ def import_(
         _err(f"jsonltape: skipped {path}: {why}")
     if not files:
         where = ", ".join(map(str, sources))
-        pattern = "rollout-*.jsonl" if source == "codex" else "*.jsonl"
-        raise CliError(f"no {source} session files ({pattern}) found in {where}", 2)
+        pattern = _PATTERNS.get(source, "*.jsonl")
+        raise CliError(f"no {source} sessions ({pattern}) found in {where}", 2)
     total = sum(_size(f) for f in files)
     bar: AbstractContextManager[Any] = nullcontext(None)
     if len(files) > 1 or total >= _BAR_BYTES:
@@ -117,7 +125,9 @@ def _n(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _size(path: Path) -> int:
+def _size(path: Path | Unit) -> int:
+    if isinstance(path, Unit):
+        return path.size
     try:
         return path.stat().st_size
     except OSError:
@@ -136,6 +146,12 @@ def _report(reports: list[FileReport], single: bool) -> None:
                 f"jsonltape: {r.path}: line {r.torn.line}: incomplete last line ({r.torn.bytes} "
                 f"bytes at byte {r.torn.offset}, no newline) not imported; it is imported once "
                 "it is complete"
+            )
+        if r.held is not None:
+            _err(
+                f"jsonltape: {r.path}: record {r.held.line} on: still changing (a reply being "
+                "written), not imported yet; it is imported once the source is finished "
+                "(see --settle)"
             )
     if single and errors:
         raise CliError(str(errors[0].error), 2)

@@ -91,6 +91,7 @@ __all__ = [
     "retract",
     "revise",
     "sanitize_path",
+    "title",
     "todo",
     "tool_call_ids",
 ]
@@ -132,6 +133,21 @@ def request_header(
 ) -> dict[str, Any] | None:
     """The data of the latest ``request/header`` (a fork inherits its parent's)."""
     return fold_file(path, at, parents=parents).request_header()
+
+
+def title(path: str | os.PathLike[str]) -> str | None:
+    """The session's title for people: the latest ``session/title`` (a rename or summary
+    recorded after the header was written, spec §8.4), else the header's."""
+    from .. import reader
+
+    found: str | None = None
+    for line in reader.lines(path):
+        e = line.event
+        if e.seq == 0:
+            found = e.data.get("title") if isinstance(e.data.get("title"), str) else None
+        elif e.type == "session/title" and isinstance(e.data.get("title"), str):
+            found = e.data["title"]
+    return found
 
 
 def todo(

@@ -95,6 +95,8 @@ class MapperCore:
         self.unknown: dict[str, int] = {}
         self.problems: list[tuple[int, str]] = []
         self.sanitized = 0
+        #: sessions with a message whose header is not fixed yet (see ``Target.fix``)
+        self._unfixed: dict[Out, bool] = {}  # -> whether it has a reply yet
 
     # -- subclass interface -------------------------------------------------------
 
@@ -131,6 +133,21 @@ class MapperCore:
             kind = line_kind(line.value)
             known = kind in self.known_raw or kind.split("/")[0] + "/" in self.known_raw
             self.raw_line(kind, known=known)
+        for out, replied in list(self._unfixed.items()):
+            # after the whole line (its title, cwd, ... count): once the session has a message
+            # and a title, or its first reply
+            if replied or out.target.title is not None:
+                out.target.fix()
+                del self._unfixed[out]
+        for out in self.outs.values():
+            target = out.target
+            if target.header is not target and target.title not in (None, target.shown):
+                # named after its header was fixed (a rename, a summary): the latest title wins
+                target.shown = target.title
+                self.emit(
+                    out, "session/title", {"title": target.title, "import": self.imp(raw=False)},
+                    self.key("title"), ignorable=True,
+                )  # fmt: skip
 
     def take(self) -> list[Spec]:
         specs, self.specs = self.specs, []
@@ -185,6 +202,10 @@ class MapperCore:
             op = (Replace if surface[0] == "replace" else Retract)(surface[1], surface[2])
         elif type_ in ("user/message", "assistant/message", "tool/result"):
             op = "append"
+            if out.target.header is out.target and (
+                type_ == "assistant/message" or out not in self._unfixed
+            ):
+                self._unfixed[out] = type_ == "assistant/message" or self._unfixed.get(out, False)
         changes = out.surface.apply_parts(vid, type_, op, sources, data)
         out.next_vid += 1
         for s, status in changes:

@@ -26,11 +26,15 @@ from ..events import ParentRef
 from ..writer import Tape
 from ..writer import open as open_tape
 from ._base import MAPPER_VERSION, Mapper, Spec, Target, safe_id
+from ._discover import Item, SourceError, as_input
+from ._discover import discover as _discover
+from ._inputs import Input, UnitInput
 from ._model import unique_key
-from ._source import SourceReader, prefix_sha256
+from ._source import SourceReader, Unit
 from .claude_code import ClaudeCodeMapper
 from .codex import CodexMapper
 from .gemini import GeminiMapper
+from .opencode import OpenCodeMapper
 from .pi import PiMapper
 
 __all__ = [
@@ -44,12 +48,11 @@ __all__ = [
     "session_id_for",
 ]
 
-SOURCES: dict[
-    str, type[ClaudeCodeMapper] | type[CodexMapper] | type[GeminiMapper] | type[PiMapper]
-] = {
+SOURCES: dict[str, Callable[[str, str, str], Mapper]] = {
     "claude-code": ClaudeCodeMapper,
     "codex": CodexMapper,
     "gemini-cli": GeminiMapper,
+    "opencode": OpenCodeMapper,
     "pi": PiMapper,
 }
 #: Specs handed to the writer at a time (one write each; memory stays bounded).
@@ -59,12 +62,6 @@ _SNIFF_LINES = 100
 _UUID_TAIL = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$"
 )
-
-
-class SourceError(JsonltapeError):
-    """A source file cannot be imported (wrong format, changed since the last import, ...)."""
-
-    code = "bad-source"
 
 
 class Torn(msgspec.Struct):
@@ -87,6 +84,8 @@ class FileReport(msgspec.Struct):
     unknown: dict[str, int] = msgspec.field(default_factory=dict)
     problems: list[tuple[int, str]] = msgspec.field(default_factory=list)
     torn: Torn | None = None
+    #: a unit's records still changing (an OpenCode reply streaming), left for a later import
+    held: Torn | None = None
     open_turn: bool = False
     closed_turns: bool = False
     sanitized: int = 0
@@ -96,70 +95,32 @@ class FileReport(msgspec.Struct):
 def session_id_for(source: str, path: str | os.PathLike[str]) -> str:
     """The id an imported file gets: ``<source>-<the file's session uuid>`` when its name ends
     in one (Claude Code, Codex and pi all name files after the session), else the file name."""
-    stem = Path(path).name
-    stem = stem[: -len(".jsonl")] if stem.endswith(".jsonl") else stem
+    stem = Path(path).name.rpartition("#")[2]  # ``opencode.db#ses_...``: the session
+    for ext in (".jsonl", ".json"):
+        if stem.endswith(ext):
+            stem = stem[: -len(ext)]
+            break
     m = _UUID_TAIL.search(stem)
     if m is not None and not stem.startswith("agent-"):
         stem = m.group(1).lower()
     return safe_id(stem, "" if stem.startswith(f"{source}-") else f"{source}-")
 
 
-def mapper_for(source: str, path: str | os.PathLike[str], session_id: str) -> Mapper:
+def mapper_for(
+    source: str, path: str | os.PathLike[str], session_id: str, name: str | None = None
+) -> Mapper:
     try:
         cls = SOURCES[source]
     except KeyError:
         raise SourceError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}") from None
-    return cls(Path(path).name, str(path), session_id)
+    return cls(name or Path(path).name, str(path), session_id)
 
 
-# -- discovery ------------------------------------------------------------------------------
-
-
-def _wanted(source: str, name: str) -> bool:
-    if source == "codex":
-        return name.startswith("rollout-") and name.endswith(".jsonl")
-    return name.endswith(".jsonl")
-
-
-def discover(
-    source: str, paths: Iterable[str | os.PathLike[str]], *, exclude: str | None = None
-) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Files to import from SOURCE arguments (files, or directory trees walked without following
-    symlinks); also files skipped on purpose, with why. ``exclude`` is a tree left out (the
-    import root). A missing argument raises :class:`ImportError`."""
-    if source not in SOURCES:
-        raise SourceError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
-    files: list[Path] = []
-    skipped: list[tuple[Path, str]] = []
-    ex = os.path.abspath(exclude) if exclude else None
-    for arg in paths:
-        p = Path(os.path.expanduser(os.fspath(arg)))
-        if p.is_file():
-            files.append(p)
-            continue
-        if not p.is_dir():
-            what = "not a regular file or directory" if p.exists() else "no such file or directory"
-            raise SourceError(what, path=p)
-        for dirpath, dirnames, filenames in os.walk(p):
-            if ex is not None:
-                dirnames[:] = [
-                    d for d in dirnames if os.path.abspath(os.path.join(dirpath, d)) != ex
-                ]
-            dirnames.sort()
-            for name in sorted(filenames):
-                f = Path(dirpath) / name
-                if _wanted(source, name) and f.is_file() and not f.is_symlink():
-                    files.append(f)
-                elif source == "codex" and name.endswith(".jsonl.zst"):
-                    skipped.append((f, "compressed rollout (zstd) not supported; decompress it"))
-    seen: set[str] = set()
-    unique = []
-    for f in files:
-        key = os.path.realpath(f)
-        if key not in seen:
-            seen.add(key)
-            unique.append(f)
-    return unique, skipped
+def display_path(inp: Input) -> str:
+    """How a report names an input: the file, or ``FILE#SESSION`` for one of several."""
+    if inp.name == inp.path.name:
+        return str(inp.path)
+    return f"{inp.path}#{inp.name.rpartition('#')[2]}"
 
 
 # -- what is already there ------------------------------------------------------------------
@@ -208,18 +169,16 @@ def _last_sync(path: Path) -> dict[str, Any] | None:
     return found
 
 
-def _first_line_sha(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.readline()).hexdigest()
-
-
 # -- the import -----------------------------------------------------------------------------
 
 
 class _Sink:
     """Resolves virtual seqs and appends new specs, one writer per target session."""
 
-    def __init__(self, root: Path, source: str, mapper: Mapper, states: dict[str, _State]) -> None:
+    def __init__(
+        self, root: Path, source: str, mapper: Mapper, states: dict[str, _State], inp: Input
+    ) -> None:
+        self.inp = inp
         self.dir = root / source
         self.source = source
         self.mapper = mapper
@@ -250,17 +209,31 @@ class _Sink:
         if existing is not None:
             seq_of.append(existing)
             return
-        tape = self._tape(name)
         batch = self.batch.setdefault(name, [])
-        seq_of.append(tape.next_seq + len(batch))
+        seq_of.append(self._next_seq(name) + len(batch))
         batch.append((spec.resolved(seq_of.__getitem__), spec))
+
+    def _next_seq(self, name: str) -> int:
+        """The seq the next appended event gets. A session not yet created is created only once
+        its header is fixed (see :meth:`Target.fix`), or at the end: its first event is 1."""
+        if not self._ready(name, False):
+            return 1
+        return self._tape(name).next_seq
+
+    def _ready(self, name: str, final: bool) -> bool:
+        return (
+            final
+            or name in self.tapes
+            or self.state(name).exists
+            or self.mapper.outs[name].target.header is not self.mapper.outs[name].target
+        )
 
     def _tape(self, name: str) -> Tape:
         tape = self.tapes.get(name)
         if tape is not None:
             return tape
         out = self.mapper.outs[name]
-        target = out.target
+        target = out.target.header
         st = self.state(name)
         if st.exists:
             tape = open_tape(st.path, durability="manual")
@@ -296,9 +269,9 @@ class _Sink:
         info = dict(meta.get("import") or {})
         info.update(
             source=self.source,
-            file=os.path.abspath(self.mapper.path),
-            name=self.mapper.name,
-            first_line_sha256=_first_line_sha(Path(self.mapper.path)),
+            file=os.path.abspath(self.inp.path),
+            name=self.inp.name,
+            first_line_sha256=self.inp.first_line_sha(),
             mapper=MAPPER_VERSION,
         )
         if target.created is not None:
@@ -306,11 +279,13 @@ class _Sink:
         meta["import"] = info
         return meta
 
-    def write(self) -> None:
+    def write(self, *, final: bool = False) -> None:
+        """Append the batched specs; a session whose header is not fixed yet waits (``final``:
+        nothing more comes, write everything)."""
         for name, items in self.batch.items():
-            if not items:
+            if not items or not self._ready(name, final):
                 continue
-            tape = self.tapes[name]
+            tape = self._tape(name)
             expected = tape.next_seq
             try:
                 events = tape.append_batch([item for item, _spec in items])
@@ -350,25 +325,31 @@ def _settled(mtime_ns: int, settle: float | None, now: float) -> bool:
 
 def import_file(
     source: str,
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Unit,
     root: str | os.PathLike[str],
     *,
     settle: float | None = 3600.0,
     now: float | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> FileReport:
-    """Import one foreign session file into ``root``; never raises for a bad source file (the
-    report says what went wrong), only for a bad ``source`` name.
+    """Import one foreign session (a file, or a :class:`Unit` from :func:`discover`) into
+    ``root``; never raises for a bad source (the report says what went wrong).
 
     :param settle: seconds after its last change when a source counts as finished: a turn it
         left open is then closed as interrupted (like ``repair`` closes a crashed turn). None
         never closes (the source may still be growing).
     """
-    p = Path(os.path.expanduser(os.fspath(path)))
     out = Path(os.path.expanduser(os.fspath(root)))
-    report = FileReport(source=source, path=str(p))
+    if isinstance(path, Unit):
+        p = Path(path.path)
+        report = FileReport(source=source, path=display_path(UnitInput(path)))
+    else:
+        p = Path(os.path.expanduser(os.fspath(path)))
+        report = FileReport(source=source, path=str(p))
     try:
-        _import(source, p, out, report, settle, time.time() if now is None else now, progress)
+        inp = as_input(source, path)
+        report.path = display_path(inp)
+        _import(source, inp, out, report, settle, time.time() if now is None else now, progress)
     except (JsonltapeError, OSError, UnicodeError) as exc:
         report.status = "error"
         if isinstance(exc, JsonltapeError):
@@ -380,15 +361,16 @@ def import_file(
 
 def _import(
     source: str,
-    p: Path,
+    inp: Input,
     root: Path,
     report: FileReport,
     settle: float | None,
     now: float,
     progress: Callable[[int], None] | None,
 ) -> None:
-    base_id = session_id_for(source, p)
-    first_sha = _first_line_sha(p)
+    p = inp.path
+    base_id = session_id_for(source, inp.name)
+    first_sha = inp.first_line_sha()
     sid = base_id
     for attempt in range(3):
         st = _State(root / source / f"{sid}.jsonl", load=False)
@@ -396,12 +378,13 @@ def _import(
             break
         # another file with the same name (or one rewritten from its first line on, as pi does
         # when it migrates a session): a session of its own
-        digest = hashlib.sha256(os.path.abspath(p).encode("utf-8", "surrogatepass")).hexdigest()
+        where = os.path.join(os.path.abspath(p), inp.name) if inp.name != p.name else str(p)
+        digest = hashlib.sha256(os.path.abspath(where).encode("utf-8", "surrogatepass")).hexdigest()
         sid = safe_id(f"{base_id}-{digest[: 10 + attempt]}")
     else:  # pragma: no cover - three distinct hash prefixes colliding
         raise SourceError("cannot find a free session name for this file", path=p)
-    stat = os.stat(p)
-    settled = _settled(stat.st_mtime_ns, settle, now)
+    size, mtime_ns = inp.stat()
+    settled = _settled(mtime_ns, settle, now)
     if st.exists:
         if st.meta.get("mapper") not in (None, MAPPER_VERSION):
             raise SourceError(
@@ -412,21 +395,25 @@ def _import(
         last = _last_sync(st.path)
         if (
             last is not None
-            and last.get("size") == stat.st_size
-            and last.get("mtime_ns") == str(stat.st_mtime_ns)
-            and not (settled and last.get("open_turn") and not last.get("settled"))
+            and last.get("size") == size
+            and last.get("mtime_ns") == str(mtime_ns)
+            and not (
+                settled and (last.get("open_turn") or last.get("held")) and not last.get("settled")
+            )
         ):
             report.status = "unchanged"
             report.sessions = [
                 str(root / source / f"{t}.jsonl") for t in last.get("targets", [sid])
             ]
             report.lines = int(last.get("lines", 0))
-            torn = last.get("torn")  # the tail held back then is still there, unchanged
-            if isinstance(torn, dict):
-                report.torn = Torn(int(torn["line"]), int(torn["offset"]), int(torn["bytes"]))
+            for kind in ("torn", "held"):  # the tail held back then is still there, unchanged
+                torn = last.get(kind)
+                if isinstance(torn, dict):
+                    t = Torn(int(torn["line"]), int(torn["offset"]), int(torn["bytes"]))
+                    setattr(report, kind, t)
             return
     st.load()
-    mapper = mapper_for(source, p, sid)
+    mapper = mapper_for(source, p, sid, inp.name)
     states: dict[str, _State] = {"": st}
     markers: list[dict[str, Any]] = list(st.markers)
     if st.exists:
@@ -439,18 +426,21 @@ def _import(
                 continue
             ost = _State(other)
             side = ost.meta.get("sidechain")
-            if isinstance(side, str) and ost.meta.get("name") == p.name:
+            if isinstance(side, str) and ost.meta.get("name") == inp.name:
                 markers.extend(ost.markers)
                 states[f"sidechain-{side}"] = ost
-        _check_prefix(p, markers)
+        _check_prefix(inp, markers)
     stops = sorted({(int(m["lines"]), bool(m.get("settled"))) for m in markers if "lines" in m})
-    sink = _Sink(root, source, mapper, states)
-    src = SourceReader(str(p))
+    sink = _Sink(root, source, mapper, states, inp)
+    src = inp.reader(settled=settled)
     try:
-        done = _feed(mapper, src, sink, stops, progress)
+        unit = isinstance(inp, UnitInput)
+        done = _feed(mapper, src, sink, stops, None if unit else progress)
+        if unit and progress is not None:
+            progress(size)
         report.lines = src.lines
         if src.torn is not None:
-            report.torn = Torn(*src.torn)
+            setattr(report, _tail_kind(inp), Torn(*src.torn))
         if src.lines == 0 or not done:
             report.status = "empty"
             return
@@ -464,8 +454,8 @@ def _import(
         open_turn = any(o.turn is not None for o in mapper.outs.values())
         report.open_turn = open_turn
         if sink.appended or any(sink.batch.values()) or final not in stops:
-            _mark(sink, mapper, src, stat, settled, open_turn)
-        sink.write()
+            _mark(sink, mapper, src, (size, mtime_ns), settled, open_turn)
+        sink.write(final=True)
     except BaseException:
         sink.close()
         sink.discard_empty()
@@ -481,19 +471,24 @@ def _import(
         report.status = "unchanged"
 
 
-def _check_prefix(p: Path, markers: list[dict[str, Any]]) -> None:
+def _tail_kind(inp: Input) -> str:
+    """What a held-back tail is: a file's unfinished line, or a unit's records still changing."""
+    return "held" if isinstance(inp, UnitInput) else "torn"
+
+
+def _check_prefix(inp: Input, markers: list[dict[str, Any]]) -> None:
     done = [
         m for m in markers if isinstance(m.get("bytes"), int) and isinstance(m.get("sha256"), str)
     ]
     if not done:
         return
     last = max(done, key=lambda m: int(m["bytes"]))
-    if prefix_sha256(str(p), last["bytes"]) != last["sha256"]:
+    if inp.prefix_sha(last["bytes"]) != last["sha256"]:
         raise SourceError(
             f"the source changed since it was imported (its first {last['bytes']} bytes, "
             f"{last.get('lines')} lines, are not the same); it was rewritten or replaced, not "
             "appended to: import it into a new root",
-            path=p,
+            path=inp.path,
         )
 
 
@@ -547,7 +542,7 @@ def _mark(
     sink: _Sink,
     mapper: Mapper,
     src: SourceReader,
-    stat: os.stat_result,
+    stat: tuple[int, int],
     settled: bool,
     open_turn: bool,
 ) -> None:
@@ -560,16 +555,20 @@ def _mark(
         "lines": src.lines,
         "bytes": src.consumed,
         "sha256": src.sha256,
-        "size": stat.st_size,
-        "mtime_ns": str(stat.st_mtime_ns),  # beyond 2**53: a string
+        "size": stat[0],
+        "mtime_ns": str(stat[1]),  # beyond 2**53: a string
         "settled": settled,
         "open_turn": open_turn,
         "mapper": MAPPER_VERSION,
         "targets": targets,
     }
     if src.torn is not None:
-        data["torn"] = {"line": src.torn[0], "offset": src.torn[1], "bytes": src.torn[2]}
-    key = f"{mapper.source}:{mapper.name}:sync:{src.lines}:{int(settled)}:{stat.st_mtime_ns}"
+        data[_tail_kind(sink.inp)] = {
+            "line": src.torn[0],
+            "offset": src.torn[1],
+            "bytes": src.torn[2],
+        }
+    key = f"{mapper.source}:{mapper.name}:sync:{src.lines}:{int(settled)}:{stat[1]}"
     for name in mapper.outs:
         if name != "" and name not in sink.tapes:
             continue
@@ -583,6 +582,16 @@ def _mark(
 _MARK = Spec("", 0, "import/sync", {}, "", 0)
 
 
+def discover(
+    source: str, paths: Iterable[str | os.PathLike[str]], *, exclude: str | None = None
+) -> tuple[list[Item], list[tuple[Path, str]]]:
+    """What to import from SOURCE arguments: session files (a :class:`Path` each) and sessions
+    that are not files of their own (a :class:`Unit` each: a Gemini CLI legacy ``.json`` chat,
+    an OpenCode session); also files skipped on purpose, with why. Trees are walked without
+    following symlinks; ``exclude`` is a tree left out (the import root)."""
+    return _discover(source, paths, exclude=exclude, known=SOURCES)
+
+
 def import_paths(
     source: str,
     paths: Iterable[str | os.PathLike[str]],
@@ -591,11 +600,11 @@ def import_paths(
     settle: float | None = 3600.0,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[FileReport]:
-    """Import every file found under ``paths``; yields one report per file (and one per file
-    skipped on purpose, with status ``skipped``)."""
-    files, skipped = discover(source, paths, exclude=str(root))
+    """Import every session found under ``paths``; yields one report per file or unit (and one
+    per file skipped on purpose, with status ``skipped``)."""
+    items, skipped = discover(source, paths, exclude=str(root))
     for f, why in skipped:
         yield FileReport(source=source, path=str(f), status="skipped", error=why)
     now = time.time()
-    for f in files:
-        yield import_file(source, f, root, settle=settle, now=now, progress=progress)
+    for item in items:
+        yield import_file(source, item, root, settle=settle, now=now, progress=progress)

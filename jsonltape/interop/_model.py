@@ -111,6 +111,30 @@ class Target:
         self.created: int | None = None
         #: Sidechains link to the main session by a fork at seq 0 (they inherit nothing).
         self.child_of_main = False
+        self._fixed: Target | None = None
+        #: the title the session's events give: the fixed header's, then each session/title
+        self.shown: str | None = None
+
+    def fix(self) -> None:
+        """Fix the header as it is now: once the session has a message and a title, or a reply.
+
+        A header is written once and never changes, and when it is written differs between an
+        import (when its first batch is written) and a read-only scan (before its first event):
+        fixing it at a point of the *mapping* makes both give the same title, cwd and metadata,
+        whatever a later line (a rename, a summary) says.
+        """
+        if self._fixed is not None:
+            return
+        copy = Target(self.name, self.session_id, dict(self.meta))
+        copy.title, copy.cwd, copy.agent = self.title, self.cwd, self.agent
+        copy.created, copy.child_of_main = self.created, self.child_of_main
+        self._fixed = copy
+        self.shown = self.title
+
+    @property
+    def header(self) -> Target:
+        """What the session's header holds: as fixed by :meth:`fix`, else as it is now."""
+        return self._fixed if self._fixed is not None else self
 
 
 class Group:

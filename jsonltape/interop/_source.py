@@ -16,17 +16,18 @@ is kept unchanged either way.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, BinaryIO, NamedTuple
 
 import msgspec
 
-__all__ = ["SourceLine", "SourceReader", "parse_time"]
+__all__ = ["SourceLine", "SourceReader", "Unit", "parse_time"]
 
 _decode = msgspec.json.decode
 _MAX_SAFE = 2**53 - 1
@@ -51,6 +52,30 @@ class SourceLine(NamedTuple):
     error: str | None
     """Why ``value`` is None (malformed JSON, not an object, invalid UTF-8, blank)."""
     sanitized: bool = False
+
+
+class Unit(NamedTuple):
+    """One foreign session that is not a JSONL file of its own (a Gemini CLI ``.json`` chat
+    saved whole, an OpenCode session in ``opencode.db`` or its JSON storage tree), rendered as
+    JSONL: one record per line, in the order the agent made them, so that everything after it
+    (lines, offsets, the prefix check, re-import, read-only indexing) is the same as for a file.
+
+    A source that rewrites its records in place (a reply still streaming) must only ever *grow*
+    the rendering: the records that can still change are rendered last and counted in ``held``.
+    """
+
+    path: str
+    """The file the records come from (recorded in the session's ``meta.import.file``)."""
+    name: str
+    """Unique within the source (the session id derives from it): the file name, or
+    ``opencode.db#ses_...`` for one session of a database."""
+    size: int
+    """A cheap change counter (bytes or rows); with ``mtime_ns`` it decides "unchanged"."""
+    mtime_ns: int
+    """When the unit last changed (nanoseconds since the epoch)."""
+    render: Callable[[bool], tuple[bytes, int]]
+    """``render(settled)`` -> ``(jsonl, held)``: every line ends with a newline; the last
+    ``held`` bytes are records that may still change (0 when ``settled``: nothing will)."""
 
 
 def _suspect(raw: bytes) -> bool:
@@ -119,24 +144,43 @@ class SourceReader:
     """Iterate the complete lines of a file; afterwards ``consumed``, ``sha256`` and ``torn``
     say how far it read, the hash of those bytes, and what was held back.
 
-    ``stop_at`` (bytes) limits reading to a prefix; ``stop_lines`` to a number of lines.
+    ``stop_lines`` limits reading to a number of lines. With ``data`` the lines are read from
+    memory (a :class:`Unit`'s rendering; ``size`` and ``mtime_ns`` are then the unit's), its
+    last ``held`` bytes held back like an unfinished last line.
     """
 
-    def __init__(self, path: str, *, stop_lines: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        stop_lines: int | None = None,
+        data: bytes | None = None,
+        held: int = 0,
+        size: int = 0,
+        mtime_ns: int = 0,
+    ) -> None:
         self.path = path
         self.stop_lines = stop_lines
         self.consumed = 0
         self.lines = 0
         self.torn: tuple[int, int, int] | None = None  # (line, offset, bytes)
         self._hash = hashlib.sha256()
-        self.size = 0
-        self.mtime_ns = 0
+        self._data = data
+        self._held = held
+        self.size = size
+        self.mtime_ns = mtime_ns
 
     @property
     def sha256(self) -> str:
         return self._hash.hexdigest()
 
     def read(self) -> Iterator[SourceLine]:
+        if self._data is not None:
+            complete = self._data[: len(self._data) - self._held]
+            yield from self._lines(io.BytesIO(complete))
+            if self._held and (self.stop_lines is None or self.lines < self.stop_lines):
+                self.torn = (self.lines + 1, len(complete), self._held)
+            return
         with open(self.path, "rb") as f:
             st = os.fstat(f.fileno())
             self.size, self.mtime_ns = st.st_size, st.st_mtime_ns

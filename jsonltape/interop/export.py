@@ -135,7 +135,10 @@ def transcript(
     details: dict[int, dict[str, Any]] = {}
     notes: list[dict[str, Any]] = []
     summaries: set[int] = set()
+    title = hdr.title
     for e in reader.read(path):
+        if e.type == "session/title" and isinstance(e.data.get("title"), str):
+            title = e.data["title"]  # a later title wins (spec §8.4)
         if e.type in SURFACE_TYPES:
             details[e.seq] = {
                 "time": _time(e.data, e.time),
@@ -166,7 +169,7 @@ def transcript(
     created = info.get("created") if isinstance(info, dict) else None
     model: dict[str, Any] = {
         "id": red.text(hdr.id),
-        "title": red.text(hdr.title) if hdr.title else None,
+        "title": red.text(title) if title else None,
         "cwd": red.text(hdr.cwd) if hdr.cwd else None,
         "agent": red.text(hdr.agent) if hdr.agent else None,
         "created": created if isinstance(created, int) else hdr.created,

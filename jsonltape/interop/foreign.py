@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import FormatError
 from ..events import Event, Replace, Retract
 from ..fold import SurfaceFold, message_changes
 from ._base import Mapper, Spec
-from ._engine import FileReport, Torn, mapper_for, session_id_for
+from ._discover import as_input
+from ._engine import FileReport, Torn, display_path, mapper_for, session_id_for
+from ._inputs import Input, UnitInput
 from ._model import unique_key
-from ._source import SourceReader
+from ._source import Unit
 
 __all__ = ["ForeignMessage", "messages", "scan", "scan_file"]
 
@@ -56,19 +57,31 @@ class ForeignMessage(NamedTuple):
 class ForeignScan:
     """One pass over a foreign file; iterate :meth:`events`, then read :attr:`report`."""
 
-    def __init__(self, source: str, path: str | os.PathLike[str], *, raw: bool = True) -> None:
-        self.path = Path(os.path.expanduser(os.fspath(path)))
+    def __init__(
+        self, source: str, path: str | os.PathLike[str] | Unit | Input, *, raw: bool = True
+    ) -> None:
+        self.input = path if isinstance(path, Input) else as_input(source, path)
+        self.path = self.input.path
         self.source = source
         self.raw = raw
-        self.report = FileReport(source=source, path=str(self.path))
-        self.session_id = session_id_for(source, self.path)
+        self.report = FileReport(source=source, path=display_path(self.input))
+        self.session_id = session_id_for(source, self.input.name)
         self._seen: dict[str, dict[str, int]] = {}
+        #: specs of a session whose header is not fixed yet (see ``Target.fix``)
+        self._waiting: dict[str, list[Spec]] = {}
+
+    def data(self) -> bytes | None:
+        """The lines mapped, when they are not a file's (a unit's rendering)."""
+        return self.input.data()
 
     def events(self) -> Iterator[tuple[str, Event]]:
-        mapper = mapper_for(self.source, self.path, self.session_id)
-        src = SourceReader(str(self.path))
+        mapper = mapper_for(self.source, self.path, self.session_id, self.input.name)
+        # A unit is mapped whole: nothing is held back, as a re-scan after any change maps it
+        # again from its start (an indexer reingests what a rewrite revised).
+        src = self.input.reader(settled=True)
         started: set[str] = set()
         self._seen.clear()
+        self._waiting.clear()
         checked = False
         fallback = 0
         for line in src.read():
@@ -82,29 +95,41 @@ class ForeignScan:
             mapper.feed(line)
             yield from self._drain(mapper, started, fallback)
         mapper.eof(False)
-        yield from self._drain(mapper, started, fallback or 0)
+        yield from self._drain(mapper, started, fallback or 0, final=True)
         r = self.report
         r.lines = src.lines
-        r.torn = Torn(*src.torn) if src.torn is not None else None
+        tail = Torn(*src.torn) if src.torn is not None else None
+        if isinstance(self.input, UnitInput):
+            r.held = tail
+        else:
+            r.torn = tail
         r.raw, r.unknown, r.problems = mapper.raw_counts, mapper.unknown, mapper.problems
         r.sanitized = mapper.sanitized
         r.sessions = [o.target.session_id for o in mapper.outs.values()]
         r.open_turn = any(o.turn is not None for o in mapper.outs.values())
 
     def _drain(
-        self, mapper: Mapper, started: set[str], fallback: int
+        self, mapper: Mapper, started: set[str], fallback: int, *, final: bool = False
     ) -> Iterator[tuple[str, Event]]:
+        """The events of the specs mapped so far; a session's header comes before its first
+        event, once it is fixed (as an import writes it) or at the end."""
         for spec in mapper.take():
-            out = mapper.outs[spec.target]
-            sid = out.target.session_id
-            if spec.target not in started:
-                started.add(spec.target)
-                yield sid, self._header(mapper, spec.target, spec.time or fallback)
-            spec.key = unique_key(self._seen.setdefault(spec.target, {}), spec.key)
-            yield sid, self._event(spec, fallback)
+            self._waiting.setdefault(spec.target, []).append(spec)
+        for name in list(self._waiting):
+            target = mapper.outs[name].target
+            if not final and name not in started and target.header is target:
+                continue
+            specs = self._waiting.pop(name)
+            sid = target.session_id
+            if name not in started:
+                started.add(name)
+                yield sid, self._header(mapper, name, specs[0].time or fallback)
+            for spec in specs:
+                spec.key = unique_key(self._seen.setdefault(name, {}), spec.key)
+                yield sid, self._event(spec, fallback)
 
     def _header(self, mapper: Mapper, name: str, time: int) -> Event:
-        target = mapper.outs[name].target
+        target = mapper.outs[name].target.header
         data: dict[str, Any] = {
             "format": "jsonltape",
             "version": 1,
@@ -120,7 +145,7 @@ class ForeignScan:
             data["parent"] = {"session": main, "seq": 0, "path": f"{main}.jsonl"}
         meta = dict(target.meta)
         info = dict(meta.get("import") or {})
-        info.update(source=self.source, file=str(self.path.absolute()), name=self.path.name)
+        info.update(source=self.source, file=str(self.path.absolute()), name=self.input.name)
         meta["import"] = info
         data["meta"] = meta
         return Event(0, "session/start", time, data)
@@ -151,7 +176,7 @@ def _identity(vid: int) -> int:
 
 
 def scan(
-    source: str, path: str | os.PathLike[str], *, raw: bool = True
+    source: str, path: str | os.PathLike[str] | Unit, *, raw: bool = True
 ) -> Iterator[tuple[str, Event]]:
     """Yield ``(session_id, event)`` for a foreign file, headers first (see the module doc).
 
@@ -161,12 +186,12 @@ def scan(
     return ForeignScan(source, path, raw=raw).events()
 
 
-def scan_file(source: str, path: str | os.PathLike[str], *, raw: bool = True) -> ForeignScan:
+def scan_file(source: str, path: str | os.PathLike[str] | Unit, *, raw: bool = True) -> ForeignScan:
     """Like :func:`scan`, but returns the scan so its ``report`` can be read afterwards."""
     return ForeignScan(source, path, raw=raw)
 
 
-def messages(source: str, path: str | os.PathLike[str]) -> Iterator[ForeignMessage]:
+def messages(source: str, path: str | os.PathLike[str] | Unit) -> Iterator[ForeignMessage]:
     """Yield every message change of a foreign file in order: a new message with its role and
     searchable text (status ``current``), and later status changes of earlier ones
     (``superseded``, ``compacted``, ``retracted``) with ``type``/``role``/``text`` None."""

@@ -28,20 +28,43 @@ recorded (``status`` ``error`` or ``cancelled``: an error result); ``$rewindTo``
 the model), the metadata line and other ``$set`` s are raw only. Gemini CLI never marks the end
 of a turn: the next prompt (or a finished source) ends it.
 
-The legacy whole-file ``session-*.json`` (one pretty-printed ``ConversationRecord``) is not a
-line format: Gemini CLI migrates it to ``.jsonl`` when the session is resumed.
+The legacy whole-file ``session-*.json`` (one pretty-printed ``ConversationRecord``
+``{sessionId, projectHash, startTime, lastUpdated, messages, summary?, directories?, kind?}``,
+rewritten whole on every change; Gemini CLI migrates it to ``.jsonl`` when it is resumed) is
+read as the same records (:func:`legacy_unit`): the metadata without what changes on every save,
+each message, then ``{"$set": {summary, lastUpdated}}``. Until the file is settled its last
+message and that ``$set`` are held back: the CLI may still rewrite them.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
-from ..errors import JsonltapeError
+import msgspec
+
+from ..errors import FormatError, JsonltapeError
 from ..events import Retract
 from ._base import Group, Mapper, Out, title_of
-from ._source import parse_time
+from ._parts import (
+    blob_part,
+    reasoning_part,
+    renamed_usage,
+    text_of,
+    text_part,
+    tool_call_part,
+    uri_part,
+)
+from ._source import Unit, parse_time
 
-__all__ = ["GeminiMapper"]
+__all__ = ["GeminiMapper", "legacy_unit"]
+
+_encode = msgspec.json.Encoder().encode
+#: Metadata of a legacy chat that never changes after the session starts (its first record).
+_LEGACY_META = ("sessionId", "projectHash", "startTime", "kind", "directories")
+#: ... and what every save rewrites (its last record).
+_LEGACY_SET = ("summary", "lastUpdated")
 
 _UI_ONLY = frozenset({"info", "error", "warning"})
 _ERROR_STATUS = frozenset({"error", "cancelled"})
@@ -62,27 +85,25 @@ def gemini_parts(content: Any) -> list[dict[str, Any]]:
     for p in items:
         if isinstance(p, str):
             if p:
-                parts.append({"type": "text", "content": p})
+                parts.append(text_part(p))
         elif not isinstance(p, dict):
             continue
         elif isinstance(p.get("text"), str):
             if p["text"]:
-                kind = "reasoning" if p.get("thought") is True else "text"
-                parts.append({"type": kind, "content": p["text"]})
+                thought = p.get("thought") is True
+                parts.append(reasoning_part(p["text"]) if thought else text_part(p["text"]))
         elif isinstance(p.get("inlineData"), dict):
             d = p["inlineData"]
             mime = d.get("mimeType") if isinstance(d.get("mimeType"), str) else ""
             if isinstance(d.get("data"), str):
                 modality = mime.split("/")[0] if "/" in mime else "file"
-                parts.append(
-                    {"type": "blob", "content": d["data"], "mime_type": mime, "modality": modality}
-                )
+                parts.append(blob_part(d["data"], mime, modality))
         elif isinstance(p.get("fileData"), dict):
             d = p["fileData"]
             uri = d.get("fileUri")
             if isinstance(uri, str):
                 mime = d.get("mimeType") if isinstance(d.get("mimeType"), str) else ""
-                parts.append({"type": "uri", "uri": uri, "mime_type": mime, "modality": "file"})
+                parts.append(uri_part(uri, mime_type=mime, modality="file"))
     return parts
 
 
@@ -94,14 +115,11 @@ def _thought(t: Any) -> dict[str, Any] | None:
         for s in (t.get("subject"), t.get("description"))
         if isinstance(s, str) and s.strip()
     )
-    return {"type": "reasoning", "content": text} if text else None
+    return reasoning_part(text) if text else None
 
 
 def _usage(tokens: Any) -> dict[str, Any] | None:
-    if not isinstance(tokens, dict):
-        return None
-    usage = {dst: tokens[src] for src, dst in _TOKENS if type(tokens.get(src)) is int}
-    return usage or None
+    return renamed_usage(tokens, _TOKENS, ints_only=True) or None
 
 
 def _response(result: Any) -> Any:
@@ -207,7 +225,7 @@ class GeminiMapper(Mapper):
         parts = gemini_parts(v.get("content"))
         self.start_turn(out)
         if not self._named:
-            self.note_title(out, "\n".join(p["content"] for p in parts if p["type"] == "text"))
+            self.note_title(out, text_of(parts))
         self.nodes[mid] = self.message(out, "user/message", "user", parts, mid)
 
     def _gemini(self, out: Out, v: dict[str, Any]) -> None:
@@ -237,12 +255,7 @@ class GeminiMapper(Mapper):
                 raise ValueError("a tool call without an id")
             args = c.get("args")
             parts.append(
-                {
-                    "type": "tool_call",
-                    "id": c["id"],
-                    "name": str(c.get("name")),
-                    "arguments": args if isinstance(args, dict) else {},
-                }
+                tool_call_part(c["id"], str(c.get("name")), args if isinstance(args, dict) else {})
             )
         g.parts = parts
         if isinstance(v.get("model"), str) and v["model"]:
@@ -288,3 +301,34 @@ class GeminiMapper(Mapper):
             out, "surface/retract", data, self.key("rewind"),
             surface=("retract", after[0], after[-1]),
         )  # fmt: skip
+
+
+def legacy_unit(path: Path) -> Unit:
+    """A legacy whole-file chat (``session-*.json``) as a :class:`Unit` of JSONL records."""
+    st = os.stat(path, follow_symlinks=False)
+
+    def render(settled: bool) -> tuple[bytes, int]:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with open(fd, "rb") as f:
+                value = msgspec.json.decode(f.read())
+        except msgspec.DecodeError as exc:
+            raise FormatError(f"not a Gemini CLI chat: malformed JSON ({exc})", path=path) from None
+        if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
+            raise FormatError(
+                "not a Gemini CLI chat: not an object with a messages list", path=path
+            )
+        meta = {k: value[k] for k in _LEGACY_META if k in value}
+        lines = [_encode(meta)]
+        lines.extend(_encode(m) for m in value["messages"])
+        held = 1 if len(lines) > 1 else 0  # the last message may still be rewritten
+        changes = {k: value[k] for k in _LEGACY_SET if k in value}
+        if changes:
+            lines.append(_encode({"$set": changes}))
+            held += 1
+        data = b"".join(line + b"\n" for line in lines)
+        if settled:
+            return data, 0
+        return data, sum(len(line) + 1 for line in lines[len(lines) - held :])
+
+    return Unit(str(path), path.name, st.st_size, st.st_mtime_ns, render)

@@ -1,0 +1,108 @@
+"""What an import reads: a foreign JSONL file, or a :class:`~._source.Unit` rendered as JSONL.
+
+Everything downstream (the mapping, the prefix check that refuses a rewritten source, the
+``import/sync`` markers, the read-only scan) sees the same thing either way: numbered lines, a
+size and a change time, the hash of a prefix. A file is read as it is on disk; a unit is
+rendered once per input (``render(settled)``) and read from memory, its still-changing tail
+held back the way a file's unfinished last line is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from ._source import SourceReader, Unit, prefix_sha256
+
+__all__ = ["FileInput", "Input", "UnitInput"]
+
+
+class Input:
+    """One foreign session source."""
+
+    path: Path
+    """The file the lines come from (for a unit: the file its records are read from)."""
+    name: str
+    """The name the session id derives from, unique within the source."""
+
+    def stat(self) -> tuple[int, int]:
+        """``(size, mtime_ns)``: with both unchanged, nothing new can be in it."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def reader(self, *, settled: bool) -> SourceReader:
+        """A fresh reader of the lines (``settled``: the source is finished)."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def first_line_sha(self) -> str:
+        """SHA-256 of the first line (with its newline): tells two sources of one name apart."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def prefix_sha(self, nbytes: int) -> str | None:
+        """SHA-256 of the first ``nbytes`` bytes, None if there are fewer."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def data(self) -> bytes | None:
+        """The lines in memory (a unit's rendering), or None for a file read from disk."""
+        return None
+
+
+class FileInput(Input):
+    """A JSONL file on disk, read as it is."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = path.name
+
+    def stat(self) -> tuple[int, int]:
+        st = os.stat(self.path)
+        return st.st_size, st.st_mtime_ns
+
+    def reader(self, *, settled: bool) -> SourceReader:
+        return SourceReader(str(self.path))
+
+    def first_line_sha(self) -> str:
+        with open(self.path, "rb") as f:
+            return hashlib.sha256(f.readline()).hexdigest()
+
+    def prefix_sha(self, nbytes: int) -> str | None:
+        return prefix_sha256(str(self.path), nbytes)
+
+
+class UnitInput(Input):
+    """A unit, rendered on first use (once per ``settled`` value) and read from memory."""
+
+    def __init__(self, unit: Unit) -> None:
+        self.unit = unit
+        self.path = Path(unit.path)
+        self.name = unit.name
+        self._rendered: dict[bool, tuple[bytes, int]] = {}
+
+    def _render(self, settled: bool) -> tuple[bytes, int]:
+        got = self._rendered.get(settled)
+        if got is None:
+            got = self._rendered[settled] = self.unit.render(settled)
+        return got
+
+    def stat(self) -> tuple[int, int]:
+        return self.unit.size, self.unit.mtime_ns
+
+    def reader(self, *, settled: bool) -> SourceReader:
+        data, held = self._render(settled)
+        return SourceReader(
+            str(self.path), data=data, held=held, size=self.unit.size, mtime_ns=self.unit.mtime_ns
+        )
+
+    def first_line_sha(self) -> str:
+        data, _held = self._render(True)
+        end = data.find(b"\n")
+        return hashlib.sha256(data if end < 0 else data[: end + 1]).hexdigest()
+
+    def prefix_sha(self, nbytes: int) -> str | None:
+        data, _held = self._render(True)
+        if len(data) < nbytes:
+            return None
+        return hashlib.sha256(data[:nbytes]).hexdigest()
+
+    def data(self) -> bytes | None:
+        return self._render(True)[0]

@@ -1,0 +1,221 @@
+"""OpenCode sessions (its ``opencode.db`` or its older JSON storage tree) to jsonltape.
+
+:mod:`._opencode_store` renders each session as JSONL records; this maps them. The message
+and part types are OpenCode's (anomalyco/opencode packages/opencode/src/session/message-v2.ts):
+
+* ``{"type":"session", id, projectID, directory, parentID?, time: {created}, version}``:
+  the header (cwd, created, ``meta.import``; a child session's ``parentID``, a subtask's
+  session, is kept there as ``parent``);
+* ``{"type":"message", "info": {...}, "parts": [...]}`` with ``info.role`` ``user`` (``time``,
+  ``agent``, ``model {providerID, modelID}``) or ``assistant`` (``parentID``, ``modelID``,
+  ``providerID``, ``tokens {input, output, reasoning, cache {read, write}}``, ``cost``,
+  ``time.completed``, ``finish``, ``error?``, ``summary?``).
+
+Mapping (each record is kept verbatim on the event it produced, else as ``import/raw``): a user
+message → a prompt starting a turn (``text`` parts not ``ignored``; ``file`` parts as a blob for
+a ``data:`` URL, else a uri; text/plain and directory files are skipped: OpenCode sends their
+content as synthetic text parts); a user message with a ``compaction`` part →
+``compaction/start`` over everything so far, finished by the next assistant message with
+``summary: true`` (its text is the summary); an assistant message → an ``assistant/message``
+(``reasoning``, ``text``, and a ``tool_call`` per ``tool`` part) with model, provider and usage
+(the message's ``tokens`` and ``cost``), then a ``tool/result`` per tool whose state is
+``completed`` (its ``output``) or ``error`` (an error result); a tool still ``pending`` or
+``running`` when the source is settled is closed as interrupted. An assistant ``error`` other
+than an abort ends the turn with reason ``error``; an abort ends it ``aborted``.
+``step-start``, ``step-finish``, ``snapshot``, ``patch``, ``agent``, ``subtask`` and
+``retry`` parts stay in the record only; an unknown record type is ``import/raw``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import Mapper, Out
+from ._source import parse_time
+
+__all__ = ["OpenCodeMapper"]
+
+_TOKENS = (
+    ("input", "input_tokens"),
+    ("output", "output_tokens"),
+    ("reasoning", "reasoning_tokens"),
+    ("total", "total_tokens"),
+)
+_NOT_SENT = frozenset({"text/plain", "application/x-directory"})
+
+
+def _usage(info: dict[str, Any]) -> dict[str, Any] | None:
+    tokens = info.get("tokens")
+    if not isinstance(tokens, dict):
+        return None
+    usage: dict[str, Any] = {
+        dst: tokens[src] for src, dst in _TOKENS if type(tokens.get(src)) is int
+    }
+    cache = tokens.get("cache")
+    if isinstance(cache, dict):
+        for src, dst in (("read", "cache_read_input_tokens"),
+                         ("write", "cache_creation_input_tokens")):  # fmt: skip
+            if type(cache.get(src)) is int:
+                usage[dst] = cache[src]
+    if isinstance(info.get("cost"), (int, float)) and not isinstance(info["cost"], bool):
+        usage["cost"] = info["cost"]
+    return usage or None
+
+
+def _file(p: dict[str, Any]) -> dict[str, Any] | None:
+    url, mime = p.get("url"), p.get("mime")
+    if not isinstance(url, str) or not isinstance(mime, str) or mime in _NOT_SENT:
+        return None
+    modality = mime.split("/")[0] if mime.startswith(("image/", "audio/", "video/")) else "file"
+    if url.startswith("data:") and ";base64," in url:
+        return {"type": "blob", "content": url.split(",", 1)[1], "mime_type": mime,
+                "modality": modality}  # fmt: skip
+    return {"type": "uri", "uri": url, "mime_type": mime, "modality": modality}
+
+
+def _text(p: dict[str, Any]) -> str | None:
+    text = p.get("text")
+    return text if isinstance(text, str) and text else None
+
+
+class OpenCodeMapper(Mapper):
+    source = "opencode"
+    implicit_end = True
+
+    def __init__(self, name: str, path: str, session_id: str) -> None:
+        super().__init__(name, path)
+        self.main = self.new_out("", session_id, {})
+        self.main.target.agent = "opencode"
+        #: the compaction request (user message id) an assistant summary answers
+        self.compacting: str | None = None
+
+    def sniff(self, value: dict[str, Any]) -> str | None:
+        if value.get("type") == "session" and isinstance(value.get("id"), str):
+            return None
+        return "not an OpenCode session rendering: its first record is not the session's"
+
+    def handle(self, v: dict[str, Any]) -> None:
+        t = v.get("type")
+        if t == "session":
+            self._session(v)
+            self.raw_line("session", known=True)
+        elif t == "message" and isinstance(v.get("info"), dict):
+            info = v["info"]
+            parts = [p for p in v.get("parts") or () if isinstance(p, dict)]
+            self.time = parse_time((info.get("time") or {}).get("created")) or self.time
+            if info.get("role") == "user":
+                self._user(info, parts)
+            elif info.get("role") == "assistant":
+                self._assistant(info, parts)
+            else:
+                self.raw_line(f"message/{info.get('role')}", known=False)
+        else:
+            self.raw_line(str(t), known=False)
+
+    def _session(self, v: dict[str, Any]) -> None:
+        target = self.main.target
+        if target.meta.get("import"):
+            return
+        info: dict[str, Any] = {"session": v["id"]}
+        for src, dst in (("projectID", "project"), ("version", "version"),
+                         ("parentID", "parent")):  # fmt: skip
+            if isinstance(v.get(src), str) and v[src]:
+                info[dst] = v[src]
+        target.meta["import"] = info
+        if isinstance(v.get("directory"), str) and v["directory"]:
+            target.cwd = v["directory"]
+        target.created = parse_time((v.get("time") or {}).get("created")) or None
+
+    def _user(self, info: dict[str, Any], parts: list[dict[str, Any]]) -> None:
+        out = self.main
+        if any(p.get("type") == "compaction" for p in parts):
+            self.end_turn(out, "completed")
+            if self.start_compaction(out, "auto" if _auto(parts) else "manual", None):
+                self.compacting = str(info.get("id"))
+            return
+        mapped: list[dict[str, Any]] = []
+        for p in parts:
+            if p.get("type") == "text" and p.get("ignored") is not True:
+                text = _text(p)
+                if text is not None:
+                    mapped.append({"type": "text", "content": text})
+            elif p.get("type") == "file":
+                f = _file(p)
+                if f is not None:
+                    mapped.append(f)
+        if not mapped:
+            self.raw_line("message/user", known=True)  # nothing OpenCode would send
+            return
+        self.start_turn(out)
+        prompt = [p["content"] for p in mapped if p["type"] == "text"]
+        real = [_text(p) for p in parts if p.get("type") == "text" and not p.get("synthetic")]
+        self.note_title(out, "\n".join(t for t in real if t) or "\n".join(prompt))
+        self.message(out, "user/message", "user", mapped, str(info.get("id")))
+
+    def _assistant(self, info: dict[str, Any], parts: list[dict[str, Any]]) -> None:
+        out = self.main
+        mid = str(info.get("id"))
+        answers = info.get("parentID") in (self.compacting, None)
+        if info.get("summary") is True and self.compacting is not None and answers:
+            texts = [_text(p) for p in parts if p.get("type") == "text"]
+            self.compacting = None
+            self.finish_compaction(out, "\n\n".join(t for t in texts if t), mid)
+            return
+        if out.turn is None:
+            self.start_turn(out)
+        g = self.group_for(out, mid)
+        self.add_line(g, mid)
+        mapped: list[dict[str, Any]] = []
+        tools: list[dict[str, Any]] = []
+        for p in parts:
+            t = p.get("type")
+            if t in ("text", "reasoning"):
+                text = _text(p)
+                if text is not None:
+                    mapped.append({"type": t, "content": text})
+            elif t == "tool" and isinstance(p.get("callID"), str):
+                state: dict[str, Any] = p["state"] if isinstance(p.get("state"), dict) else {}
+                args = state.get("input")
+                mapped.append({"type": "tool_call", "id": p["callID"], "name": str(p.get("tool")),
+                               "arguments": args if isinstance(args, dict) else {}})  # fmt: skip
+                tools.append(p)
+        g.parts = mapped
+        if isinstance(info.get("modelID"), str) and info["modelID"]:
+            g.model = info["modelID"]
+        g.usage = _usage(info)
+        if isinstance(info.get("providerID"), str) and info["providerID"]:
+            self.set_request(out, provider=info["providerID"])
+        for p in tools:
+            self._result(out, p)
+        self.flush_group(out)
+        error = info.get("error")
+        if isinstance(error, dict):
+            name = str(error.get("name") or "error")
+            data: dict[str, Any] = error["data"] if isinstance(error.get("data"), dict) else {}
+            err: dict[str, Any] = {"code": name}
+            if isinstance(data.get("message"), str):
+                err["message"] = data["message"]
+            reason = "aborted" if name == "MessageAbortedError" else "error"
+            if not out.pending:
+                self.end_turn(out, reason, err, tag="error")
+
+    def _result(self, out: Out, p: dict[str, Any]) -> None:
+        state: dict[str, Any] = p["state"] if isinstance(p.get("state"), dict) else {}
+        status = state.get("status")
+        call = p["callID"]
+        if status == "completed":
+            response: Any = state.get("output")
+            is_error = False
+        elif status == "error":
+            response = state.get("error")
+            is_error = True
+        else:
+            return  # pending or running: closed as interrupted if the source settles
+        self.tool_result(
+            out, call, response if isinstance(response, str) else "", is_error=is_error,
+            msg_id=f"{call}-result", tag=f"result:{call}", extra={"status": status},
+        )  # fmt: skip
+
+
+def _auto(parts: list[dict[str, Any]]) -> bool:
+    return any(p.get("type") == "compaction" and p.get("auto") is True for p in parts)
