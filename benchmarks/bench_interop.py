@@ -1,6 +1,6 @@
 """Import benchmark: how fast foreign sessions become jsonltape sessions.
 
-Two workloads, each imported into a fresh root, then imported again (nothing changed: the
+Six workloads, each imported into a fresh root, then imported again (nothing changed: the
 fast path reads only the end of each imported session) and again after touching every source
 (every file is re-mapped and compared by key, nothing is written):
 
@@ -8,7 +8,10 @@ fast path reads only the end of each imported session) and again after touching 
 * ``claude-tree``: a synthetic ~/.claude/projects tree (``--projects`` × ``--sessions`` files of
   ``--turns`` turns; per turn a prompt, an assistant reply streamed as 3 lines sharing one
   message id (thinking, text, tool_use), the tool result, a final reply, and a
-  file-history-snapshot line), like the lines Claude Code 1.0.x writes.
+  file-history-snapshot line), like the lines Claude Code 1.0.x writes;
+* ``codex-tree``, ``gemini-tree``, ``gemini-json`` (legacy whole-file chats) and
+  ``opencode-db`` (one database): as many sessions of ``--turns`` turns each, shaped as those
+  agents write them (benchmarks/_interop_trees.py).
 
 Events/s counts the jsonltape events written (messages, tool calls, turns, raw lines, ...);
 lines/s the source lines read. Run:
@@ -32,22 +35,17 @@ import msgspec
 
 from jsonltape.interop import import_paths
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _interop_trees as trees
+
 #: The real sessions: $JSONLTAPE_SAMPLES (as in the tests), else shared/samples beside the repo.
 SAMPLES = Path(
     os.environ.get("JSONLTAPE_SAMPLES")
     or Path(__file__).resolve().parents[2] / "shared" / "samples"
 )
 PI = SAMPLES / "pi-v1-legacy-large-session.jsonl"
-WORDS = [
-    "the", "migration", "adds", "a", "column", "users", "email", "default", "null", "index",
-    "test", "fails", "because", "schema", "fixture", "設定", "ファイル", "cache", "retry",
-    "timeout", "handler",
-]  # fmt: skip
-T0 = 1_757_000_000_000
-
-
-def _text(i: int, n: int) -> str:
-    return " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(n))
+T0 = trees.T0
+_text = trees.text
 
 
 def _session(sid: str, cwd: str, turns: int) -> list[str]:
@@ -101,31 +99,36 @@ def claude_tree(root: Path, projects: int, sessions: int, turns: int) -> None:
             (d / f"{sid}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def run(source: str, src: Path, root: Path) -> tuple[float, int, int]:
+def run(source: str, src: Path, root: Path) -> tuple[float, int, int, int]:
     t = time.perf_counter()
-    events = lines = 0
+    events = lines = reports = 0
     for r in import_paths(source, [src], root, settle=0):
         assert r.status in ("imported", "unchanged"), r.error
         events += r.events
         lines += r.lines
-    return time.perf_counter() - t, events, lines
+        reports += 1
+    return time.perf_counter() - t, events, lines, reports
+
+
+def _files(src: Path) -> list[Path]:
+    return [f for f in src.rglob("*") if f.is_file()] if src.is_dir() else [src]
 
 
 def measure(name: str, source: str, src: Path, work: Path) -> None:
     root = work / f"root-{name}"
-    first, events, lines = run(source, src, root)
-    size = (
-        sum(f.stat().st_size for f in src.rglob("*.jsonl")) if src.is_dir() else src.stat().st_size
-    )
+    first, events, lines, sessions = run(source, src, root)
+    files = _files(src)
+    size = sum(f.stat().st_size for f in files)
     out = sum(f.stat().st_size for f in root.rglob("*.jsonl"))
-    again, _, _ = run(source, src, root)
-    files = list(src.rglob("*.jsonl")) if src.is_dir() else [src]
+    again, _, _, _ = run(source, src, root)
     for f in files:
         os.utime(f)
-    touched, written, _ = run(source, src, root)
+    # an OpenCode session changes with its rows' time_updated, not the file's mtime: touching
+    # the database re-reads nothing, like an unchanged tree
+    touched, written, _, _ = run(source, src, root)
     assert written == 0
     print(
-        f"{name:12} {len(files):5} files {size / 1e6:7.1f} MB {lines:9,} lines -> "
+        f"{name:14} {sessions:5} sessions {size / 1e6:7.1f} MB {lines:9,} lines -> "
         f"{events:9,} events ({out / 1e6:6.1f} MB) in {first:6.2f} s: "
         f"{events / first:9,.0f} events/s, {lines / first:8,.0f} lines/s, "
         f"{size / first / 1e6:5.1f} MB/s | again {again * 1000:7.1f} ms | "
@@ -153,6 +156,19 @@ def main() -> None:
         tree = work / "projects"
         claude_tree(tree, args.projects, args.sessions, args.turns)
         measure("claude-tree", "claude-code", tree, work)
+        n = args.projects * args.sessions
+        codex = work / "codex"
+        trees.codex_tree(codex, n, args.turns)
+        measure("codex-tree", "codex", codex, work)
+        gemini = work / "gemini"
+        trees.gemini_tree(gemini, n, args.turns)
+        measure("gemini-tree", "gemini-cli", gemini, work)
+        legacy = work / "gemini-legacy"
+        trees.gemini_tree(legacy, n, args.turns, legacy=True)
+        measure("gemini-json", "gemini-cli", legacy, work)
+        opencode = work / "opencode" / "opencode.db"
+        trees.opencode_db(opencode, n, args.turns)
+        measure("opencode-db", "opencode", opencode.parent, work)
     finally:
         if args.keep:
             print(f"kept {work}")

@@ -370,11 +370,10 @@ def _import(
 ) -> None:
     p = inp.path
     base_id = session_id_for(source, inp.name)
-    first_sha = inp.first_line_sha()
     sid = base_id
     for attempt in range(3):
         st = _State(root / source / f"{sid}.jsonl", load=False)
-        if not st.exists or st.meta.get("first_line_sha256") == first_sha:
+        if not st.exists or inp.same_source(st.meta):
             break
         # another file with the same name (or one rewritten from its first line on, as pi does
         # when it migrates a session): a session of its own

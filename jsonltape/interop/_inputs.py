@@ -46,6 +46,11 @@ class Input:
         """The lines in memory (a unit's rendering), or None for a file read from disk."""
         return None
 
+    def same_source(self, meta: dict[str, object]) -> bool:
+        """Whether the session whose ``meta.import`` is ``meta`` was imported from this source
+        (and not from another one of the same name): its first line is the same."""
+        return meta.get("first_line_sha256") == self.first_line_sha()
+
 
 class FileInput(Input):
     """A JSONL file on disk, read as it is."""
@@ -106,3 +111,9 @@ class UnitInput(Input):
 
     def data(self) -> bytes | None:
         return self._render(True)[0]
+
+    def same_source(self, meta: dict[str, object]) -> bool:
+        # the same file and name need no rendering (an unchanged unit is then never rendered)
+        if meta.get("file") == os.path.abspath(self.path) and meta.get("name") == self.name:
+            return True
+        return super().same_source(meta)
