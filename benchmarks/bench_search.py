@@ -1,0 +1,444 @@
+"""The search benchmark of issue 16: what a user of the index gets, against grep, honestly.
+
+On a tree of jsonltape sessions written with the library (``_search_corpus.py``: a Zipf
+vocabulary of English words and code identifiers, code snippets, Japanese and Chinese text,
+timestamps over six months), it measures
+
+* ``jsonltape sync`` of the tree into an empty index: wall time, CPU time (every process),
+  peak RSS summed over the process tree (polled from /proc) and the largest single process;
+* the same messages loaded by sqlite-utils (words FTS5 table with our tokenizer, then the
+  same trigram table) with our bulk-load durability: no journal, no syncs, one fsync at the end;
+* index size against the session files, per table (SQLite's ``dbstat``);
+* queries across word frequency ranks (0, 10, 100, 1000, the rarest word that occurs), a
+  phrase that has hits, substrings of 3, 4 and 6 characters inside an identifier, CJK terms of
+  1-4 characters and a prefix, each without a filter and with a role, session and since filter:
+  in-process p50/p95/max of the daemon's ``search()`` (top 20, as ``jsonltape search``), hit
+  counts (every matching message), and for each query from the shell ``jsonltape search`` p95
+  against ``rg -c`` (``grep -rc`` when rg is absent) over the same tree.
+
+Warm cache only: dropping the page cache needs root. The generated tree is cached under
+``--work`` and reused.
+
+    .venv/bin/pip install sqlite-utils   # dev-only baseline
+    .venv/bin/python benchmarks/bench_search.py [--events 1000000] [--work DIR]
+    .venv/bin/python benchmarks/bench_search.py --events 20000 --quick    # smoke, < 60 s
+    JSONLTAPE_LONG=1 .venv/bin/python benchmarks/bench_search.py          # 5M events
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from jsonltape_daemon.cjk import match_expr
+from jsonltape_daemon.paths import remove_db
+from jsonltape_daemon.schema import connect
+from jsonltape_daemon.search import Filters, Term, parse_query, search
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _search_corpus as corpus
+
+DAY_MS = 86_400_000
+WORD_TOKENIZER = "unicode61 remove_diacritics 2"
+FILTERS = ("none", "role", "session", "since")
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
+
+
+def load_avg() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+# -- processes: wall, CPU, peak RSS over the tree -------------------------------------------
+
+
+def _tree_rss(root: int) -> int:
+    """RSS in bytes of ``root`` and all its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(d), int(parts[1])
+        children.setdefault(ppid, []).append(pid)
+        rss[pid] = int(parts[21]) * os.sysconf("SC_PAGE_SIZE")
+    total, todo = 0, [root]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo += children.get(p, [])
+    return total
+
+
+class Run:
+    """A finished command: wall and CPU seconds, peak summed RSS, largest single RSS, and
+    what it printed."""
+
+    def __init__(self, wall: float, cpu: float, peak_sum: int, peak_one: int, out: str) -> None:
+        self.wall, self.cpu, self.peak_sum, self.peak_one = wall, cpu, peak_sum, peak_one
+        self.out = out
+
+
+def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> Run:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryFile() as out:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=out)
+        peak = 0
+        done = threading.Event()
+
+        def poll() -> None:
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, _tree_rss(proc.pid))
+                done.wait(0.05)
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        rc = proc.wait()
+        wall = time.perf_counter() - t
+        done.set()
+        poller.join()
+        out.seek(0)
+        printed = out.read().decode()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if rc != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed with exit code {rc}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    # ru_maxrss of children is the largest one process reached (KiB), not a sum.
+    return Run(wall, cpu, peak, after.ru_maxrss * 1024, printed)
+
+
+# -- ingest: ours and the baseline ----------------------------------------------------------
+
+_BASELINE = r"""
+import json, os, sqlite3, sys
+import sqlite_utils
+nd, db = sys.argv[1], sys.argv[2]
+con = sqlite3.connect(db, isolation_level=None)
+for p in ("page_size = 8192", "locking_mode = EXCLUSIVE", "journal_mode = OFF",
+          "synchronous = OFF", "cache_size = -262144", "temp_store = MEMORY"):
+    con.execute("PRAGMA " + p)
+d = sqlite_utils.Database(con)
+with open(nd, "rb") as f:
+    d["messages"].insert_all((json.loads(l) for l in f), pk="id", batch_size=2000)
+d["messages"].enable_fts(["text"], fts_version="FTS5", tokenize=sys.argv[3])
+con.execute("CREATE VIRTUAL TABLE messages_trigram USING fts5(text, content='messages', "
+            "content_rowid='id', tokenize='trigram')")
+con.execute("INSERT INTO messages_trigram (messages_trigram) VALUES ('rebuild')")
+con.close()
+fd = os.open(db, os.O_RDONLY); os.fsync(fd); os.close(fd)
+"""
+
+
+def export_messages(index: Path, nd: Path) -> int:
+    """The baseline's input: the messages our index holds, as NDJSON (not timed)."""
+    con = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
+    n = 0
+    with open(nd, "w") as f:
+        for r in con.execute(
+            "SELECT m.id, s.id, m.seq, m.role, m.time, m.text FROM messages m "
+            "JOIN sessions s USING (sid)"
+        ):
+            f.write(
+                json.dumps(
+                    {
+                        "id": r[0],
+                        "session": r[1],
+                        "seq": r[2],
+                        "role": r[3],
+                        "time": r[4],
+                        "text": r[5],
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
+            n += 1
+    con.close()
+    return n
+
+
+def table_sizes(index: Path) -> dict[str, int] | None:
+    """Bytes per table (indexes and FTS5 shadow tables folded into their table), or None
+    when this SQLite has no ``dbstat``."""
+    con = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
+    try:
+        rows = con.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+        owners = dict(con.execute("SELECT name, tbl_name FROM sqlite_master").fetchall())
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        con.close()
+    out: dict[str, int] = {}
+    for name, size in rows:
+        owner = str(owners.get(name, name))
+        for fts in ("messages_fts", "messages_trigram", "messages_cjk"):
+            if owner.startswith(fts + "_"):
+                owner = fts
+        out[owner] = out.get(owner, 0) + int(size)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+# -- queries -------------------------------------------------------------------------------
+
+
+class Query:
+    def __init__(self, cls: str, text: str, must_hit: bool = True) -> None:
+        self.cls, self.text, self.must_hit = cls, text, must_hit
+
+
+def queries(m: dict[str, object]) -> list[Query]:
+    words: list[str] = m["words"]  # type: ignore[assignment]
+    counts: list[int] = m["counts"]  # type: ignore[assignment]
+    rarest = max(i for i, c in enumerate(counts) if c > 0)
+    out = [Query(f"rank {r}", words[r]) for r in (0, 10, 100, 1000)]
+    out.append(Query(f"rarest (rank {rarest})", words[rarest]))
+    out += [
+        Query("phrase", '"most recent call last"'),
+        Query("substring 3", "Fou"),  # inside FileNotFoundError
+        Query("substring 4", "ound"),
+        Query("substring 6", "NotFou"),
+        Query("CJK 1", "京"),
+        Query("CJK 2", "天气"),
+        Query("CJK 3", "数据库"),
+        Query("CJK 4", "ファイル"),
+        Query("prefix", "migr*"),
+    ]
+    return out
+
+
+def filters_for(name: str, m: dict[str, object]) -> tuple[Filters, list[str]]:
+    """A filter and the same as ``jsonltape search`` options."""
+    if name == "role":
+        return Filters(roles=("user",)), ["--role", "user"]
+    if name == "session":
+        sid = f"bench-{int(m['sessions']) // 2:06d}"  # type: ignore[call-overload]
+        return Filters(session=sid), ["--session", sid]
+    if name == "since":
+        since = corpus.T_END - 30 * DAY_MS
+        day = time.strftime("%Y-%m-%d", time.gmtime(since / 1000))
+        return Filters(since=since), ["--since", day]
+    return Filters(), []
+
+
+def count_hits(con: sqlite3.Connection, q: str, f: Filters) -> int:
+    """Every message the query matches (what search ranks before taking the top 20)."""
+    where, params = f.sql()
+    sql = "SELECT count(*) FROM messages m JOIN sessions s ON s.sid = m.sid WHERE " + where
+    args: list[object] = list(params)
+    for t in parse_query(q):
+        if t.cjk:
+            sql += " AND m.id IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)"
+            args.append(match_expr(t.text))
+        elif t.trigram_ok:  # the substring pass finds every word hit too
+            sql += (
+                " AND m.id IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)"
+            )
+            args.append('"' + Term(t.text).text.replace('"', '""') + '"')
+        else:
+            sql += " AND m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)"
+            args.append('"' + t.text.replace('"', '""') + '"' + ("*" if t.prefix else ""))
+    return int(con.execute(sql, args).fetchone()[0])
+
+
+def timings(fn: Callable[[], object], runs: int, budget: float) -> list[float]:
+    """At least 3 runs after a warm-up, up to ``runs`` while within ``budget`` seconds."""
+    fn()
+    out: list[float] = []
+    start = time.perf_counter()
+    while len(out) < runs and (len(out) < 3 or time.perf_counter() - start < budget):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def grep_cmd() -> list[str]:
+    if shutil.which("rg"):
+        return ["rg", "-c", "-F"]
+    return ["grep", "-r", "-c", "-F"]
+
+
+def literal(q: str) -> str:
+    """What one would give rg for the query: the text, without quotes or the prefix star."""
+    return q.strip('"').rstrip("*")
+
+
+def main() -> int:
+    default_events = 5_000_000 if os.environ.get("JSONLTAPE_LONG") == "1" else 1_000_000
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=default_events)
+    ap.add_argument("--work", type=Path, default=Path(__file__).parent / "_data" / "search")
+    ap.add_argument("--quick", action="store_true", help="few runs, no baseline: a smoke test")
+    ap.add_argument("--runs", type=int, default=15, help="in-process runs per query")
+    ap.add_argument("--shell-runs", type=int, default=10, help="shell runs per query")
+    args = ap.parse_args()
+    runs, shell_runs, budget = (5, 3, 0.5) if args.quick else (args.runs, args.shell_runs, 3.0)
+    work = args.work.absolute()
+    root = work / f"tree-{args.events}"
+    t = time.perf_counter()
+    m = corpus.build(root, args.events)
+    gen = time.perf_counter() - t
+    files = sorted(root.rglob("*.jsonl"))
+    size = sum(p.stat().st_size for p in files)
+    print(
+        f"# bench_search: {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load {load_avg()}\n"
+        f"# tree: {args.events:,} events, {len(files)} sessions, {size / 1e6:.0f} MB "
+        f"(generated or reused in {gen:.1f} s); warm cache only (dropping caches needs root)",
+        flush=True,
+    )
+
+    # sync into an empty index, as a user's first `jsonltape sync`
+    index = work / f"index-{args.events}.db"
+    remove_db(index)
+    jt = str(Path(sys.executable).with_name("jsonltape"))
+    env = dict(os.environ, JSONLTAPE_INDEX=str(index))
+    sync = run_measured([jt, "sync", str(root), "--index", str(index), "--json"], env)
+    stats = json.loads(sync.out)
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in stats.get("phases", {}).items())
+    isize = index.stat().st_size
+    print(
+        f"\n## sync\n\n`jsonltape sync` (empty index): wall {sync.wall:.1f} s, CPU "
+        f"{sync.cpu:.1f} s (all processes), peak RSS {sync.peak_sum / 1e6:.0f} MB summed over "
+        f"the process tree (largest single process {sync.peak_one / 1e6:.0f} MB); "
+        f"{stats['events'] / sync.wall:,.0f} events/s ({stats['events']:,} events with the "
+        f"library's flush markers, {stats['messages']:,} messages); phases: "
+        f"{phases}\n\n"
+        f"index {isize / 1e6:.0f} MB for {size / 1e6:.0f} MB of session files "
+        f"({isize / size:.2f}x)",
+        flush=True,
+    )
+    sizes = table_sizes(index)
+    if sizes is None:
+        print("(per-table sizes: this SQLite has no dbstat)")
+    else:
+        print("\n| table | MB | share |\n|---|---:|---:|")
+        for name, b in sizes.items():
+            if b >= isize / 1000:
+                print(f"| {name} | {b / 1e6:.1f} | {100 * b / isize:.0f}% |")
+
+    if not args.quick:
+        bench_baseline(index, work, sync)
+
+    def quiet(cmd: list[str]) -> Callable[[], object]:
+        return lambda: subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    py = timings(quiet([sys.executable, "-c", "pass"]), shell_runs, budget)
+    none = timings(quiet([jt, "search", "--index", str(index), "zqxjkvb"]), shell_runs, budget)
+    print(
+        f"\nfrom the shell, the floor: `python -c pass` p50 {pct(py, 50) * 1000:.0f} ms; "
+        f"`jsonltape search` of a word that is nowhere p50 {pct(none, 50) * 1000:.0f} ms, "
+        f"p95 {pct(none, 95) * 1000:.0f} ms",
+        flush=True,
+    )
+
+    con = connect(index, readonly=True)
+    grep = grep_cmd()
+    rows: list[tuple[str, str, str, int, list[float], list[float], list[float] | None]] = []
+    for q in queries(m):
+        for fname in FILTERS:
+            f, opts = filters_for(fname, m)
+            hits = count_hits(con, q.text, f)
+            ts = timings(lambda: search(con, q.text, f, 20), runs, budget)  # noqa: B023
+            shell = timings(
+                lambda: subprocess.run(
+                    [jt, "search", "--index", str(index), *opts, q.text],  # noqa: B023
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,  # "no matches" for filtered-out queries
+                    check=True,
+                ),
+                shell_runs,
+                budget,
+            )
+            rg = None
+            if fname == "none":
+                rg = timings(
+                    lambda: subprocess.run(
+                        [*grep, literal(q.text), str(root)],  # noqa: B023
+                        stdout=subprocess.DEVNULL,
+                    ),
+                    shell_runs,
+                    budget,
+                )
+            rows.append((q.cls, q.text, fname, hits, ts, shell, rg))
+        print(f"  measured {q.cls} ({q.text}); load {load_avg()}", file=sys.stderr, flush=True)
+    con.close()
+
+    def ms(x: float) -> str:
+        return f"{x * 1000:,.1f}"
+
+    print(
+        f"\n## queries (top 20; in-process = the daemon's search(); shell = `jsonltape search` "
+        f"incl. start-up; `{' '.join(grep)}` over the tree, unfiltered rows only; times in ms)\n"
+    )
+    print(
+        "| query class | query | filter | hits | p50 | p95 | max | shell p50 | shell p95 | "
+        f"{grep[0]} -c p95 | shell/{grep[0]} |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for cls, text, fname, hits, ts, shell, rg in rows:
+        sp = pct(shell, 95)
+        gp = pct(rg, 95) if rg else None
+        print(
+            f"| {cls} | `{text}` | {fname} | {hits:,} | {ms(pct(ts, 50))} | {ms(pct(ts, 95))} | "
+            f"{ms(max(ts))} | {ms(pct(shell, 50))} | {ms(sp)} | {ms(gp) if gp else ''} | "
+            f"{f'{sp / gp:.1f}x' if gp else ''} |"
+        )
+    worst = max(rows, key=lambda r: pct(r[4], 95))
+    print(
+        f"\nworst in-process p95: {ms(pct(worst[4], 95))} ms ({worst[0]}, filter {worst[2]}); "
+        f"load {load_avg()}"
+    )
+    return 0
+
+
+def bench_baseline(index: Path, work: Path, ours: Run) -> None:
+    try:
+        import sqlite_utils  # noqa: F401
+    except ImportError:
+        print("\n(sqlite-utils is not installed: `.venv/bin/pip install sqlite-utils`)")
+        return
+    nd, db = work / "messages.ndjson", work / "baseline.db"
+    n = export_messages(index, nd)
+    remove_db(db)
+    base = run_measured([sys.executable, "-c", _BASELINE, str(nd), str(db), WORD_TOKENIZER])
+    bsize = db.stat().st_size
+    print(
+        f"\n## ingest vs sqlite-utils\n\nsqlite-utils (Python API) insert_all of the same {n:,} "
+        f"messages + enable_fts (FTS5, `{WORD_TOKENIZER}`) + the same trigram table, our bulk "
+        f"durability (journal_mode=OFF, synchronous=OFF, one fsync at the end; the NDJSON "
+        f"export is not counted): wall {base.wall:.1f} s, CPU {base.cpu:.1f} s, peak RSS "
+        f"{base.peak_sum / 1e6:.0f} MB, db {bsize / 1e6:.0f} MB (no CJK table, no raw lines)\n\n"
+        f"ours/baseline: wall {ours.wall / base.wall:.2f}, CPU {ours.cpu / base.cpu:.2f} "
+        f"(ours also reads and parses the session files)",
+        flush=True,
+    )
+    remove_db(db)
+    nd.unlink()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
