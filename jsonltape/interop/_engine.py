@@ -31,6 +31,8 @@ from ._discover import discover as _discover
 from ._inputs import Input, UnitInput
 from ._model import unique_key
 from ._source import SourceReader, Unit
+from ._state import State as _State
+from ._state import last_sync as _last_sync
 from .claude_code import ClaudeCodeMapper
 from .codex import CodexMapper
 from .gemini import GeminiMapper
@@ -121,52 +123,6 @@ def display_path(inp: Input) -> str:
     if inp.name == inp.path.name:
         return str(inp.path)
     return f"{inp.path}#{inp.name.rpartition('#')[2]}"
-
-
-# -- what is already there ------------------------------------------------------------------
-
-
-class _State:
-    """An existing (or not yet existing) target session: its header's import metadata at
-    once; its keys and sync markers after :meth:`load` (one pass over the file)."""
-
-    def __init__(self, path: Path, *, load: bool = True) -> None:
-        self.path = path
-        self.exists = os.path.lexists(path)
-        self.keys: dict[str, int] = {}
-        self.markers: list[dict[str, Any]] = []
-        self.meta: dict[str, Any] = {}
-        self.crc0: str | None = None
-        self.loaded = False
-        if self.exists:
-            meta = reader.header(path).meta
-            info = meta.get("import") if isinstance(meta, dict) else None
-            self.meta = info if isinstance(info, dict) else {}
-            if load:
-                self.load()
-
-    def load(self) -> None:
-        if self.loaded or not self.exists:
-            return
-        self.loaded = True
-        for line in reader.lines(self.path):
-            e = line.event
-            if e.seq == 0:
-                self.crc0 = e.crc
-            if e.key is not None:
-                self.keys[e.key] = e.seq
-            if e.type == "import/sync":
-                self.markers.append(e.data)
-
-
-def _last_sync(path: Path) -> dict[str, Any] | None:
-    """The newest ``import/sync`` marker, read from the end of the session only."""
-    scan = reader.tail_scan(path)
-    found = None
-    for line in reader.lines(path, from_seq=max(1, scan.next_seq - 8)):
-        if line.event.type == "import/sync":
-            found = line.event.data
-    return found
 
 
 # -- the import -----------------------------------------------------------------------------
