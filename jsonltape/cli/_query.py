@@ -99,6 +99,13 @@ def _highlighter(styled: bool) -> Callable[[str], str]:
     help="Show at most N hits.",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per hit.")
+@click.option(
+    "-i",
+    "--interactive",
+    is_flag=True,
+    help="Search as you type in the terminal: the query re-runs on every keystroke; "
+    "Up/Down select a hit, Enter opens its transcript, Esc goes back, Ctrl-C quits.",
+)
 def search(
     query: tuple[str, ...],
     phrases: tuple[str, ...],
@@ -112,6 +119,7 @@ def search(
     all_: bool,
     limit: int,
     as_json: bool,
+    interactive: bool,
 ) -> None:
     """Full-text search over every indexed message.
 
@@ -122,7 +130,9 @@ def search(
     matches first (bm25), newer first among equals.
     """
     text = " ".join(query)
-    if not s.parse_query(text) and not any(p.strip() for p in phrases):
+    if interactive and as_json:
+        raise CliError("-i/--interactive and --json cannot be used together", 2)
+    if not interactive and not s.parse_query(text) and not any(p.strip() for p in phrases):
         raise CliError("nothing to search for (give QUERY or --phrase)", 2)
     filters = s.Filters(
         session=session,
@@ -133,6 +143,10 @@ def search(
         path=path_glob,
         all=all_,
     )
+    if interactive:
+        from ._search_tui import interactive_search  # prompt_toolkit only for -i
+
+        return interactive_search(index_of(index_path), text, phrases, filters, limit)
     con = reader(index_of(index_path))
     try:
         for note in s.notes(con):
