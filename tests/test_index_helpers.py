@@ -12,6 +12,7 @@ import msgspec
 import pytest
 from jsonltape_daemon.cjk import grams
 from jsonltape_daemon.ingest import Ingestor
+from jsonltape_daemon.schema import TKEY_SPAN
 from jsonltape_daemon.store import SqliteStore
 
 import jsonltape
@@ -121,9 +122,14 @@ def fts_ok(con: sqlite3.Connection) -> None:
         con.execute("INSERT INTO messages_trigram (messages_trigram) VALUES ('integrity-check')")
         covered = {r[0] for r in con.execute("SELECT id FROM messages_trigram_docsize")}
         assert covered == {
-            r[0] for r in con.execute("SELECT id FROM messages WHERE id <= ?", (upto,))
+            r[0] for r in con.execute("SELECT tkey FROM messages WHERE id <= ?", (upto,))
         }
-    want = {i: g for i, text in con.execute("SELECT id, text FROM messages") if (g := grams(text))}
+    # every full-text rowid is the message's time-ordered key
+    want = {
+        k: g for k, text in con.execute("SELECT tkey, text FROM messages") if (g := grams(text))
+    }
+    for k, t, i in con.execute("SELECT tkey, time, id FROM messages"):
+        assert k // TKEY_SPAN == t, (i, k, t)
     got = {r[0]: (r[1], r[2]) for r in con.execute("SELECT rowid, uni, bi FROM messages_cjk")}
     assert got == want
 

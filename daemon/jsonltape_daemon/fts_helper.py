@@ -11,7 +11,7 @@ dropped from the index after the snapshot are deleted from the helper's trigram 
 has their texts) before the copy.
 
 Protocol: the parent writes frames (4-byte big-endian length, msgpack) on the helper's stdin:
-``["rows", [[id, text], ...]]``, ``["done"]`` (no more rows: commit the word index and say
+``["rows", [[id, tkey, text], ...]]``, ``["done"]`` (no more rows: commit the word index and say
 ``words``), ``["go"]`` (the word index was copied: build the trigram index and say
 ``trigram``), ``["delete", [id, ...]]`` (say ``deleted``), ``["bye"]``. The helper answers one
 word per line on stdout. It exits at once when its stdin closes without ``bye``: its parent is
@@ -54,7 +54,7 @@ class Helper:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.failed = False
-        self._rows: list[tuple[int, str]] = []
+        self._rows: list[tuple[int, int, str]] = []
         self._replies: queue.Queue[str | None] = queue.Queue()
         self._pending: str | None = None
         self.proc = subprocess.Popen(
@@ -96,7 +96,7 @@ class Helper:
             return False
         return True
 
-    def add(self, rows: list[tuple[int, str]]) -> None:
+    def add(self, rows: list[tuple[int, int, str]]) -> None:
         self._rows += rows
         if len(self._rows) >= _BATCH:
             self._send("rows", self._rows)
@@ -189,7 +189,9 @@ def main(argv: list[str]) -> int:
     con.execute("PRAGMA journal_mode = OFF")
     con.execute("PRAGMA synchronous = OFF")
     con.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
-    con.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+    con.execute(
+        "CREATE TABLE messages (id INTEGER PRIMARY KEY, tkey INTEGER NOT NULL, text TEXT NOT NULL)"
+    )
     con.execute(FTS_WORDS)
     con.execute(FTS_TRIGRAM)
     con.execute("BEGIN")
@@ -204,9 +206,10 @@ def main(argv: list[str]) -> int:
             continue
         if msg[0] == "rows":
             rows = msg[1]
-            con.executemany("INSERT INTO messages (id, text) VALUES (?, ?)", rows)
+            con.executemany("INSERT INTO messages (id, tkey, text) VALUES (?, ?, ?)", rows)
             con.execute(
-                "INSERT INTO messages_fts (rowid, text) SELECT id, text FROM messages WHERE id > ?",
+                "INSERT INTO messages_fts (rowid, text) "
+                "SELECT tkey, text FROM messages WHERE id > ?",
                 (last,),
             )
             last = rows[-1][0]
@@ -220,7 +223,7 @@ def main(argv: list[str]) -> int:
         return 2
     con.execute("BEGIN")
     con.execute(
-        "INSERT INTO messages_trigram (rowid, text) SELECT id, text FROM messages WHERE id > ?",
+        "INSERT INTO messages_trigram (rowid, text) SELECT tkey, text FROM messages WHERE id > ?",
         (tri,),
     )
     con.execute("COMMIT")
@@ -231,7 +234,7 @@ def main(argv: list[str]) -> int:
             con.execute("BEGIN")
             con.executemany(
                 "INSERT INTO messages_trigram (messages_trigram, rowid, text) "
-                "SELECT 'delete', id, text FROM messages WHERE id = ?",
+                "SELECT 'delete', tkey, text FROM messages WHERE id = ?",
                 [(i,) for i in msg[1]],
             )
             con.execute("COMMIT")
@@ -247,7 +250,7 @@ def _trigram_step(con: sqlite3.Connection, tri: int, last: int) -> int:
     hi = min(last, tri + _TRIGRAM_STEP)
     con.execute(
         "INSERT INTO messages_trigram (rowid, text) "
-        "SELECT id, text FROM messages WHERE id > ? AND id <= ?",
+        "SELECT tkey, text FROM messages WHERE id > ? AND id <= ?",
         (tri, hi),
     )
     return hi

@@ -24,6 +24,7 @@ from .paths import ensure_private_dir
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "TKEY_SPAN",
     "connect",
     "features",
     "migrate",
@@ -40,16 +41,20 @@ BULK_CACHE_KIB = 256 * 1024
 
 #: The external-content full-text tables over ``messages`` (the bulk-load helper process
 #: builds identical ones, whose shadow tables are then copied in: see ``fts_helper.py``).
+#: Their rowid is ``messages.tkey``, a key in time order, so that FTS5's own rowid order is
+#: newest first: a query reads the newest matches and stops (see ``search.py``).
 FTS_WORDS = (
     "CREATE VIRTUAL TABLE messages_fts USING fts5(text, content='messages', "
-    "content_rowid='id', tokenize='unicode61 remove_diacritics 2')"
+    "content_rowid='tkey', tokenize='unicode61 remove_diacritics 2')"
 )
 FTS_TRIGRAM = (
     "CREATE VIRTUAL TABLE messages_trigram USING fts5(text, content='messages', "
-    "content_rowid='id', tokenize='trigram')"
+    "content_rowid='tkey', tokenize='trigram')"
 )
+#: ``messages.tkey`` = ``time * TKEY_SPAN + n``: n tells apart messages of the same millisecond.
+TKEY_SPAN = 1 << 20
 
-_M001 = f"""
+_M001 = """
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -127,16 +132,57 @@ CREATE TABLE tool_calls (
     seq     INTEGER NOT NULL,
     PRIMARY KEY (sid, call_id, seq)
 ) WITHOUT ROWID;
-{FTS_WORDS};
-{FTS_TRIGRAM};
+CREATE VIRTUAL TABLE messages_fts USING fts5(text, content='messages', content_rowid='id',
+    tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE messages_trigram USING fts5(text, content='messages', content_rowid='id',
+    tokenize='trigram');
 CREATE VIRTUAL TABLE messages_cjk USING fts5(uni, bi, tokenize='ascii');
 INSERT INTO meta (key, value) VALUES ('fts', 'live');
 INSERT INTO meta (key, value) VALUES ('substrings', '0');
 """
 
+# Messages get a key in time order (``tkey``), the rowid of every full-text table. The rows
+# are derived, so this step empties the index (roots and settings stay): the next sync reads
+# every file again.
+_M002 = f"""
+DELETE FROM files;
+DELETE FROM sessions;
+DELETE FROM events;
+DELETE FROM tool_calls;
+DROP TABLE messages_fts;
+DROP TABLE messages_trigram;
+DROP TABLE messages_cjk;
+DROP TABLE messages;
+CREATE TABLE messages (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    tkey      INTEGER NOT NULL UNIQUE,
+    sid       INTEGER NOT NULL,
+    seq       INTEGER NOT NULL,
+    type      TEXT NOT NULL,
+    role      TEXT NOT NULL,
+    time      INTEGER NOT NULL,
+    status    TEXT NOT NULL,
+    anchor    INTEGER,
+    call_id   TEXT,
+    calls     TEXT,
+    text      TEXT NOT NULL,
+    truncated INTEGER NOT NULL,
+    UNIQUE (sid, seq)
+);
+CREATE INDEX messages_surface ON messages (sid, anchor) WHERE status = 'current';
+CREATE INDEX messages_answers ON messages (sid, call_id)
+    WHERE status = 'current' AND call_id IS NOT NULL;
+{FTS_WORDS};
+{FTS_TRIGRAM};
+CREATE VIRTUAL TABLE messages_cjk USING fts5(uni, bi, tokenize='ascii');
+UPDATE meta SET value = 'live' WHERE key = 'fts';
+UPDATE meta SET value = '0' WHERE key = 'substrings';
+"""
+
 #: (version, name, SQL). Append only; never edit a released step.
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial", _M001),
+    (2, "time-ordered message keys", _M002),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

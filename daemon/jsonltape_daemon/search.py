@@ -25,6 +25,7 @@ from typing import Literal
 import msgspec
 
 from .cjk import is_cjk, is_cjk_term, match_expr
+from .rank import RANKED, common_limit, doc_freq, time_range
 
 __all__ = [
     "MARK_CLOSE",
@@ -222,8 +223,8 @@ def _like(term: Term) -> str:
 
 _COLUMNS = "m.id, s.id, s.path, m.seq, m.time, m.role, m.type, m.status, s.title, m.text"
 _LIKE = " AND m.text LIKE ? ESCAPE '\\'"
-_IN_CJK = " AND m.id IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)"
-_IN_TRIGRAM = " AND m.id IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)"
+_IN_CJK = " AND m.tkey IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)"
+_IN_TRIGRAM = " AND m.tkey IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)"
 
 
 def substrings_upto(con: sqlite3.Connection) -> int | None:
@@ -249,6 +250,34 @@ def notes(con: sqlite3.Connection) -> list[str]:
     return out
 
 
+Sort = Literal["relevance", "recent"]
+
+
+def _narrow(
+    con: sqlite3.Connection, filters: Filters, lo: int | None, hi: int | None
+) -> tuple[int | None, int | None]:
+    """The full-text rowid range a session or path filter allows (the time span of the few
+    sessions it names), within ``[lo, hi)``: a search then reads only that span."""
+    if not filters.session and not filters.path:
+        return lo, hi
+    where, params = Filters(session=filters.session, path=filters.path, all=True).sql()
+    where = where.replace("m.status = 'current' AND ", "")
+    sids = [
+        r[0] for r in con.execute(f"SELECT s.sid FROM sessions s WHERE {where} LIMIT 65", params)
+    ]
+    if len(sids) > 64:
+        return lo, hi
+    if not sids:
+        return 0, 0  # nothing can match
+    a, b = con.execute(
+        f"SELECT min(tkey), max(tkey) FROM messages WHERE sid IN ({', '.join('?' * len(sids))})",
+        sids,
+    ).fetchone()
+    if a is None:
+        return 0, 0
+    return max(a, lo) if lo is not None else a, min(b + 1, hi) if hi is not None else b + 1
+
+
 def search(
     con: sqlite3.Connection,
     query: str,
@@ -256,17 +285,20 @@ def search(
     limit: int = 20,
     *,
     phrases: Sequence[str] = (),
+    sort: Sort = "relevance",
 ) -> list[Hit]:
     """Run a query (see the module docs); at most ``limit`` hits, best first.
 
     ``phrases`` are more phrase terms, taken as they are: they may hold any character, a
-    double quote too, which a phrase written inside ``query`` cannot.
+    double quote too, which a phrase written inside ``query`` cannot. ``sort="recent"`` lists
+    every pass newest first instead of ranking the word matches.
     """
     terms = parse_query(query) + [Term(p.strip(), phrase=True) for p in phrases if p.strip()]
     if not terms:
         return []
     filters = filters or Filters()
     base_where, base_params = filters.sql()
+    lo, hi = _narrow(con, filters, *time_range(filters.since, filters.until))
     upto = substrings_upto(con)
     hits: list[Hit] = []
     seen: set[int] = set()
@@ -284,7 +316,7 @@ def search(
                 params.append(_fts_string(Term(t.text)))
             elif t.trigram_ok:
                 sql += (
-                    " AND (m.id IN (SELECT rowid FROM messages_trigram WHERE messages_trigram "
+                    " AND (m.tkey IN (SELECT rowid FROM messages_trigram WHERE messages_trigram "
                     "MATCH ?) OR (m.id > ? AND m.text LIKE ? ESCAPE '\\'))"
                 )
                 params += [_fts_string(Term(t.text)), upto, _like(t)]
@@ -293,40 +325,88 @@ def search(
                 params.append(_like(t))
         return sql, params
 
+    def in_range(col: str) -> tuple[str, list[object]]:
+        sql = ""
+        params: list[object] = []
+        if lo is not None:
+            sql += f" AND {col} >= ?"
+            params.append(lo)
+        if hi is not None:
+            sql += f" AND {col} < ?"
+            params.append(hi)
+        return sql, params
+
     def run(
-        table: str | None, match: str | None, kind: str, more: str, more_params: list[object]
+        table: str | None,
+        match: str | None,
+        kind: str,
+        more: str,
+        more_params: list[object],
+        rank: str | None = None,
     ) -> None:
+        """Add the hits of one pass: its newest matches (``table`` None: a scan of the
+        messages in time order), or with ``rank`` (the informative words' expression) the
+        best by bm25 among its newest ``RANKED``."""
         want = limit - len(hits)
-        if want <= 0:
+        if want <= 0 or (lo is not None and hi is not None and lo >= hi):
             return
         not_seen = ""
         params: list[object] = []
         if seen:
             not_seen = f" AND m.id NOT IN ({', '.join('?' * len(seen))})"
             params += sorted(seen)
-        if table is not None:
-            # The trigram tokenizer's own snippets cut words apart; scan for those instead.
-            snip = (
-                f"snippet({table}, 0, '{MARK_OPEN}', '{MARK_CLOSE}', '…', {_SNIPPET_TOKENS})"
-                if table == "messages_fts"
-                else "NULL"
+        key = f"{table}.rowid" if table is not None else "m.tkey"
+        rng, rng_params = in_range(key)
+        source = (
+            f"{table} JOIN messages m ON m.tkey = {table}.rowid" if table is not None
+            else "messages m"
+        )  # fmt: skip
+        head = [match] if table is not None else []
+        cond = f"{table} MATCH ? AND " if table is not None else ""
+        n = max(RANKED, want) if rank is not None else want
+        keys = [
+            int(r[0])
+            for r in con.execute(
+                f"SELECT {key} FROM {source} JOIN sessions s ON s.sid = m.sid "
+                f"WHERE {cond}{base_where}{more}{not_seen}{rng} ORDER BY {key} DESC LIMIT ?",
+                [*head, *base_params, *more_params, *params, *rng_params, n],
             )
-            sql = (
-                f"SELECT {_COLUMNS}, {snip}, bm25({table}) FROM {table} "
-                f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.sid = m.sid "
-                f"WHERE {table} MATCH ? AND {base_where}{more}{not_seen} "
-                f"ORDER BY bm25({table}), m.time DESC LIMIT ?"
+        ]
+        if not keys:
+            return
+        scores: dict[int, float] = {}
+        if rank is not None:
+            # One range read of the informative words (a rowid IN list would make bm25 count
+            # every match again for each member): their counts are cheap, by definition.
+            scores = dict(
+                con.execute(
+                    f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? "
+                    "AND rowid >= ? AND rowid <= ?",
+                    (rank, keys[-1], keys[0]),
+                ).fetchall()
             )
-            args = [match, *base_params, *more_params, *params, want]
-        else:
-            sql = (
-                f"SELECT {_COLUMNS}, NULL, 0.0 FROM messages m JOIN sessions s ON s.sid = m.sid "
-                f"WHERE {base_where}{more}{not_seen} ORDER BY m.id DESC LIMIT ?"
+            keys.sort(key=lambda k: (scores.get(k, 0.0), -k))
+        top = keys[:want]
+        rows = {
+            int(r[0]): r
+            for r in con.execute(
+                f"SELECT m.tkey, {_COLUMNS} FROM messages m JOIN sessions s ON s.sid = m.sid "
+                f"WHERE m.tkey IN ({', '.join('?' * len(top))})",
+                top,
             )
-            args = [*base_params, *more_params, *params, want]
-        for r in con.execute(sql, args):
+        }
+        for k in top:
+            r = rows[k][1:]
+            snippet = None
+            if table == "messages_fts":
+                # The trigram tokenizer's own snippets cut words apart; scan for those instead.
+                got = con.execute(
+                    f"SELECT snippet({table}, 0, '{MARK_OPEN}', '{MARK_CLOSE}', '…', "
+                    f"{_SNIPPET_TOKENS}) FROM {table} WHERE {table} MATCH ? AND rowid = ?",
+                    (match, k),
+                ).fetchone()
+                snippet = got[0] if got else None
             seen.add(int(r[0]))
-            snippet = r[10] if r[10] is not None else _scan_snippet(str(r[9]), terms)
             hits.append(
                 Hit(
                     session=r[1],
@@ -337,8 +417,8 @@ def search(
                     type=r[6],
                     status=r[7],
                     title=r[8],
-                    snippet=_one_line(snippet),
-                    score=round(-float(r[11]), 6) + 0.0,
+                    snippet=_one_line(snippet if snippet else _scan_snippet(str(r[9]), terms)),
+                    score=round(-float(scores.get(k, 0.0)), 6) + 0.0,
                     match=kind,  # type: ignore[arg-type]
                 )
             )
@@ -346,8 +426,20 @@ def search(
     words = [t for t in terms if t.wordy]
     if words:
         more, params = as_substrings([t for t in terms if not t.wordy])
-        run("messages_fts", " ".join(_fts_string(t) for t in words), "word", more, params)
-    # Then every term as a substring, served by the trigram table, the CJK table or a scan.
+        informative: list[Term] = []
+        if sort == "relevance":
+            common = common_limit(con)
+            informative = [t for t in words if doc_freq(con, t.text, t.prefix) <= common]
+        run(
+            "messages_fts",
+            " ".join(_fts_string(t) for t in words),
+            "word",
+            more,
+            params,
+            " ".join(_fts_string(t) for t in informative) if informative else None,
+        )
+    # Then every term as a substring, served by the trigram table, the CJK table or a scan,
+    # newest first.
     tri = [t for t in terms if t.trigram_ok and not t.cjk]
     cjk = [t for t in terms if t.cjk]
     if tri:

@@ -27,10 +27,11 @@ from pathlib import Path
 import msgspec
 
 from .cjk import grams
+from .errors import IndexStateError
 from .fts_helper import SHADOW_TABLES, Helper
 from .paths import build_path, fsync_path, helper_path, remove_db
 from .rows import EventRow, FileRow, MessageRow, Node, SessionRow, Store
-from .schema import connect, migrate, probe
+from .schema import TKEY_SPAN, connect, migrate, probe
 
 __all__ = [
     "EventRow",
@@ -52,8 +53,8 @@ _SESSION_COLS = (
     "events, messages, state, error, open_turn, closed"
 )
 _MESSAGE_INSERT = (
-    "INSERT INTO messages (id, sid, seq, type, role, time, status, anchor, call_id, calls, text, "
-    "truncated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+    "INSERT INTO messages (id, tkey, sid, seq, type, role, time, status, anchor, call_id, calls, "
+    "text, truncated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 #: The full-text tables ``index optimize`` merges.
 FTS_TABLES = ("messages_fts", "messages_trigram", "messages_cjk")
@@ -321,20 +322,20 @@ class SqliteStore:
         if self._fts_live:
             con.execute(
                 "INSERT INTO messages_fts (messages_fts, rowid, text) "
-                "SELECT 'delete', id, text FROM messages WHERE sid = ?",
+                "SELECT 'delete', tkey, text FROM messages WHERE sid = ?",
                 (sid,),
             )
         if self._sub_upto:
             con.execute(
                 "INSERT INTO messages_trigram (messages_trigram, rowid, text) "
-                "SELECT 'delete', id, text FROM messages WHERE sid = ? AND id <= ?",
+                "SELECT 'delete', tkey, text FROM messages WHERE sid = ? AND id <= ?",
                 (sid, self._sub_upto),
             )
         con.executemany(
             "DELETE FROM messages_cjk WHERE rowid = ?",
             [
-                (i,)
-                for i, text in con.execute("SELECT id, text FROM messages WHERE sid = ?", (sid,))
+                (k,)
+                for k, text in con.execute("SELECT tkey, text FROM messages WHERE sid = ?", (sid,))
                 if grams(text) is not None
             ],
         )
@@ -368,11 +369,13 @@ class SqliteStore:
         first = self._next_id
         self._next_id += len(rows)
         ids = range(first, self._next_id)
+        keys = self._tkeys(ids, rows)
         con.executemany(
             _MESSAGE_INSERT,
             [
                 (
                     i,
+                    k,
                     r.sid,
                     r.seq,
                     r.type,
@@ -385,7 +388,7 @@ class SqliteStore:
                     r.text,
                     r.truncated,
                 )
-                for i, r in zip(ids, rows, strict=True)
+                for i, k, r in zip(ids, keys, rows, strict=True)
             ],
         )
         declared = [(r.sid, c, r.seq) for r in rows for c in r.calls]
@@ -394,19 +397,19 @@ class SqliteStore:
                 "INSERT OR IGNORE INTO tool_calls (sid, call_id, seq) VALUES (?, ?, ?)", declared
             )
         if self._bulk:
-            self._feed_helper(first, rows)
-        cjk = [(i, *g) for i, r in zip(ids, rows, strict=True) if (g := grams(r.text)) is not None]
+            self._feed_helper(first, keys, rows)
+        cjk = [(k, *g) for k, r in zip(keys, rows, strict=True) if (g := grams(r.text)) is not None]
         if cjk:
             con.executemany("INSERT INTO messages_cjk (rowid, uni, bi) VALUES (?, ?, ?)", cjk)
         if self._fts_live:
             con.executemany(
                 "INSERT INTO messages_fts (rowid, text) VALUES (?, ?)",
-                [(i, r.text) for i, r in zip(ids, rows, strict=True)],
+                [(k, r.text) for k, r in zip(keys, rows, strict=True)],
             )
         if self._sub_upto >= first - 1 and not self._bulk:  # complete: keep it so
             con.executemany(
                 "INSERT INTO messages_trigram (rowid, text) VALUES (?, ?)",
-                [(i, r.text) for i, r in zip(ids, rows, strict=True)],
+                [(k, r.text) for k, r in zip(keys, rows, strict=True)],
             )
             self._sub_upto = self._next_id - 1
             self.set_meta("substrings", str(self._sub_upto))
@@ -502,7 +505,41 @@ class SqliteStore:
 
     # -- the helper process --------------------------------------------------------------
 
-    def _feed_helper(self, first: int, rows: Sequence[MessageRow]) -> None:
+    def _tkeys(self, ids: range, rows: Sequence[MessageRow]) -> list[int]:
+        """The time-ordered keys of new messages: ``time * TKEY_SPAN`` plus the id's low bits,
+        unless that key is taken (another message of the same millisecond whose id agrees in
+        those bits: then the next free key of that millisecond)."""
+        keys = [r.time * TKEY_SPAN + i % TKEY_SPAN for i, r in zip(ids, rows, strict=True)]
+        taken = self._taken(keys)
+        if not taken and len(set(keys)) == len(keys):
+            return keys
+        out: list[int] = []
+        for k, r in zip(keys, rows, strict=True):
+            base = r.time * TKEY_SPAN
+            while k in taken:
+                k = base + (k - base + 1) % TKEY_SPAN
+                if k == keys[len(out)]:
+                    raise IndexStateError(
+                        f"more than {TKEY_SPAN} messages at one millisecond ({r.time})"
+                    )
+            taken.add(k)
+            out.append(k)
+        return out
+
+    def _taken(self, keys: list[int]) -> set[int]:
+        """Which of ``keys`` are in the index already."""
+        found: set[int] = set()
+        for at in range(0, len(keys), 30_000):
+            part = keys[at : at + 30_000]
+            found.update(
+                k
+                for (k,) in self.con.execute(
+                    f"SELECT tkey FROM messages WHERE tkey IN ({', '.join('?' * len(part))})", part
+                )
+            )
+        return found
+
+    def _feed_helper(self, first: int, keys: Sequence[int], rows: Sequence[MessageRow]) -> None:
         self._bulk_messages += len(rows)
         h = self._helper
         if h is None:
@@ -513,9 +550,9 @@ class SqliteStore:
             except OSError:  # pragma: no cover - cannot start a process: do it all here
                 self._helper_from = None
                 return
-            h.add(self.con.execute("SELECT id, text FROM messages ORDER BY id").fetchall())
+            h.add(self.con.execute("SELECT id, tkey, text FROM messages ORDER BY id").fetchall())
         else:
-            h.add([(first + i, r.text) for i, r in enumerate(rows)])
+            h.add([(first + i, k, r.text) for i, (k, r) in enumerate(zip(keys, rows, strict=True))])
 
     def _drop_helper(self) -> None:
         if self._helper is not None:
@@ -592,7 +629,7 @@ class SqliteStore:
         if ids:
             con.execute(
                 "INSERT INTO messages_trigram (rowid, text) "
-                "SELECT id, text FROM messages WHERE id > ? AND id <= ?",
+                "SELECT tkey, text FROM messages WHERE id > ? AND id <= ?",
                 (self._sub_upto, hi),
             )
         if hi > self._sub_upto:

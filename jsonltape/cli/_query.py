@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 import msgspec
@@ -98,6 +98,14 @@ def _highlighter(styled: bool) -> Callable[[str], str]:
     show_default=True,
     help="Show at most N hits.",
 )
+@click.option(
+    "--sort",
+    type=click.Choice(["relevance", "recent"]),
+    default="relevance",
+    show_default=True,
+    help="relevance: word matches by bm25 among the newest 1,000 (words in more than 5% of "
+    "messages only filter), newer first among equals; recent: newest first.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per hit.")
 @click.option(
     "-i",
@@ -118,6 +126,7 @@ def search(
     path_glob: str | None,
     all_: bool,
     limit: int,
+    sort: str,
     as_json: bool,
     interactive: bool,
 ) -> None:
@@ -126,8 +135,12 @@ def search(
     The words of QUERY are ANDed, "quoted phrases" match in order, prefix* matches word
     starts; any other character is literal. Quote a phrase for the shell too:
     search 'migration "NOT NULL"', or use --phrase 'NOT NULL'. Substrings (NotFound in
-    FileNotFoundError) and Japanese or Chinese text of any length are found too. Best
-    matches first (bm25), newer first among equals.
+    FileNotFoundError) and Japanese or Chinese text of any length are found too.
+
+    Word matches come first, best first: bm25 of the query's words among its newest 1,000
+    matches, newer first among equals; a word in more than 5% of the messages (and 20,000)
+    only filters, and a query of such words only lists its matches newest first. Substring and
+    CJK matches follow, newest first. --sort recent lists every match newest first.
     """
     text = " ".join(query)
     if interactive and as_json:
@@ -151,7 +164,7 @@ def search(
     try:
         for note in s.notes(con):
             click.echo(f"jsonltape: warning: {note}", err=True)
-        hits = s.search(con, text, filters, limit, phrases=phrases)
+        hits = s.search(con, text, filters, limit, phrases=phrases, sort=cast(s.Sort, sort))
     except Exception as exc:
         if type(exc).__module__ == "sqlite3":
             raise CliError(f"search failed: {exc}", 2) from None

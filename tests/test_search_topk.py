@@ -1,0 +1,245 @@
+"""Top results without ranking every match (issue 16): the plans equal a brute-force ranking.
+
+The documented rule (daemon/jsonltape_daemon/rank.py, `jsonltape search --help`): the word
+matches of a query, under its filters, are ranked among their newest ``RANKED`` (by the
+time-ordered key) by bm25 of the query's informative words — those in at most
+``max(COMMON_MIN, COMMON_SHARE × messages)`` messages — newer first among equals; a query
+without an informative word lists its matches newest first; substring and CJK matches follow,
+newest first. The oracle below computes that from whole match sets (FTS5 ``MATCH`` without any
+ordering, limit or range, and Python), over a corpus small enough to brute-force, with the
+thresholds lowered so that every branch (common words, ranked subsets, equal scores, many
+messages in one millisecond) happens.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+from jsonltape_daemon import rank, search
+from jsonltape_daemon.ingest import Ingestor
+from jsonltape_daemon.schema import _M001, TKEY_SPAN, _statements, connect
+from jsonltape_daemon.search import Filters
+from jsonltape_daemon.store import SqliteStore
+
+import jsonltape
+
+VOCAB = [
+    "the", "a", "error", "migration", "café", "naïve", "index", "FileNotFoundError", "retry",
+    "schema", "column", "users", "timeout", "cache", "handler", "fixture", "rollback", "null",
+    "default", "deploy", "queue", "worker", "lock", "flush", "commit", "branch", "merge",
+]  # fmt: skip
+T0 = 1_780_000_000_000
+
+
+def _text(rng: random.Random) -> str:
+    n = rng.randint(1, 12)
+    # Zipf-like: the first words are in most messages
+    return " ".join(VOCAB[min(int(rng.paretovariate(1.0)) - 1, len(VOCAB) - 1)] for _ in range(n))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[sqlite3.Connection, list[str]]:
+    rng = random.Random(16)
+    root = tmp_path_factory.mktemp("topk") / "sessions"
+    root.mkdir()
+    ids = []
+    for s in range(6):
+        path = root / f"s{s}.jsonl"
+        with jsonltape.open(path, create=True, durability="manual") as tape:
+            ids.append(tape.session_id)
+            items = []
+            t = T0 + s * 1000
+            for n in range(70):
+                # bursts of messages in one millisecond: equal times, keys told apart
+                t += 0 if rng.random() < 0.3 else rng.randint(1, 5000)
+                role = "user" if n % 2 == 0 else "assistant"
+                items.append(
+                    {
+                        "type": f"{role}/message",
+                        "surface": "append",
+                        "time": t,
+                        "data": {
+                            "message": {
+                                "id": f"m{n}",
+                                "role": role,
+                                "parts": [{"type": "text", "content": _text(rng)}],
+                            }
+                        },
+                    }
+                )
+            tape.append_batch(items)
+    index = root.parent / "index.db"
+    store = SqliteStore(index)
+    Ingestor(store, root).rescan()
+    store.close()
+    return connect(index, readonly=True), ids
+
+
+def _oracle(
+    con: sqlite3.Connection, query: str, filters: Filters, limit: int
+) -> list[tuple[str, int]]:
+    terms = search.parse_query(query)
+    words = [t for t in terms if t.wordy]
+    match = " ".join(search._fts_string(t) for t in words)
+    every = {
+        r[0]
+        for r in con.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (match,))
+    }
+    where, params = filters.sql()
+    allowed = {
+        r[0]: (r[1], r[2])
+        for r in con.execute(
+            f"SELECT m.tkey, s.id, m.seq FROM messages m JOIN sessions s ON s.sid = m.sid "
+            f"WHERE {where}",
+            params,
+        )
+    }
+    matches = sorted((k for k in every if k in allowed), reverse=True)[: max(search.RANKED, limit)]
+    total = con.execute("SELECT count(*) FROM messages").fetchone()[0]
+    common = max(rank.COMMON_MIN, int(total * rank.COMMON_SHARE))
+
+    def df(t: search.Term) -> int:
+        # at most: the rarest of its words (as the vocabulary counts them)
+        counts = []
+        for n, w in enumerate(rank.tokens(t.text)):
+            pat = f'"{w}"' + ("*" if t.prefix and n == len(rank.tokens(t.text)) - 1 else "")
+            counts.append(
+                con.execute(
+                    "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (pat,)
+                ).fetchone()[0]
+            )
+        return min(counts) if counts else 0
+
+    informative = [t for t in words if df(t) <= common]
+    if informative:
+        expr = " ".join(search._fts_string(t) for t in informative)
+        score = dict(
+            con.execute(
+                "SELECT rowid, bm25(messages_fts) FROM messages_fts WHERE messages_fts MATCH ?",
+                (expr,),
+            ).fetchall()
+        )
+        matches.sort(key=lambda k: (score[k], -k))
+    return [allowed[k] for k in matches[:limit]]
+
+
+def _query(rng: random.Random, con: sqlite3.Connection) -> str:
+    kind = rng.random()
+    if kind < 0.15:  # a phrase taken from a message
+        text = con.execute("SELECT text FROM messages ORDER BY random() LIMIT 1").fetchone()[0]
+        words = text.split()
+        i = rng.randrange(len(words))
+        return '"' + " ".join(words[i : i + 2]) + '"'
+    if kind < 0.25:
+        return rng.choice(VOCAB)[:3].lower() + "*"
+    return " ".join(rng.sample(VOCAB, rng.choice([1, 1, 2, 3])))
+
+
+@pytest.mark.parametrize("thresholds", [(5, 0.05, 12), (40, 0.2, 25), (10**6, 0.5, 1000)])
+def test_top_k_of_the_plans_equals_a_brute_force_ranking_under_the_documented_rule(
+    corpus: tuple[sqlite3.Connection, list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    thresholds: tuple[int, float, int],
+) -> None:
+    con, ids = corpus
+    common_min, share, ranked = thresholds
+    monkeypatch.setattr(rank, "COMMON_MIN", common_min)
+    monkeypatch.setattr(rank, "COMMON_SHARE", share)
+    monkeypatch.setattr(search, "RANKED", ranked)
+    rng = random.Random(hash(thresholds) & 0xFFFF)
+    times = [r[0] for r in con.execute("SELECT time FROM messages ORDER BY time")]
+    checked = 0
+    for _ in range(150):
+        query = _query(rng, con)
+        f = rng.random()
+        filters = Filters(
+            roles=("user",) if f < 0.2 else (),
+            session=rng.choice(ids) if 0.2 <= f < 0.4 else None,
+            since=rng.choice(times) if 0.4 <= f < 0.6 else None,
+        )
+        limit = rng.choice([1, 5, 20])
+        got = [
+            (h.session, h.seq)
+            for h in search.search(con, query, filters, limit)
+            if h.match == "word"
+        ]
+        want = _oracle(con, query, filters, limit)
+        assert got == want[: len(got)], (query, filters)
+        # the word pass fills the limit when it can: hits of other passes only come after
+        assert len(got) == len(want) or len(got) == limit, (query, filters)
+        checked += bool(want)
+    assert checked > 50
+
+
+def test_sort_recent_lists_every_word_match_newest_first(
+    corpus: tuple[sqlite3.Connection, list[str]],
+) -> None:
+    con, _ids = corpus
+    hits = search.search(con, "error", Filters(), 30, sort="recent")
+    keys = [
+        con.execute(
+            "SELECT m.tkey FROM messages m JOIN sessions s ON s.sid = m.sid "
+            "WHERE s.id = ? AND m.seq = ?",
+            (h.session, h.seq),
+        ).fetchone()[0]
+        for h in hits
+    ]
+    assert keys == sorted(keys, reverse=True) and len(keys) == 30
+    newest = [
+        r[0]
+        for r in con.execute(
+            "SELECT m.tkey FROM messages_fts f JOIN messages m ON m.tkey = f.rowid "
+            "WHERE messages_fts MATCH 'error' AND m.status = 'current' ORDER BY m.time DESC, "
+            "m.tkey DESC LIMIT 30"
+        )
+    ]
+    assert keys == newest
+
+
+def test_messages_of_one_millisecond_get_distinct_keys_in_time_order(
+    corpus: tuple[sqlite3.Connection, list[str]],
+) -> None:
+    con, _ids = corpus
+    rows = con.execute("SELECT time, tkey FROM messages").fetchall()
+    assert len({k for _t, k in rows}) == len(rows)
+    assert all(k // TKEY_SPAN == t for t, k in rows)
+    same = con.execute(
+        "SELECT count(*) FROM (SELECT time FROM messages GROUP BY time HAVING count(*) > 1)"
+    ).fetchone()[0]
+    assert same > 5  # the corpus has bursts: the counter path ran
+
+
+def test_a_version_1_index_is_emptied_and_filled_again_by_the_next_sync(tmp_path: Path) -> None:
+    index = tmp_path / "index.db"
+    con = sqlite3.connect(index)
+    for statement in _statements(_M001):
+        con.execute(statement)
+    con.execute(
+        "INSERT INTO files (path, status, offset) VALUES ('/gone/old.jsonl', 'indexed', 10)"
+    )
+    con.execute("INSERT INTO meta (key, value) VALUES ('roots', '[\"/x\"]')")
+    con.execute("PRAGMA user_version = 1")
+    con.commit()
+    con.close()
+    root = tmp_path / "sessions"
+    root.mkdir()
+    with jsonltape.open(root / "a.jsonl", create=True) as tape:
+        tape.user("the migration fails")
+    store = SqliteStore(index)
+    try:
+        assert store.files() == {}  # the old rows are gone, the settings stay
+        assert store.roots() == ["/x"]
+        Ingestor(store, root).rescan()
+    finally:
+        store.close()
+    con = connect(index, readonly=True)
+    try:
+        hits = search.search(con, "migration")
+        assert [h.seq for h in hits] == [1]
+        cols = {r[1] for r in con.execute("PRAGMA table_info(messages)")}
+        assert "tkey" in cols
+    finally:
+        con.close()
