@@ -249,15 +249,15 @@ def count_hits(con: sqlite3.Connection, q: str, f: Filters) -> int:
     args: list[object] = list(params)
     for t in parse_query(q):
         if t.cjk:
-            sql += " AND m.id IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)"
+            sql += " AND m.tkey IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)"
             args.append(match_expr(t.text))
         elif t.trigram_ok:  # the substring pass finds every word hit too
             sql += (
-                " AND m.id IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)"
+                " AND m.tkey IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)"
             )
             args.append('"' + Term(t.text).text.replace('"', '""') + '"')
         else:
-            sql += " AND m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)"
+            sql += " AND m.tkey IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)"
             args.append('"' + t.text.replace('"', '""') + '"' + ("*" if t.prefix else ""))
     return int(con.execute(sql, args).fetchone()[0])
 

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from jsonltape_daemon.cjk import grams
 from jsonltape_daemon.ingest import Ingestor
-from jsonltape_daemon.schema import TKEY_SPAN
+from jsonltape_daemon.schema import tkey_base
 from jsonltape_daemon.store import SqliteStore
 
 import jsonltape
@@ -77,7 +77,7 @@ def dump(con: sqlite3.Connection) -> dict[str, Any]:
     }
     events = sorted(
         (path_of[r[0]], *r[1:])
-        for r in con.execute("SELECT sid, seq, type, time, offset, raw FROM events")
+        for r in con.execute("SELECT sid, seq, type, time, offset, size, crc FROM events")
     )
     messages = sorted(
         (path_of[r[0]], *r[1:])
@@ -129,7 +129,7 @@ def fts_ok(con: sqlite3.Connection) -> None:
         k: g for k, text in con.execute("SELECT tkey, text FROM messages") if (g := grams(text))
     }
     for k, t, i in con.execute("SELECT tkey, time, id FROM messages"):
-        assert k // TKEY_SPAN == t, (i, k, t)
+        assert k >= tkey_base(t), (i, k, t)
     got = {r[0]: (r[1], r[2]) for r in con.execute("SELECT rowid, uni, bi FROM messages_cjk")}
     assert got == want
 

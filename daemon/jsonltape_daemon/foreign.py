@@ -3,8 +3,8 @@ mapping (a Gemini CLI legacy ``.json`` chat through its records).
 
 A foreign file is not made of jsonltape lines, so this kind *synthesizes* them: the file is
 mapped from its start (``jsonltape.interop.foreign.scan``, deterministic) and every mapped event
-becomes a framed jsonltape line (what ``events.raw`` stores). Nothing is ever written: files are
-opened read-only and the mapping reads through its own read-only handle.
+becomes a framed jsonltape line (whose crc ``events.crc`` stores). Nothing is ever written:
+files are opened read-only and the mapping reads through its own read-only handle.
 
 * Identity: the mapped header of the session (its id and the crc of the synthetic header line;
   the header records the source file's absolute path, so a moved file is a new session).
@@ -224,7 +224,9 @@ class ForeignFiles:
         off, raw, _event = lines[seq]
         return off + len(raw) == end and _framing.crc_of(raw) == crc
 
-    def intact(self, fd: int, start: int, end: int, ingested: Iterable[str]) -> bool:
+    def intact(
+        self, fd: int, start: int, end: int, ingested: Iterable[tuple[int, int, str]]
+    ) -> bool:
         return False  # rewritten in place or replaced: reingest (rows equal a rebuild)
 
     def corrupt_after(self, fd: int, start: int, end: int) -> bool:

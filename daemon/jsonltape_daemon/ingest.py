@@ -396,7 +396,7 @@ class Ingestor:
             # continuation of the same length can end in the same line).
             rewritten = (reg.dev, reg.ino) != (st.st_dev, st.st_ino) or reg.size == size
             if self._continuous(fd, size, hend, reg) and (
-                not rewritten or self.kind.intact(fd, hend, reg.offset, store.raw_lines(sess.sid))
+                not rewritten or self.kind.intact(fd, hend, reg.offset, store.line_marks(sess.sid))
             ):
                 start, last_seq = reg.offset, reg.last_seq or 0
             else:
@@ -495,7 +495,9 @@ class Ingestor:
         self._tx()
         store = self.store
         sid = sess.sid
-        events = [(sid, e.seq, e.type, e.time, off, raw.decode()) for off, raw, e in chunk]
+        events = [
+            (sid, e.seq, e.type, e.time, off, len(raw), crc_of(raw) or "") for off, raw, e in chunk
+        ]
         t1 = time.perf_counter()
         store.add_events(events)
         t2 = time.perf_counter()

@@ -8,9 +8,10 @@ that contains it. So a search ranks by the query's *informative* words only — 
 matches; a word in more messages (``the``, ``error`` in a big archive) only filters, as a stop
 word does, and a query without an informative word lists its matches newest first.
 
-Document counts come from the word index's own vocabulary (``fts5vocab``), never from a scan.
-Query words are folded the way the ``unicode61 remove_diacritics 2`` tokenizer folds text
-(lower case, combining marks removed, split at everything that is not a letter or a digit).
+Document counts are read from the word index, counting at most one past the limit (FTS5 keeps
+no count per word: its vocabulary table would read the whole doclist of ``the``). Query words
+are folded the way the ``unicode61 remove_diacritics 2`` tokenizer folds text (lower case,
+combining marks removed, split at everything that is not a letter or a digit).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import re
 import sqlite3
 import unicodedata
 
-from .schema import TKEY_SPAN
+from .schema import tkey_base
 
 __all__ = ["COMMON_MIN", "COMMON_SHARE", "RANKED", "common_limit", "doc_freq", "tokens"]
 
@@ -28,10 +29,7 @@ RANKED = 1000
 #: A word in more messages than both of these only filters.
 COMMON_MIN = 20_000
 COMMON_SHARE = 0.05
-#: A prefix that stands for more vocabulary terms than this is taken as common.
-_PREFIX_TERMS = 2000
 _TOKEN = re.compile(r"[^\W_]+")
-_VOCAB = "temp.jt_vocab"
 
 
 def tokens(text: str) -> list[str]:
@@ -42,32 +40,24 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(folded)
 
 
-def _vocab(con: sqlite3.Connection) -> None:
-    # a temp table: read-only connections can make one (the temp schema is the connection's)
-    con.execute(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} USING fts5vocab(main, 'messages_fts', 'row')"
-    )
-
-
-def doc_freq(con: sqlite3.Connection, text: str, prefix: bool) -> int:
-    """At most how many messages hold the term (a phrase: its rarest word; ``prefix``: its
-    last word as a prefix, summed over the words it stands for)."""
+def doc_freq(con: sqlite3.Connection, text: str, prefix: bool, cap: int) -> int:
+    """How many messages hold the term, counted up to ``cap + 1`` (a phrase: its rarest word;
+    ``prefix``: its last word as a prefix). Counting reads the doclist of each word, so it
+    stops once a word is known to be common."""
     words = tokens(text)
     if not words:
         return 0
-    _vocab(con)
     counts = []
     for n, w in enumerate(words):
-        if prefix and n == len(words) - 1:
-            rows = con.execute(
-                f"SELECT doc FROM {_VOCAB} WHERE term >= ? AND term < ? LIMIT ?",
-                (w, w + "\U0010ffff", _PREFIX_TERMS + 1),
-            ).fetchall()
-            counts.append(1 << 62 if len(rows) > _PREFIX_TERMS else sum(r[0] for r in rows))
-        else:
-            r = con.execute(f"SELECT doc FROM {_VOCAB} WHERE term = ?", (w,)).fetchone()
-            counts.append(int(r[0]) if r else 0)
-    return min(counts)
+        pattern = '"' + w + '"' + ("*" if prefix and n == len(words) - 1 else "")
+        counts.append(
+            con.execute(
+                "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
+                "LIMIT ?)",
+                (pattern, cap + 1),
+            ).fetchone()[0]
+        )
+    return int(min(counts))
 
 
 def common_limit(con: sqlite3.Connection) -> int:
@@ -78,7 +68,7 @@ def common_limit(con: sqlite3.Connection) -> int:
 
 
 def time_range(since: int | None, until: int | None) -> tuple[int | None, int | None]:
-    """The full-text rowid range of messages with ``since <= time < until``."""
-    lo = since * TKEY_SPAN if since is not None else None
-    hi = until * TKEY_SPAN if until is not None else None
-    return lo, hi
+    """A full-text rowid range holding every message with ``since <= time < until`` (more
+    too: the exact times are checked on the rows). A key is never below its second's base;
+    above it, a busy second may have spilled, so ``until`` sets no upper bound."""
+    return (tkey_base(since) if since is not None else None), None

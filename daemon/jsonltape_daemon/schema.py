@@ -29,6 +29,7 @@ __all__ = [
     "features",
     "migrate",
     "probe",
+    "tkey_base",
 ]
 
 BUSY_TIMEOUT_MS = 10_000
@@ -51,8 +52,17 @@ FTS_TRIGRAM = (
     "CREATE VIRTUAL TABLE messages_trigram USING fts5(text, content='messages', "
     "content_rowid='tkey', tokenize='trigram')"
 )
-#: ``messages.tkey`` = ``time * TKEY_SPAN + n``: n tells apart messages of the same millisecond.
-TKEY_SPAN = 1 << 20
+#: ``messages.tkey`` is at least ``time // 1000 * TKEY_SPAN`` (the second, then a slot): keys of
+#: one second are told apart by the slot, and a second with more messages than slots takes the
+#: next free keys after it. Small steps between the keys of neighbouring messages keep the
+#: full-text doclists (delta-coded rowids) as small as with insertion-order ids.
+TKEY_SPAN = 64
+
+
+def tkey_base(time_ms: int) -> int:
+    """The smallest key a message of this time can have."""
+    return time_ms // 1000 * TKEY_SPAN
+
 
 _M001 = """
 CREATE TABLE meta (
@@ -141,14 +151,25 @@ INSERT INTO meta (key, value) VALUES ('fts', 'live');
 INSERT INTO meta (key, value) VALUES ('substrings', '0');
 """
 
-# Messages get a key in time order (``tkey``), the rowid of every full-text table. The rows
-# are derived, so this step empties the index (roots and settings stay): the next sync reads
-# every file again.
+# Messages get a key in time order (``tkey``), the rowid of every full-text table, and events
+# keep where their line is and its crc instead of a copy of it (the file is the truth). The
+# rows are derived, so this step empties the index (roots and settings stay): the next sync
+# reads every file again.
 _M002 = f"""
 DELETE FROM files;
 DELETE FROM sessions;
-DELETE FROM events;
 DELETE FROM tool_calls;
+DROP TABLE events;
+CREATE TABLE events (
+    sid    INTEGER NOT NULL,
+    seq    INTEGER NOT NULL,
+    type   TEXT NOT NULL,
+    time   INTEGER NOT NULL,
+    offset INTEGER NOT NULL,
+    size   INTEGER NOT NULL,
+    crc    TEXT NOT NULL,
+    PRIMARY KEY (sid, seq)
+);
 DROP TABLE messages_fts;
 DROP TABLE messages_trigram;
 DROP TABLE messages_cjk;

@@ -429,7 +429,7 @@ def search(
         informative: list[Term] = []
         if sort == "relevance":
             common = common_limit(con)
-            informative = [t for t in words if doc_freq(con, t.text, t.prefix) <= common]
+            informative = [t for t in words if doc_freq(con, t.text, t.prefix, common) <= common]
         run(
             "messages_fts",
             " ".join(_fts_string(t) for t in words),

@@ -64,10 +64,13 @@ class FileKind(Protocol):
         """True if the line ending at ``end`` (not before ``stop``) still has this seq/crc."""
         ...
 
-    def intact(self, fd: int, start: int, end: int, ingested: Iterable[str]) -> bool:
-        """True if ``[start, end)`` still holds exactly the ``ingested`` lines (the stored
-        ``events.raw`` from seq 1 on, in order): a file that kept its last line but not the
-        ones before it (another continuation of the same length) is not intact."""
+    def intact(
+        self, fd: int, start: int, end: int, ingested: Iterable[tuple[int, int, str]]
+    ) -> bool:
+        """True if ``[start, end)`` still holds the ``ingested`` lines (``(offset, size,
+        crc)`` of each, from seq 1 on, in order), each good with that crc: a file that kept
+        its last line but not the ones before it (another continuation of the same length) is
+        not intact."""
         ...
 
     def corrupt_after(self, fd: int, start: int, end: int) -> bool:
@@ -125,19 +128,25 @@ class JsonltapeFiles:
                 return False
         return False
 
-    def intact(self, fd: int, start: int, end: int, ingested: Iterable[str]) -> bool:
-        # The stored raw text is the line's bytes, so byte equality is the whole check (good
-        # framing, crcs and dense seqs were checked when the lines were ingested).
-        batch: list[bytes] = []
-        off, size = start, 0
-        for raw in ingested:
-            batch.append(raw.encode())
-            size += len(batch[-1])
-            if size >= _COMPARE_BYTES:
-                if off + size > end or os.pread(fd, size, off) != b"".join(batch):
-                    return False
-                off, batch, size = off + size, [], 0
-        return off + size == end and os.pread(fd, size, off) == b"".join(batch)
+    def intact(
+        self, fd: int, start: int, end: int, ingested: Iterable[tuple[int, int, str]]
+    ) -> bool:
+        # Each line where it was, as long, good (its crc checks) and with the same crc: the
+        # index keeps no copy of the lines, and a line is its crc (good lines were checked
+        # when they were ingested; a changed one cannot keep both its crc and a good frame).
+        marks = iter(ingested)
+        at = start
+        for off, raw in _framing.iter_lines(fd, start, end):
+            mark = next(marks, None)
+            if (
+                mark is None
+                or (off, len(raw)) != (mark[0], mark[1])
+                or not _framing.frame_ok(raw)
+                or _framing.crc_of(raw) != mark[2]
+            ):
+                return False
+            at = off + len(raw)
+        return at == end and next(marks, None) is None
 
     def corrupt_after(self, fd: int, start: int, end: int) -> bool:
         # The library's witness rule: a good checkpoint line anywhere after the bad one.

@@ -27,11 +27,10 @@ from pathlib import Path
 import msgspec
 
 from .cjk import grams
-from .errors import IndexStateError
 from .fts_helper import SHADOW_TABLES, Helper
 from .paths import build_path, fsync_path, helper_path, remove_db
 from .rows import EventRow, FileRow, MessageRow, Node, SessionRow, Store
-from .schema import TKEY_SPAN, connect, migrate, probe
+from .schema import TKEY_SPAN, connect, migrate, probe, tkey_base
 
 __all__ = [
     "EventRow",
@@ -349,16 +348,17 @@ class SqliteStore:
 
     def add_events(self, rows: Sequence[EventRow]) -> None:
         self.con.executemany(
-            "INSERT OR IGNORE INTO events (sid, seq, type, time, offset, raw) VALUES (?,?,?,?,?,?)",
+            "INSERT OR IGNORE INTO events (sid, seq, type, time, offset, size, crc) "
+            "VALUES (?,?,?,?,?,?,?)",
             rows,
         )
 
-    def raw_lines(self, sid: int) -> Iterator[str]:
-        """The stored lines of a session after its header (seq 1 on), in order."""
-        for (raw,) in self.con.execute(
-            "SELECT raw FROM events WHERE sid = ? AND seq > 0 ORDER BY seq", (sid,)
-        ):
-            yield raw
+    def line_marks(self, sid: int) -> Iterator[tuple[int, int, str]]:
+        """``(offset, size, crc)`` of each indexed line of a session after its header (seq 1
+        on), in order."""
+        yield from self.con.execute(
+            "SELECT offset, size, crc FROM events WHERE sid = ? AND seq > 0 ORDER BY seq", (sid,)
+        )
 
     def add_messages(self, rows: Sequence[MessageRow]) -> None:
         """Insert message rows with ids from the store's own counter (ids are never reused,
@@ -506,23 +506,41 @@ class SqliteStore:
     # -- the helper process --------------------------------------------------------------
 
     def _tkeys(self, ids: range, rows: Sequence[MessageRow]) -> list[int]:
-        """The time-ordered keys of new messages: ``time * TKEY_SPAN`` plus the id's low bits,
-        unless that key is taken (another message of the same millisecond whose id agrees in
-        those bits: then the next free key of that millisecond)."""
-        keys = [r.time * TKEY_SPAN + i % TKEY_SPAN for i, r in zip(ids, rows, strict=True)]
+        """The time-ordered keys of new messages (see ``schema.TKEY_SPAN``): the second's
+        base plus a slot from the id, or the next free key after it when that one is taken."""
+        keys = [tkey_base(r.time) + i % TKEY_SPAN for i, r in zip(ids, rows, strict=True)]
         taken = self._taken(keys)
         if not taken and len(set(keys)) == len(keys):
             return keys
+        # Collisions: probe in memory, loading the keys of the index a range at a time, and
+        # go on from the last key given in a second (a burst costs O(n), not O(n^2)).
+        near = 16 * TKEY_SPAN
+        loaded: list[tuple[int, int]] = []
+
+        def load(k: int) -> None:
+            taken.update(
+                r[0]
+                for r in self.con.execute(
+                    "SELECT tkey FROM messages WHERE tkey >= ? AND tkey < ?", (k, k + near)
+                )
+            )
+            loaded.append((k, k + near))
+
         out: list[int] = []
-        for k, r in zip(keys, rows, strict=True):
-            base = r.time * TKEY_SPAN
-            while k in taken:
-                k = base + (k - base + 1) % TKEY_SPAN
-                if k == keys[len(out)]:
-                    raise IndexStateError(
-                        f"more than {TKEY_SPAN} messages at one millisecond ({r.time})"
-                    )
-            taken.add(k)
+        used: set[int] = set()
+        after: dict[int, int] = {}  # second's base -> where its next free key may be
+        for k in keys:
+            base = k - k % TKEY_SPAN
+            if k in taken or k in used:
+                k = max(k, after.get(base, k))
+            while True:
+                if not any(a <= k < b for a, b in loaded):
+                    load(k)
+                if k not in taken and k not in used:
+                    break
+                k += 1
+            used.add(k)
+            after[base] = k + 1
             out.append(k)
         return out
 
