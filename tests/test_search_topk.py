@@ -254,3 +254,32 @@ def test_a_version_1_index_is_emptied_and_filled_again_by_the_next_sync(tmp_path
         assert "tkey" in cols
     finally:
         con.close()
+
+
+def test_a_substring_is_found_only_where_its_trigrams_are_adjacent(tmp_path: Path) -> None:
+    """The trigram table keeps no positions: its matches are candidates, the text decides."""
+    root = tmp_path / "sessions"
+    root.mkdir()
+    with jsonltape.open(root / "a.jsonl", create=True) as tape:
+        tape.user("raise FileNotFoundError here")  # holds NotFou
+        tape.user("not fou nd at all: tFo Fou NotF otFo")  # every trigram of NotFou, apart
+        tape.user("ÜBERGRÖSSE im Log")  # case folded beyond ASCII
+    store = SqliteStore(tmp_path / "index.db")
+    try:
+        Ingestor(store, root).rescan()  # a first load: the substring index comes after
+        for built in (False, True):
+            if built:
+                while store.substrings_pending():
+                    store.begin()
+                    store.build_substrings(100)
+                    store.commit()
+            con = connect(tmp_path / "index.db", readonly=True)
+            try:
+                assert search.substrings_upto(con) is (None if built else 0)
+                assert [h.seq for h in search.search(con, "NotFou")] == [1], built
+                assert [h.seq for h in search.search(con, "übergrö")] == [3], built
+                assert [h.seq for h in search.search(con, "otFo Fou")] == [2, 1], built
+            finally:
+                con.close()
+    finally:
+        store.close()

@@ -48,9 +48,11 @@ FTS_WORDS = (
     "CREATE VIRTUAL TABLE messages_fts USING fts5(text, content='messages', "
     "content_rowid='tkey', tokenize='unicode61 remove_diacritics 2')"
 )
+#: ``detail='none'``: no positions (a third of the size); a substring is found as every one
+#: of its trigrams, then checked on the text (``search.py``).
 FTS_TRIGRAM = (
     "CREATE VIRTUAL TABLE messages_trigram USING fts5(text, content='messages', "
-    "content_rowid='tkey', tokenize='trigram')"
+    "content_rowid='tkey', tokenize='trigram', detail='none')"
 )
 #: ``messages.tkey`` is at least ``time // 1000 * TKEY_SPAN`` (the second, then a slot): keys of
 #: one second are told apart by the slot, and a second with more messages than slots takes the

@@ -224,7 +224,20 @@ def _like(term: Term) -> str:
 _COLUMNS = "m.id, s.id, s.path, m.seq, m.time, m.role, m.type, m.status, s.title, m.text"
 _LIKE = " AND m.text LIKE ? ESCAPE '\\'"
 _IN_CJK = " AND m.tkey IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)"
-_IN_TRIGRAM = " AND m.tkey IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)"
+#: A substring, checked on the text as the trigram tokenizer matches it (case folded).
+_HAS = " AND jt_has(m.text, ?)"
+
+
+def _has(text: str | None, needle: str) -> bool:
+    return text is not None and needle in text.lower()
+
+
+def trigram_expr(text: str) -> str:
+    """The trigram table's MATCH expression for a substring: each of its trigrams (the table
+    keeps no positions; the rows are then checked with ``jt_has``)."""
+    low = text.lower()
+    grams = dict.fromkeys(low[i : i + 3] for i in range(len(low) - 2))
+    return " ".join('"' + g.replace('"', '""') + '"' for g in grams)
 
 
 def substrings_upto(con: sqlite3.Connection) -> int | None:
@@ -296,6 +309,7 @@ def search(
     terms = parse_query(query) + [Term(p.strip(), phrase=True) for p in phrases if p.strip()]
     if not terms:
         return []
+    con.create_function("jt_has", 2, _has, deterministic=True)
     filters = filters or Filters()
     base_where, base_params = filters.sql()
     lo, hi = _narrow(con, filters, *time_range(filters.since, filters.until))
@@ -311,15 +325,11 @@ def search(
             if t.cjk:
                 sql += _IN_CJK
                 params.append(match_expr(t.text))
-            elif t.trigram_ok and upto is None:
-                sql += _IN_TRIGRAM
-                params.append(_fts_string(Term(t.text)))
             elif t.trigram_ok:
-                sql += (
-                    " AND (m.tkey IN (SELECT rowid FROM messages_trigram WHERE messages_trigram "
-                    "MATCH ?) OR (m.id > ? AND m.text LIKE ? ESCAPE '\\'))"
-                )
-                params += [_fts_string(Term(t.text)), upto, _like(t)]
+                # checked on each row a pass reads (newest first, it stops): cheaper than
+                # the set of every message holding it
+                sql += _HAS
+                params.append(t.text.lower())
             else:
                 sql += _LIKE
                 params.append(_like(t))
@@ -443,15 +453,11 @@ def search(
     tri = [t for t in terms if t.trigram_ok and not t.cjk]
     cjk = [t for t in terms if t.cjk]
     if tri:
-        more, params = as_substrings([t for t in terms if t not in tri])
-        match = " ".join(_fts_string(Term(t.text)) for t in tri)
+        more, params = as_substrings(terms)  # the trigrams find candidates; the text decides
+        match = " ".join(trigram_expr(t.text) for t in tri)
         run("messages_trigram", match, "substring", more, params)
-        if upto is not None:  # what the substring index does not cover yet
-            more, params = as_substrings([t for t in terms if t not in tri])
-            likes = "".join(_LIKE for _ in tri)
-            run(
-                None, None, "scan", f" AND m.id > ?{likes}{more}", [upto, *map(_like, tri), *params]
-            )
+        if upto is not None:  # what the substring index does not cover yet: a scan
+            run(None, None, "scan", f" AND m.id > ?{more}", [upto, *params])
     elif cjk:
         more, params = as_substrings([t for t in terms if not t.cjk])
         match = " AND ".join(match_expr(t.text) for t in cjk)
