@@ -45,7 +45,8 @@ from pathlib import Path
 from jsonltape_daemon.cjk import match_expr
 from jsonltape_daemon.paths import remove_db
 from jsonltape_daemon.schema import connect
-from jsonltape_daemon.search import Filters, Term, parse_query, search
+from jsonltape_daemon.search import Filters, parse_query, search, trigram_expr
+from jsonltape_daemon.search import _has as has_substring
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _search_corpus as corpus
@@ -252,10 +253,13 @@ def count_hits(con: sqlite3.Connection, q: str, f: Filters) -> int:
             sql += " AND m.tkey IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)"
             args.append(match_expr(t.text))
         elif t.trigram_ok:  # the substring pass finds every word hit too
+            # the trigram table keeps no positions: its trigrams, then the text decides
+            con.create_function("jt_has", 2, has_substring, deterministic=True)
             sql += (
                 " AND m.tkey IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)"
+                " AND jt_has(m.text, ?)"
             )
-            args.append('"' + Term(t.text).text.replace('"', '""') + '"')
+            args += [trigram_expr(t.text), t.text.lower()]
         else:
             sql += " AND m.tkey IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)"
             args.append('"' + t.text.replace('"', '""') + '"' + ("*" if t.prefix else ""))
