@@ -4,11 +4,18 @@ Search syntax: words are ANDed, ``"quoted phrases"`` match in order, ``prefix*``
 beginnings; everything else is literal text (there is no FTS syntax to get wrong). Each term is
 served by the cheapest index that can answer it:
 
-1. words: the ``unicode61`` table (diacritics folded), ranked by bm25, recency breaking ties;
-2. substrings: the ``trigram`` table, for identifiers inside identifiers and any text of three
-   or more characters; it adds the hits the word pass did not find. Terms made of CJK
+1. words: the ``unicode61`` table (diacritics folded), ranked by bm25 of the query's
+   informative words among its newest ``RANKED`` matches, newer first among equals; a query of
+   common words only lists its matches newest first (``rank.py`` says which words count);
+2. substrings: the ``trigram`` table (no positions: all of a term's trigrams find candidates,
+   the text decides), for identifiers inside identifiers and any text of three or more
+   characters, newest first; it adds the hits the word pass did not find. Terms made of CJK
    characters only (any length, one character too) are served by the CJK bigram table;
 3. scan: ``LIKE``, newest first, for other terms of one or two characters (``->``, ``#``).
+
+Every full-text rowid is the message's time-ordered key (``messages.tkey``), so each pass
+reads its newest matches first and stops when it has what it needs; ``since`` and a session or
+path filter become a rowid range.
 
 Terms of the other kinds join a pass as filters, so every hit contains every term. While the
 substring index is still being built (after a first sync), substring terms are found in the
