@@ -159,6 +159,9 @@ def test_top_k_of_the_plans_equals_a_brute_force_ranking_under_the_documented_ru
             roles=("user",) if f < 0.2 else (),
             session=rng.choice(ids) if 0.2 <= f < 0.4 else None,
             since=rng.choice(times) if 0.4 <= f < 0.6 else None,
+            path=rng.choice(["*/s1.jsonl", "*/s[24].jsonl", "*/none.jsonl"])
+            if 0.6 <= f < 0.7
+            else None,
         )
         limit = rng.choice([1, 5, 20])
         got = [

@@ -20,8 +20,6 @@ import re
 import sqlite3
 import unicodedata
 
-from .schema import tkey_base
-
 __all__ = ["COMMON_MIN", "COMMON_SHARE", "RANKED", "common_limit", "doc_freq", "tokens"]
 
 #: A query ranks at most its newest this many matches.
@@ -41,23 +39,25 @@ def tokens(text: str) -> list[str]:
 
 
 def doc_freq(con: sqlite3.Connection, text: str, prefix: bool, cap: int) -> int:
-    """How many messages hold the term, counted up to ``cap + 1`` (a phrase: its rarest word;
-    ``prefix``: its last word as a prefix). Counting reads the doclist of each word, so it
-    stops once a word is known to be common."""
+    """How many messages hold the term, as far as telling it from ``cap`` goes: a phrase is
+    as rare as its rarest word (``prefix``: the last one as a prefix); each word's matches
+    are counted up to ``cap + 1`` only, and the first word within ``cap`` ends the count
+    (counting reads a word's doclist)."""
     words = tokens(text)
-    if not words:
-        return 0
-    counts = []
+    found = cap + 1
     for n, w in enumerate(words):
         pattern = '"' + w + '"' + ("*" if prefix and n == len(words) - 1 else "")
-        counts.append(
+        found = min(
+            found,
             con.execute(
                 "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
                 "LIMIT ?)",
                 (pattern, cap + 1),
-            ).fetchone()[0]
+            ).fetchone()[0],
         )
-    return int(min(counts))
+        if found <= cap:
+            break
+    return int(found) if words else 0
 
 
 def common_limit(con: sqlite3.Connection) -> int:
@@ -65,10 +65,3 @@ def common_limit(con: sqlite3.Connection) -> int:
     r = con.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
     total = int(r[0]) if r else 0
     return max(COMMON_MIN, int(total * COMMON_SHARE))
-
-
-def time_range(since: int | None, until: int | None) -> tuple[int | None, int | None]:
-    """A full-text rowid range holding every message with ``since <= time < until`` (more
-    too: the exact times are checked on the rows). A key is never below its second's base;
-    above it, a busy second may have spilled, so ``until`` sets no upper bound."""
-    return (tkey_base(since) if since is not None else None), None

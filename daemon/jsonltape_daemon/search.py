@@ -32,7 +32,8 @@ from typing import Literal
 import msgspec
 
 from .cjk import is_cjk, is_cjk_term, match_expr
-from .rank import RANKED, common_limit, doc_freq, time_range
+from .rank import RANKED, common_limit, doc_freq
+from .schema import tkey_base
 
 __all__ = [
     "MARK_CLOSE",
@@ -273,15 +274,16 @@ def notes(con: sqlite3.Connection) -> list[str]:
 Sort = Literal["relevance", "recent"]
 
 
-def _narrow(
-    con: sqlite3.Connection, filters: Filters, lo: int | None, hi: int | None
-) -> tuple[int | None, int | None]:
-    """The full-text rowid range a session or path filter allows (the time span of the few
-    sessions it names), within ``[lo, hi)``: a search then reads only that span."""
+def _key_range(con: sqlite3.Connection, filters: Filters) -> tuple[int | None, int | None]:
+    """A full-text rowid range ``[lo, hi)`` that holds every message the filters allow (more
+    too: the rows are checked): from ``since`` (a key is never below its second's base; above
+    it a busy second may spill, so ``until`` gives no bound) and the time span of the few
+    sessions a session or path filter names. A search then reads only that span."""
+    lo = tkey_base(filters.since) if filters.since is not None else None
+    hi = None
     if not filters.session and not filters.path:
         return lo, hi
     where, params = Filters(session=filters.session, path=filters.path, all=True).sql()
-    where = where.replace("m.status = 'current' AND ", "")
     sids = [
         r[0] for r in con.execute(f"SELECT s.sid FROM sessions s WHERE {where} LIMIT 65", params)
     ]
@@ -295,7 +297,7 @@ def _narrow(
     ).fetchone()
     if a is None:
         return 0, 0
-    return max(a, lo) if lo is not None else a, min(b + 1, hi) if hi is not None else b + 1
+    return (max(a, lo) if lo is not None else a), b + 1
 
 
 def search(
@@ -319,7 +321,7 @@ def search(
     con.create_function("jt_has", 2, _has, deterministic=True)
     filters = filters or Filters()
     base_where, base_params = filters.sql()
-    lo, hi = _narrow(con, filters, *time_range(filters.since, filters.until))
+    lo, hi = _key_range(con, filters)
     upto = substrings_upto(con)
     hits: list[Hit] = []
     seen: set[int] = set()
