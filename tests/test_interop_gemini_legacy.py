@@ -132,7 +132,10 @@ def test_a_legacy_chat_beside_its_migrated_recording_is_skipped(tmp_path: Path) 
     assert [(p.name, "migrated" in why) for p, why in skipped] == [(LEGACY.name, True)]
 
 
-@pytest.mark.parametrize("text", ["{not json", '["a list"]', '{"sessionId": "x", "messages": 3}'])
+@pytest.mark.parametrize(
+    "text",
+    ["{not json", '["a list"]', '{"sessionId": "x", "messages": 3}', '{"messages": []}'],
+)
 def test_a_broken_legacy_chat_is_one_clear_error_and_writes_nothing(
     tmp_path: Path, text: str
 ) -> None:
@@ -165,3 +168,27 @@ def test_the_read_only_scan_of_a_legacy_chat_gives_the_imported_events(tmp_path:
     assert kept[-1][0] == "turn/end"  # the import, settled, ended the last turn; a scan never
     assert [(e.type, e.data) for e in scanned[1:]] == kept[:-1]
     assert scanned[0].data["title"] == written[0].data["title"]
+
+
+def test_the_index_skips_a_legacy_chat_beside_its_migrated_recording(tmp_path: Path) -> None:
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    shutil.copyfile(LEGACY, chats / LEGACY.name)
+    shutil.copyfile(JSONL, chats / (LEGACY.name + "l"))
+    shutil.copyfile(JSONL.with_name(JSONL.name), chats / JSONL.name)  # another session
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    index = tmp_path / "index.db"
+    env = {**os.environ, "JSONLTAPE_HOME": str(tmp_path / "home")}
+    run = [sys.executable, "-m", "jsonltape"]
+    done = subprocess.run(
+        [*run, "sync", str(empty), "--index", str(index), "--source", f"gemini-cli:{chats}"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = subprocess.run(
+        [*run, "sessions", "--index", str(index), "--json"], capture_output=True, text=True,
+        env=env,
+    )  # fmt: skip
+    paths = sorted(Path(json.loads(x)["path"]).name for x in listed.stdout.splitlines())
+    assert paths == sorted([LEGACY.name + "l", JSONL.name])

@@ -121,3 +121,36 @@ def test_a_title_given_after_the_first_reply_is_the_latest_title(tmp_path: Path)
     titles = [e.data["title"] for e in jsonltape.read(session) if e.type == "session/title"]
     assert titles == ["README translations"]
     assert jsonltape.reader.header(session).title != fold.title(session) == "README translations"
+
+
+def test_a_title_after_a_run_that_stopped_before_the_header_was_fixed_is_kept(
+    tmp_path: Path,
+) -> None:
+    """A run that ends before a session has a title writes its header as it is then; a title
+    the next run finds is a session/title, not lost (the replay fixes the header where the
+    first run stopped)."""
+    src = tmp_path / "chats" / "session-2026-03-09T10-00-0a1b2c3d.jsonl"
+    src.parent.mkdir()
+    meta = {
+        "sessionId": "0a1b2c3d-0000-4000-8000-000000000001",
+        "projectHash": "ab" * 32,
+        "startTime": "2026-03-09T10:00:00.000Z",
+        "lastUpdated": "2026-03-09T10:00:00.000Z",
+    }
+    image = {
+        "id": "u-1",
+        "timestamp": "2026-03-09T10:00:01.000Z",
+        "type": "user",
+        "content": [{"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}],
+    }
+    src.write_text(json.dumps(meta) + "\n" + json.dumps(image) + "\n")  # fmt: skip
+    root = tmp_path / "root"
+    first = import_file("gemini-cli", src, root, settle=None)
+    assert first.status == "imported", first.error
+    session = Path(first.sessions[0])
+    assert jsonltape.reader.header(session).title is None  # nothing to title it yet
+    with open(src, "a") as f:
+        f.write(json.dumps({"$set": {"summary": "Read the screenshot"}}) + "\n")
+    again = import_file("gemini-cli", src, root, settle=None)
+    assert again.status == "imported", again.error
+    assert fold.title(session) == "Read the screenshot"

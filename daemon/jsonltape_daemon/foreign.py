@@ -128,11 +128,14 @@ class ForeignFiles:
         self._lines: list[Line] = []
         self._member: str | None = None
 
-    def wants(self, name: str) -> bool:
+    def wants(self, path: str) -> bool:
+        name = os.path.basename(path)
         if MEMBER in name:
             return False
         if self.source == "gemini-cli" and name.startswith("session-") and name.endswith(".json"):
-            return True  # a legacy whole-file chat, read as its records
+            # a legacy whole-file chat, read as its records, unless Gemini CLI migrated it
+            # (the same session: `jsonltape import` skips it too)
+            return not os.path.lexists(path + "l")
         if not name.endswith(".jsonl"):
             return False
         return self.source != "codex" or name.startswith("rollout-")

@@ -85,8 +85,9 @@ class _Stop(Exception):
     """Raised at a transaction boundary once a stop was requested."""
 
 
-def walk(root: str, wants: Callable[[str], bool] = lambda n: n.endswith(".jsonl")) -> list[str]:
-    """Every wanted regular file under ``root``; dot-names skipped, symlinks not followed."""
+def walk(root: str, wants: Callable[[str], bool] = lambda p: p.endswith(".jsonl")) -> list[str]:
+    """Every regular file under ``root`` that ``wants`` (given its path) takes; dot-names
+    skipped, symlinks not followed."""
     out: list[str] = []
     stack = [root]
     while stack:
@@ -102,7 +103,7 @@ def walk(root: str, wants: Callable[[str], bool] = lambda n: n.endswith(".jsonl"
                 try:
                     if e.is_dir(follow_symlinks=False):
                         stack.append(e.path)
-                    elif wants(e.name) and e.is_file(follow_symlinks=False):
+                    elif wants(e.path) and e.is_file(follow_symlinks=False):
                         out.append(e.path)
                 except OSError:
                     continue
@@ -160,7 +161,7 @@ class Ingestor:
 
     def eligible(self, path: str) -> bool:
         rel = os.path.relpath(path, self.root)
-        if rel.startswith("..") or not self.kind.wants(os.path.basename(rel)):
+        if rel.startswith("..") or not self.kind.wants(path):
             return False
         return not any(part.startswith(".") for part in rel.split(os.sep))
 

@@ -45,8 +45,8 @@ class Damage(NamedTuple):
 
 
 class FileKind(Protocol):
-    def wants(self, name: str) -> bool:
-        """Whether a file name (not a dot-name) is one of this kind's files."""
+    def wants(self, path: str) -> bool:
+        """Whether a file (its name not a dot-name) is one of this kind's files."""
         ...
 
     def header(self, fd: int, path: str) -> Header:
@@ -90,8 +90,8 @@ class JsonltapeFiles:
     """jsonltape session files: ``*.jsonl``, framed lines with a crc and dense seqs. A line is
     good exactly when ``jsonltape verify`` says so: both read through the library's one scan."""
 
-    def wants(self, name: str) -> bool:
-        return name.endswith(".jsonl")
+    def wants(self, path: str) -> bool:
+        return path.endswith(".jsonl")
 
     def header(self, fd: int, path: str) -> Header:
         data, end, _time = read_header(fd, path)

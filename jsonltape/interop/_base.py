@@ -60,3 +60,10 @@ class Mapper(TurnsMixin, BranchesMixin, CompactionMixin, GroupsMixin):
                     self.end_turn(out, "completed", tag="eof:end")  # it ended with a reply
                 else:
                     self.close_interrupted(out, "eof")
+        # Where a run stops its sessions may be written (an import creates a session at its
+        # last write at the latest): their headers are what is known here, and a title the
+        # source gives later is a session/title, as after any fixed header.
+        for out in self.outs.values():
+            if out.next_vid > 1:
+                out.target.fix()
+        self._unfixed.clear()

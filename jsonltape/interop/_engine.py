@@ -177,12 +177,14 @@ class _Sink:
         return self._tape(name).next_seq
 
     def _ready(self, name: str, final: bool) -> bool:
-        return (
-            final
-            or name in self.tapes
-            or self.state(name).exists
-            or self.mapper.outs[name].target.header is not self.mapper.outs[name].target
-        )
+        """Whether the session may be written now: it exists, or its header is fixed (and so
+        is its parent's, which a child's creation writes first), or nothing more comes."""
+        if final or name in self.tapes or self.state(name).exists:
+            return True
+        target = self.mapper.outs[name].target
+        if target.header is target:
+            return False
+        return not target.child_of_main or self._ready("", final)
 
     def _tape(self, name: str) -> Tape:
         tape = self.tapes.get(name)
@@ -395,7 +397,7 @@ def _import(
             progress(size)
         report.lines = src.lines
         if src.torn is not None:
-            setattr(report, _tail_kind(inp), Torn(*src.torn))
+            setattr(report, tail_kind(inp), Torn(*src.torn))
         if src.lines == 0 or not done:
             report.status = "empty"
             return
@@ -426,7 +428,7 @@ def _import(
         report.status = "unchanged"
 
 
-def _tail_kind(inp: Input) -> str:
+def tail_kind(inp: Input) -> str:
     """What a held-back tail is: a file's unfinished line, or a unit's records still changing."""
     return "held" if isinstance(inp, UnitInput) else "torn"
 
@@ -518,15 +520,15 @@ def _mark(
         "targets": targets,
     }
     if src.torn is not None:
-        data[_tail_kind(sink.inp)] = {
+        data[tail_kind(sink.inp)] = {
             "line": src.torn[0],
             "offset": src.torn[1],
             "bytes": src.torn[2],
         }
     key = f"{mapper.source}:{mapper.name}:sync:{src.lines}:{int(settled)}:{stat[1]}"
     for name in mapper.outs:
-        if name != "" and name not in sink.tapes:
-            continue
+        if name != "" and name not in sink.tapes and not sink.batch.get(name):
+            continue  # a sidechain with nothing written (and nothing to write)
         if key in sink.state(name).keys:
             continue
         sink._tape(name)

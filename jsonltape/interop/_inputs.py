@@ -75,19 +75,20 @@ class FileInput(Input):
 
 
 class UnitInput(Input):
-    """A unit, rendered on first use (once per ``settled`` value) and read from memory."""
+    """A unit, rendered once on first use and read from memory."""
 
     def __init__(self, unit: Unit) -> None:
         self.unit = unit
         self.path = Path(unit.path)
         self.name = unit.name
-        self._rendered: dict[bool, tuple[bytes, int]] = {}
+        self._rendered: tuple[bytes, int] | None = None
 
     def _render(self, settled: bool) -> tuple[bytes, int]:
-        got = self._rendered.get(settled)
-        if got is None:
-            got = self._rendered[settled] = self.unit.render(settled)
-        return got
+        # once per input: the bytes do not depend on ``settled``, only what is held does
+        if self._rendered is None:
+            self._rendered = self.unit.render(False)
+        data, held = self._rendered
+        return data, 0 if settled else held
 
     def stat(self) -> tuple[int, int]:
         return self.unit.size, self.unit.mtime_ns

@@ -75,7 +75,8 @@ class Unit(NamedTuple):
     """When the unit last changed (nanoseconds since the epoch)."""
     render: Callable[[bool], tuple[bytes, int]]
     """``render(settled)`` -> ``(jsonl, held)``: every line ends with a newline; the last
-    ``held`` bytes are records that may still change (0 when ``settled``: nothing will)."""
+    ``held`` bytes are records that may still change (0 when ``settled``: nothing will). The
+    bytes are the same either way (an import renders a unit once)."""
 
 
 def _suspect(raw: bytes) -> bool:

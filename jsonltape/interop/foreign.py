@@ -33,8 +33,8 @@ from ..events import Event, Replace, Retract
 from ..fold import SurfaceFold, message_changes
 from ._base import Mapper, Spec
 from ._discover import as_input
-from ._engine import FileReport, Torn, display_path, mapper_for, session_id_for
-from ._inputs import Input, UnitInput
+from ._engine import FileReport, Torn, display_path, mapper_for, session_id_for, tail_kind
+from ._inputs import Input
 from ._model import unique_key
 from ._source import Unit
 
@@ -98,11 +98,8 @@ class ForeignScan:
         yield from self._drain(mapper, started, fallback or 0, final=True)
         r = self.report
         r.lines = src.lines
-        tail = Torn(*src.torn) if src.torn is not None else None
-        if isinstance(self.input, UnitInput):
-            r.held = tail
-        else:
-            r.torn = tail
+        if src.torn is not None:
+            setattr(r, tail_kind(self.input), Torn(*src.torn))
         r.raw, r.unknown, r.problems = mapper.raw_counts, mapper.unknown, mapper.problems
         r.sanitized = mapper.sanitized
         r.sessions = [o.target.session_id for o in mapper.outs.values()]

@@ -318,6 +318,10 @@ def legacy_unit(path: Path) -> Unit:
             raise FormatError(
                 "not a Gemini CLI chat: not an object with a messages list", path=path
             )
+        if not isinstance(value.get("sessionId"), str) or not isinstance(
+            value.get("projectHash"), str
+        ):
+            raise FormatError("not a Gemini CLI chat: no sessionId and projectHash", path=path)
         meta = {k: value[k] for k in _LEGACY_META if k in value}
         lines = [_encode(meta)]
         lines.extend(_encode(m) for m in value["messages"])
