@@ -154,3 +154,25 @@ def test_a_title_after_a_run_that_stopped_before_the_header_was_fixed_is_kept(
     again = import_file("gemini-cli", src, root, settle=None)
     assert again.status == "imported", again.error
     assert fold.title(session) == "Read the screenshot"
+
+
+def test_a_sidechain_written_only_at_the_end_gets_its_import_marker(tmp_path: Path) -> None:
+    """A sidechain whose header is never fixed (its first prompt holds only an image, and no
+    reply follows) is created by the run's last write; it still ends with import/sync."""
+    lines = (SAMPLES / "claude-code-v1.0.108-japanese.jsonl").read_text().splitlines()
+    first = json.loads(lines[15])
+    assert first["isSidechain"] and first["type"] == "user"  # line 16: a sidechain's prompt
+    first["message"]["content"] = [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}}
+    ]
+    src = tmp_path / "src" / "7d2c9a10-1b2c-4d3e-8f40-5a6b7c8d9e0f.jsonl"
+    src.parent.mkdir()
+    src.write_text("\n".join([*lines[:15], json.dumps(first)]) + "\n")
+    report = import_file("claude-code", src, tmp_path / "root", settle=None)
+    assert report.status == "imported", report.error
+    assert len(report.sessions) == 2  # the main session and the sidechain
+    for session in report.sessions:
+        types = [e.type for e in jsonltape.read(session)]
+        assert "import/sync" in types, session
+    again = import_file("claude-code", src, tmp_path / "root", settle=None)
+    assert again.status == "unchanged" and again.events == 0
