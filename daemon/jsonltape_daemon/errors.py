@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from jsonltape.errors import JsonltapeError, LockedError
 
-__all__ = ["DaemonError", "FeatureMissingError", "IndexBusyError", "IndexStateError"]
+__all__ = [
+    "DaemonError",
+    "EngineMissingError",
+    "FeatureMissingError",
+    "IndexBusyError",
+    "IndexStateError",
+    "IndexTargetError",
+]
 
 
 class IndexStateError(JsonltapeError):
@@ -19,6 +26,22 @@ class FeatureMissingError(IndexStateError):
     """This Python's SQLite lacks FTS5 or its trigram tokenizer."""
 
     code = "sqlite-feature-missing"
+
+
+class IndexTargetError(IndexStateError):
+    """``--index`` names no engine jsonltape has: a URL with an unknown scheme."""
+
+    code = "index-target"
+
+    def __init__(self, message: str, *, scheme: str) -> None:
+        super().__init__(message)
+        self.scheme = scheme
+
+
+class EngineMissingError(IndexStateError):
+    """The index is a PostgreSQL URL but psycopg 3 is not installed."""
+
+    code = "engine-missing"
 
 
 class IndexBusyError(LockedError):

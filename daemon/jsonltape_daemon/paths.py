@@ -46,8 +46,15 @@ __all__ = [
 
 
 def default_index() -> Path:
-    env = os.environ.get("JSONLTAPE_INDEX")
-    return Path(env).expanduser().absolute() if env else data_dir() / "index.db"
+    """``$JSONLTAPE_INDEX``, else ``<data dir>/index.db``; a URL there is never taken as a
+    path (:mod:`.target`): a PostgreSQL one is refused here, where a file is needed."""
+    from .errors import IndexTargetError
+    from .target import PgTarget, default_target
+
+    t = default_target(data_dir())
+    if isinstance(t, PgTarget):
+        raise IndexTargetError(f"{t}: a SQLite index file is needed here", scheme="postgresql")
+    return t.path
 
 
 def ensure_private_dir(path: Path) -> None:

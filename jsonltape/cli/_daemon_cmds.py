@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 import msgspec
-from jsonltape_daemon import paths, schema
+from jsonltape_daemon import paths, schema, target
 
 from .._project import make_sessions_dir, resolve_root
 from . import CliError
@@ -31,6 +31,7 @@ __all__ = [
     "index_stats",
     "reader",
     "root_arg",
+    "target_of",
 ]
 
 _enc = msgspec.json.Encoder()
@@ -38,16 +39,30 @@ _enc = msgspec.json.Encoder()
 index_option = click.option(
     "--index",
     "index_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Index file (default: $JSONLTAPE_INDEX or <data dir>/index.db).",
+    metavar="PATH|URL",
+    help="Index: a SQLite file or a postgresql:// URL (default: $JSONLTAPE_INDEX or "
+    "<data dir>/index.db).",
 )
 root_arg = click.argument("root", required=False, type=click.Path(file_okay=False, path_type=Path))
 
 
-def index_of(path: Path | None) -> Path:
-    """The index file to use; refused at once if something else is there (sqlite would block
-    on a FIFO, and fail with a bare "disk I/O error" on a directory)."""
-    index = (path or paths.default_index()).absolute()
+def target_of(value: str | None) -> target.Target:
+    """The index ``--index`` (else ``$JSONLTAPE_INDEX``, else the default file) names; a
+    ``scheme://`` value is a supported engine or one clear error, never a path."""
+    t = target.parse(value) if value is not None else target.default_target(paths.data_dir())
+    if isinstance(t, target.SqliteTarget):
+        return target.SqliteTarget(index_of(str(t.path)))
+    return t
+
+
+def index_of(value: str | None) -> Path:
+    """The SQLite index file to use; refused at once if something else is there (sqlite would
+    block on a FIFO, and fail with a bare "disk I/O error" on a directory), or if ``value`` is
+    a URL (the commands that take one call :func:`target_of`)."""
+    t = target.parse(value) if value is not None else target.default_target(paths.data_dir())
+    if isinstance(t, target.PgTarget):
+        raise CliError(f"{t}: this command needs a SQLite index file, not a PostgreSQL URL", 2)
+    index = t.path
     try:
         mode = os.stat(index).st_mode
     except OSError:
@@ -210,7 +225,7 @@ def _sources(specs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
 @_daemon_options
 def daemon_run(
     root: Path | None,
-    index_path: Path | None,
+    index_path: str | None,
     poll: bool,
     poll_interval: float,
     rescan_interval: float,
@@ -242,7 +257,7 @@ def daemon_run(
 @_daemon_options
 def daemon_start(
     root: Path | None,
-    index_path: Path | None,
+    index_path: str | None,
     poll: bool,
     poll_interval: float,
     rescan_interval: float,
@@ -277,7 +292,7 @@ def daemon_start(
 
 @daemon.command("stop")
 @index_option
-def daemon_stop(index_path: Path | None) -> None:
+def daemon_stop(index_path: str | None) -> None:
     """Stop the daemon (it finishes its current transaction first).
 
     Stopping a daemon that is not running succeeds (exit 0, "not running"), as LSB init
@@ -296,7 +311,7 @@ STATUS_RUNNING, STATUS_DEAD_PIDFILE, STATUS_NOT_RUNNING = 0, 1, 3
 @daemon.command("status")
 @index_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def daemon_status_cmd(index_path: Path | None, as_json: bool) -> None:
+def daemon_status_cmd(index_path: str | None, as_json: bool) -> None:
     """Pid, root, index, files tracked, events indexed, lag and errors.
 
     Exit codes follow LSB for a service's status: 0 running, 3 not running, 1 not running but
@@ -373,7 +388,7 @@ _kind_option = click.option(
 @root_arg
 @index_option
 @_kind_option
-def daemon_print_service(root: Path | None, index_path: Path | None, kind: str | None) -> None:
+def daemon_print_service(root: Path | None, index_path: str | None, kind: str | None) -> None:
     """Print a systemd user unit or a launchd agent that runs the daemon over ROOT."""
     from jsonltape_daemon import units
 
@@ -387,7 +402,7 @@ def daemon_print_service(root: Path | None, index_path: Path | None, kind: str |
 @_kind_option
 @click.option("--force", is_flag=True, help="Overwrite an existing service file.")
 def daemon_install_service(
-    root: Path | None, index_path: Path | None, kind: str | None, force: bool
+    root: Path | None, index_path: str | None, kind: str | None, force: bool
 ) -> None:
     """Write the service file (the daemon over ROOT) into place and print the commands that
     enable it."""

@@ -104,7 +104,7 @@ def _build_substrings(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the sync statistics as JSON.")
 def sync(
-    root: Path | None, index_path: Path | None, sources: tuple[str, ...], as_json: bool
+    root: Path | None, index_path: str | None, sources: tuple[str, ...], as_json: bool
 ) -> None:
     """Bring the index up to date with every session file under ROOT, once.
 
@@ -206,7 +206,7 @@ def index() -> None:
 
 @index.command("path")
 @index_option
-def index_path_cmd(index_path: Path | None) -> None:
+def index_path_cmd(index_path: str | None) -> None:
     """Print where the index is."""
     click.echo(str(index_of(index_path)))
 
@@ -214,7 +214,7 @@ def index_path_cmd(index_path: Path | None) -> None:
 @index.command("status")
 @index_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def index_status(index_path: Path | None, as_json: bool) -> None:
+def index_status(index_path: str | None, as_json: bool) -> None:
     """Counts, files that could not be indexed, and whether a daemon keeps it current."""
     idx = index_of(index_path)
     info = index_stats(idx)
@@ -259,7 +259,7 @@ def index_status(index_path: Path | None, as_json: bool) -> None:
 @index.command("rebuild")
 @click.argument("roots", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
 @index_option
-def index_rebuild(roots: tuple[Path, ...], index_path: Path | None) -> None:
+def index_rebuild(roots: tuple[Path, ...], index_path: str | None) -> None:
     """Recreate the index from the session files (ROOTS default to those synced before).
 
     The new index is built beside the old one, which stays searchable until it is replaced.
@@ -306,7 +306,7 @@ def _size(path: str) -> int:
 
 @index.command("optimize")
 @index_option
-def index_optimize(index_path: Path | None) -> None:
+def index_optimize(index_path: str | None) -> None:
     """Merge the full-text indexes into one segment each (slow; faster searches after)."""
     idx = index_of(index_path)
     if not idx.exists():

@@ -117,7 +117,7 @@ def _highlighter(styled: bool) -> Callable[[str], str]:
 def search(
     query: tuple[str, ...],
     phrases: tuple[str, ...],
-    index_path: Path | None,
+    index_path: str | None,
     session: str | None,
     roles: tuple[str, ...],
     types: tuple[str, ...],
@@ -196,7 +196,7 @@ def search(
 @click.option("--path", "path_glob", help="Only sessions whose path matches this glob.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per session.")
 def sessions(
-    index_path: Path | None, limit: int | None, path_glob: str | None, as_json: bool
+    index_path: str | None, limit: int | None, path_glob: str | None, as_json: bool
 ) -> None:
     """List sessions, most recent activity first (the last event's time, not the mtime)."""
     con = reader(index_of(index_path))
@@ -238,7 +238,7 @@ def _print_window(info: s.SessionInfo, turns: list[s.Turn], more: int | None, re
 @click.option("--before", type=SEQ, help="Only messages before this seq (page backwards).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
 def show(
-    session: str, index_path: Path | None, last: int, before: int | None, as_json: bool
+    session: str, index_path: str | None, last: int, before: int | None, as_json: bool
 ) -> None:
     """Show the last messages of SESSION (id, id prefix or path) from the index.
 
