@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DaemonError
-from .foreign import engine_for
-from .ingest import Budget, Ingestor, SyncStats
+from .ingest import Budget, SyncStats
 from .lock import daemon_status, index_lock, running_pid, write_private
+from .mirror import Mirror
 from .paths import ensure_private_dir, log_file, pid_file, status_file
 from .store import SqliteStore
 from .watcher import Hints, ObserverFactory, Watcher
@@ -66,7 +66,6 @@ class Daemon:
         self._errors: list[str] = []
         self._status_at = 0.0
         self.store: SqliteStore | None = None
-        self.extra: list[tuple[Ingestor, Watcher]] = []
 
     def request_stop(self) -> None:
         self.stop_event.set()
@@ -83,33 +82,22 @@ class Daemon:
             self._install_signals()
             store = SqliteStore(cfg.index, helper_from=cfg.helper_from)
             self.store = store
-            store.add_root(root)
-            engine = Ingestor(store, root, budget=cfg.budget, should_stop=self.stop_event.is_set)
-            watcher = Watcher(
-                root,
-                self.hints,
-                poll=cfg.poll,
-                poll_interval=cfg.poll_interval,
-                observer_factory=cfg.observer_factory,
-                log=self.log,
+            mirror = Mirror(
+                store, root, cfg.sources, budget=cfg.budget, should_stop=self.stop_event.is_set
             )
-            # Foreign trees: their own engine (the importers' mapping) and watcher; every hint
-            # goes to every engine, which ignores paths outside its root.
-            self.extra = []
-            for kind, path in cfg.sources:
-                store.add_root(f"{kind}:{path}")
-                fe = engine_for(
-                    store, f"{kind}:{path}", budget=cfg.budget, should_stop=self.stop_event.is_set
-                )
-                fw = Watcher(
-                    path,
+            # One watcher per tree; every hint goes to every engine, which ignores paths
+            # outside its tree.
+            watchers = [
+                Watcher(
+                    tree,
                     self.hints,
                     poll=cfg.poll,
                     poll_interval=cfg.poll_interval,
                     observer_factory=cfg.observer_factory,
                     log=self.log,
                 )
-                self.extra.append((fe, fw))
+                for tree in (root, *(path for _kind, path in cfg.sources))
+            ]
             self.status = {
                 "pid": os.getpid(),
                 "root": root,
@@ -122,16 +110,14 @@ class Daemon:
                 "events": 0,
             }
             try:
-                watcher.start()
-                for _fe, fw in self.extra:
-                    fw.start()
-                self.status["watcher"] = watcher.mode
-                self.log(f"watching {root} ({watcher.mode}); index {cfg.index}")
-                self._loop(engine, watcher)
+                for w in watchers:
+                    w.start()
+                self.status["watcher"] = watchers[0].mode
+                self.log(f"watching {root} ({watchers[0].mode}); index {cfg.index}")
+                self._loop(mirror, watchers)
             finally:
-                watcher.stop()
-                for _fe, fw in self.extra:
-                    fw.stop()
+                for w in watchers:
+                    w.stop()
                 store.close()
                 self.status["state"] = "stopped"
                 self._write_status(force=True)
@@ -144,12 +130,11 @@ class Daemon:
         self.log("stopped")
         return 0
 
-    def _loop(self, engine: Ingestor, watcher: Watcher) -> None:
+    def _loop(self, mirror: Mirror, watchers: list[Watcher]) -> None:
         cfg = self.config
-        store = engine.store
-        self._account(engine.rescan(), rescan=True)
-        for fe, _fw in self.extra:
-            self._account(fe.rescan(), rescan=True)
+        engine, store = mirror.main, mirror.main.store
+        assert isinstance(store, SqliteStore)
+        self._account(mirror.rescan(), rescan=True)
         self.status["state"] = "running"
         self._write_status(force=True)
         next_rescan = time.monotonic() + cfg.rescan_interval
@@ -164,14 +149,10 @@ class Daemon:
                 break
             try:
                 if rescan or time.monotonic() >= next_rescan:
-                    self._account(engine.rescan(), rescan=True)
-                    for fe, _fw in self.extra:
-                        self._account(fe.rescan(), rescan=True)
+                    self._account(mirror.rescan(), rescan=True)
                     next_rescan = time.monotonic() + cfg.rescan_interval
                 elif paths:
-                    self._account(engine.sync_paths(paths), rescan=False)
-                    for fe, _fw in self.extra:
-                        self._account(fe.sync_paths(paths), rescan=False)
+                    self._account(mirror.sync_paths(paths), rescan=False)
                 elif building:
                     stats = engine.build_substrings(
                         cfg.substring_step, tx_seconds=cfg.substring_step
@@ -185,10 +166,9 @@ class Daemon:
                 next_rescan = min(next_rescan, time.monotonic() + 5.0)
                 if building:
                     self.stop_event.wait(1.0)  # do not spin on a failing catch-up step
-            watcher.check()
-            for _fe, fw in self.extra:
-                fw.check()
-            self.status["watcher"] = watcher.mode
+            for w in watchers:
+                w.check()
+            self.status["watcher"] = watchers[0].mode
             self.status["substrings_ready"] = not store.substrings_pending()
             self._write_status()
 

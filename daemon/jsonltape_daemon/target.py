@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import urllib.parse
 from pathlib import Path
 from typing import NamedTuple
 
@@ -73,6 +72,8 @@ def redact(url: str) -> str:
     m = _SCHEME.match(url)
     if m is None:
         return url
+    import urllib.parse  # only when a URL is shown: not on a query's start-up path
+
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:

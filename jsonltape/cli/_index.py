@@ -21,6 +21,7 @@ from jsonltape_daemon.errors import IndexBusyError, IndexStateError
 from jsonltape_daemon.foreign import engine_for, parse_source
 from jsonltape_daemon.ingest import Ingestor, SyncStats, walk
 from jsonltape_daemon.lock import daemon_status, index_lock, running_pid
+from jsonltape_daemon.mirror import Mirror
 from jsonltape_daemon.store import SqliteStore, remove_db
 
 from . import CliError, one_line
@@ -137,39 +138,19 @@ def sync(
         with _GracefulStop() as stop:
             store = SqliteStore(idx)
             try:
-                store.add_root(str(r))
-                engine = Ingestor(store, r, should_stop=stop)
-                stats = engine.rescan()
-                for kind, path in foreign:  # read-only, through the importers' mapping
-                    store.add_root(f"{kind}:{path}")
-                    more = engine_for(store, f"{kind}:{path}", should_stop=stop).rescan()
-                    for name in (
-                        "files",
-                        "sessions_added",
-                        "sessions_removed",
-                        "events",
-                        "messages",
-                        "errors",
-                        "transactions",
-                        "seconds",
-                    ):
-                        setattr(stats, name, getattr(stats, name) + getattr(more, name))
+                mirror = Mirror(store, str(r), foreign, should_stop=stop)
+                stats = mirror.rescan()  # foreign trees read-only, through the importers' mapping
                 searchable = stats.seconds
                 if store.substrings_pending() and not stop():
                     before = store.substring_progress()[0]
-                    more = _build_substrings(store, engine, "substring index", quiet=as_json)
+                    more = _build_substrings(store, mirror.main, "substring index", quiet=as_json)
                     stats.substrings = store.substring_progress()[0] - before
                     stats.transactions += more.transactions
                     stats.seconds += more.seconds
                     stats.add("substrings", more.seconds)
                 pending = store.substrings_pending()
                 total = store.con.execute("SELECT count(*) FROM sessions").fetchone()[0]
-                errors = [
-                    f
-                    for under in [str(r), *(path for _kind, path in foreign)]
-                    for f in store.files(under=under).values()
-                    if f.status == "error"
-                ]
+                errors = mirror.failed_files()
             finally:
                 store.close()
     finally:
