@@ -55,3 +55,8 @@ def permissive_umask() -> Iterator[None]:
         yield
     finally:
         os.umask(old)
+
+
+# A throwaway PostgreSQL server for the PostgreSQL engine's tests (skips without the server,
+# fails under CI): see tests/_pg.py.
+from tests._pg import pg_db, pg_server  # noqa: E402, F401
