@@ -112,7 +112,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "show",
         "Show the last messages of SESSION (id, id prefix or path) from the index.",
     ),
-    "index": ("_index", "index", "The search index: status, rebuild, path, optimize."),
+    "index": (
+        "_index",
+        "index",
+        "The search index: status, rebuild, path, optimize; init and grant (PostgreSQL).",
+    ),
     "daemon": (
         "_daemon_cmds",
         "daemon",

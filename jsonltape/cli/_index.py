@@ -182,7 +182,17 @@ def _n(n: int, noun: str) -> str:
 
 @click.group()
 def index() -> None:
-    """The search index: status, rebuild, path, optimize."""
+    """The search index: status, rebuild, path, optimize; init and grant (PostgreSQL)."""
+
+
+def _add_pg_commands() -> None:
+    from ._pg_cmds import index_grant, index_init
+
+    index.add_command(index_init)
+    index.add_command(index_grant)
+
+
+_add_pg_commands()
 
 
 @index.command("path")

@@ -1,0 +1,103 @@
+"""``jsonltape index init|grant`` on a real PostgreSQL server: roles, schema and row-level
+security set up from the command line; the SQL printed for a DBA is the SQL run; a password in
+the URL is never shown."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests._pg import PgServer, dbname_of
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jsonltape", *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _tables(url: str) -> set[str]:
+    with psycopg.connect(url, autocommit=True) as con:
+        rows = con.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'jsonltape'"
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def test_init_creates_the_team_index_and_grant_lets_a_writer_push_only_its_origin(
+    pg_server: PgServer, pg_db: str
+) -> None:
+    prefix = pg_server.unique("team")
+    r = _cli("index", "init", "--index", pg_db, "--prefix", prefix)
+    assert r.returncode == 0, r.stderr
+    assert {"sessions", "events", "messages", "files", "origins"} <= _tables(pg_db)
+    again = _cli("index", "init", "--index", pg_db, "--prefix", prefix)  # idempotent
+    assert again.returncode == 0, again.stderr
+
+    writer = pg_server.unique("laptop")
+    pg_server.create_role(writer, "pw-of-the-laptop")
+    g = _cli(
+        "index",
+        "grant",
+        "--index",
+        pg_db,
+        "--prefix",
+        prefix,
+        "--writer",
+        writer,
+        "--origin",
+        "alice@laptop-1",
+    )
+    assert g.returncode == 0, g.stderr
+    url = pg_server.url(dbname_of(pg_db), writer, "pw-of-the-laptop")
+    with psycopg.connect(url, autocommit=True) as con:
+        mine = con.execute(
+            "SELECT count(*) FROM jsonltape.origins WHERE origin = 'alice@laptop-1'"
+        ).fetchone()
+        assert mine == (1,)
+        with pytest.raises(psycopg.Error):
+            con.execute("INSERT INTO jsonltape.origins (origin) VALUES ('bob@desk-2')")
+
+
+def test_print_gives_the_sql_that_init_runs(pg_server: PgServer, pg_db: str) -> None:
+    prefix = pg_server.unique("dba")
+    printed = _cli("index", "init", "--print", "--prefix", prefix)
+    assert printed.returncode == 0 and printed.stdout.startswith("--")
+    psql = pg_server.bindir / "psql"
+    run = subprocess.run(
+        [str(psql), "-v", "ON_ERROR_STOP=1", "-q", "-d", pg_db, "-f", "-"],
+        input=printed.stdout,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert {"sessions", "messages"} <= _tables(pg_db)
+
+
+def test_a_password_in_the_url_never_appears_in_errors(
+    pg_server: PgServer, pg_db: str, tmp_path: Path
+) -> None:
+    role = pg_server.unique("wrongpw")
+    pg_server.create_role(role, "the-right-one")
+    url = pg_server.url(dbname_of(pg_db), role, "Sekr1t-pass-XYZ")
+    for args in (
+        ["index", "init", "--index", url],
+        ["index", "grant", "--index", url, "--reader", role],
+        ["sync", "--index", url],
+    ):
+        r = _cli(*args, env={"JSONLTAPE_ROOT": str(tmp_path)})
+        out = r.stdout + r.stderr
+        assert r.returncode != 0, out
+        assert "Sekr1t-pass-XYZ" not in out, out
+        assert "Traceback" not in out
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
