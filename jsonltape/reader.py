@@ -25,7 +25,7 @@ from ._scan import (
     too_deep,
     witness_after,
 )
-from .errors import CorruptError, FormatError
+from .errors import CorruptError, FormatError, InvalidArgumentError
 from .events import Event, HeaderData, Line
 
 __all__ = ["Report", "header", "lines", "read", "tail_scan", "verify", "witness_after"]
@@ -114,9 +114,31 @@ def lines(
 
 
 def read(
-    path: str | os.PathLike[str], *, from_seq: int = 0, from_offset: int | None = None
+    path: str | os.PathLike[str],
+    *,
+    from_seq: int = 0,
+    from_offset: int | None = None,
+    follow: bool = False,
+    idle_timeout: float | None = None,
 ) -> Iterator[Event]:
-    """Yield the committed events of a session in seq order, in constant memory."""
+    """Yield the committed events of a session in seq order, in constant memory.
+
+    With ``follow=True`` the iterator does not end at the end of the file: it waits for a
+    writer to append, across its checkpoints and across a crash whose torn tail ``repair``
+    cuts, and yields each event once it is committed, each exactly once (a bounded poll of
+    10 to 250 ms, see ``jsonltape._follow``). It ends after ``idle_timeout`` seconds without
+    a new event (None: never), when the caller closes it, or with
+    :class:`ConcurrentModificationError` if the file is replaced, or shrinks below or is
+    rewritten under what was read. ``idle_timeout`` is for ``follow`` only.
+    """
+    if follow:
+        from ._follow import follow_events
+
+        return follow_events(
+            path, from_seq=from_seq, from_offset=from_offset, idle_timeout=idle_timeout
+        )
+    if idle_timeout is not None:
+        raise InvalidArgumentError("idle_timeout is for follow=True only", field="idle_timeout")
     return _events(Path(path), from_seq, from_offset)
 
 

@@ -24,6 +24,8 @@ from . import CliError, fail, one_line
 from ._params import SECONDS, SEQ, JsonObject, parse_json
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from .._project import SessionRoot
     from .._scan import TailScan
     from ..events import Line
@@ -163,13 +165,32 @@ def append(
 @path_arg
 @click.option("--from", "from_seq", type=SEQ, default=0, help="Start at this seq.")
 @click.option("--type", "pattern", help="Only event types matching this glob, e.g. 'tool/*'.")
-def cat(path: Path, from_seq: int, pattern: str | None) -> None:
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Keep printing lines as a writer commits them, across checkpoints and a repair of a "
+    "torn tail; Ctrl-C ends it with exit code 0. A replaced file ends it with exit code 4.",
+)
+def cat(path: Path, from_seq: int, pattern: str | None, follow: bool) -> None:
     """Print the committed lines of PATH exactly as stored (a torn tail is not printed)."""
     out = sys.stdout.buffer
     line: Line
-    for line in reader.lines(path, from_seq=from_seq):
-        if pattern is None or fnmatch.fnmatchcase(line.event.type, pattern):
-            out.write(line.raw)
+    lines: Iterator[Line]
+    if follow:
+        from .._follow import follow_lines
+
+        lines = follow_lines(path, from_seq=from_seq, on_wait=out.flush)
+    else:
+        lines = reader.lines(path, from_seq=from_seq)
+    try:
+        for line in lines:
+            if pattern is None or fnmatch.fnmatchcase(line.event.type, pattern):
+                out.write(line.raw)
+    except KeyboardInterrupt:
+        if not follow:
+            raise
+        # Ctrl-C is how a follow ends: what was printed is whole lines, so it is a success.
     out.flush()
 
 

@@ -90,6 +90,15 @@ parent_opt = click.option(
     help="Check the OpenAI and Anthropic request bodies against the providers' rules instead:"
     " print each problem and exit 1, or nothing and exit 0.",
 )
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Keep printing as a writer appends: one JSON line per message as it becomes visible"
+    ' (the neutral items), and {"removed": [SEQ...], "status": ..., "by": SEQ} when a later'
+    " event takes shown messages off the surface. Ctrl-C ends it with exit code 0; a"
+    " replaced file ends it with exit code 4.",
+)
 @parent_opt
 def messages(
     path: Path,
@@ -98,6 +107,7 @@ def messages(
     all_versions: bool,
     branch: int | None,
     check: bool,
+    follow: bool,
     parent_specs: tuple[str, ...],
 ) -> None:
     """Print the model-visible history of PATH as JSON.
@@ -105,7 +115,17 @@ def messages(
     Replaced, compacted and retracted messages are not in it; --all-versions lists them too,
     each with its status and the seq that changed it, and the messages of other versions a
     git merge recorded (status branch, by: the receipt). --branch SEQ folds such a version.
+    --follow streams the history as it grows (JSON Lines, neutral items only).
     """
+    if follow:
+        if fmt != "neutral" or all_versions or branch is not None or at is not None or check:
+            raise CliError(
+                "--follow prints the neutral history as it grows: no --format, --at,"
+                " --all-versions, --branch or --check with it",
+                2,
+            )
+        _follow_messages(path, _parents(parent_specs))
+        return
     if all_versions and fmt != "neutral":
         raise CliError("--all-versions needs --format neutral", 2)
     if branch is not None and at is not None:
@@ -142,6 +162,18 @@ def messages(
     )
     out = sys.stdout.buffer
     write_json(out.write, body)  # message by message: a long history is never held whole
+    out.flush()
+
+
+def _follow_messages(path: Path, parents: dict[str, str] | None) -> None:
+    from .._follow import follow_messages
+
+    out = sys.stdout.buffer
+    try:
+        for item in follow_messages(path, parents=parents, on_wait=out.flush):
+            out.write(_enc.encode(item) + b"\n")
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how a follow ends: what was printed is whole lines, a success
     out.flush()
 
 
