@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,9 @@ from typing import Any
 from .errors import DaemonError
 from .ingest import Budget, SyncStats
 from .lock import daemon_status, index_lock, running_pid, write_private
-from .mirror import Mirror
+from .mirror import IndexStore, Mirror
 from .paths import ensure_private_dir, log_file, pid_file, status_file
+from .remote import Remote
 from .store import SqliteStore
 from .watcher import Hints, ObserverFactory, Watcher
 
@@ -50,6 +51,10 @@ class Config:
     observer_factory: ObserverFactory | None = None
     #: Foreign trees mirrored read-only beside the root: (kind, absolute path) pairs.
     sources: tuple[tuple[str, str], ...] = ()
+    #: A shared PostgreSQL index to push into beside the local one (its URL; see remote.py),
+    #: and the origin this machine pushes as.
+    remote: str | None = None
+    origin: str | None = None
 
 
 class Daemon:
@@ -66,6 +71,7 @@ class Daemon:
         self._errors: list[str] = []
         self._status_at = 0.0
         self.store: SqliteStore | None = None
+        self.remote: Remote | None = None
 
     def request_stop(self) -> None:
         self.stop_event.set()
@@ -98,6 +104,7 @@ class Daemon:
                 )
                 for tree in (root, *(path for _kind, path in cfg.sources))
             ]
+            self.remote = self._remote(mirror)
             self.status = {
                 "pid": os.getpid(),
                 "root": root,
@@ -118,6 +125,8 @@ class Daemon:
             finally:
                 for w in watchers:
                     w.stop()
+                if self.remote is not None:
+                    self.remote.close()
                 store.close()
                 self.status["state"] = "stopped"
                 self._write_status(force=True)
@@ -135,6 +144,7 @@ class Daemon:
         engine, store = mirror.main, mirror.main.store
         assert isinstance(store, SqliteStore)
         self._account(mirror.rescan(), rescan=True)
+        self._push((), rescan=True)
         self.status["state"] = "running"
         self._write_status(force=True)
         next_rescan = time.monotonic() + cfg.rescan_interval
@@ -142,6 +152,8 @@ class Daemon:
             # While the substring index catches up, look for hints without waiting.
             building = store.substrings_pending()
             wait = 0.0 if building else max(0.0, next_rescan - time.monotonic())
+            if self.remote is not None and not self.remote.connected:
+                wait = min(wait, self.remote.wait())
             paths, rescan = self.hints.take(
                 min(wait, 1.0), quiet=cfg.debounce, max_wait=cfg.max_wait, stop=self.stop_event
             )
@@ -150,9 +162,13 @@ class Daemon:
             try:
                 if rescan or time.monotonic() >= next_rescan:
                     self._account(mirror.rescan(), rescan=True)
+                    self._push((), rescan=True)
                     next_rescan = time.monotonic() + cfg.rescan_interval
                 elif paths:
                     self._account(mirror.sync_paths(paths), rescan=False)
+                    self._push(paths, rescan=False)
+                elif self.remote is not None and not self.remote.connected:
+                    self._push((), rescan=False)  # due for a reconnect: it rescans then
                 elif building:
                     stats = engine.build_substrings(
                         cfg.substring_step, tx_seconds=cfg.substring_step
@@ -171,6 +187,47 @@ class Daemon:
             self.status["watcher"] = watchers[0].mode
             self.status["substrings_ready"] = not store.substrings_pending()
             self._write_status()
+
+    def _remote(self, local: Mirror) -> Remote | None:
+        cfg = self.config
+        if cfg.remote is None:
+            return None
+        from .target import redact
+
+        from .origin import default_origin
+        from .paths import data_dir
+
+        url, origin = cfg.remote, cfg.origin or default_origin(data_dir())
+
+        def open_store() -> IndexStore:
+            from .pg_store import PgStore
+
+            return PgStore(url, origin)
+
+        return Remote(
+            redact(url),
+            open_store,
+            local.main.root,
+            cfg.sources,
+            budget=cfg.budget,
+            should_stop=self.stop_event.is_set,
+            log=self.log,
+        )
+
+    def _push(self, paths: Iterable[str], *, rescan: bool) -> None:
+        r = self.remote
+        if r is None:
+            return
+        stats = r.step(paths, rescan=rescan)
+        if stats is not None:
+            self.status["pushed"] = _now_ms()
+            self.status["pushed_events"] = self.status.get("pushed_events", 0) + stats.events
+        self.status["remote"] = {
+            "index": r.name,
+            "connected": r.connected,
+            "error": r.error,
+            "failures": r.failures,
+        }
 
     def _account(self, stats: SyncStats, *, rescan: bool) -> None:
         s = self.status
