@@ -34,6 +34,24 @@ def test_readme_library_example_runs(tmp_path: Path) -> None:
     assert "tool/result" in proc.stdout
 
 
+def test_readme_framework_examples_run(tmp_path: Path) -> None:
+    """Each example of "Use with your agent framework" runs as written (no model is called:
+    the examples use the frameworks' own fake models) and leaves a clean session behind."""
+    blocks = re.findall(r"```python\n(.*?)```", _section("Use with your agent framework"), re.S)
+    assert len(blocks) >= 2
+    for i, code in enumerate(blocks):
+        cwd = tmp_path / str(i)
+        cwd.mkdir()
+        proc = subprocess.run(
+            [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        written = list(cwd.rglob("*.jsonl"))
+        assert written, f"example {i} wrote no session"
+        for path in written:
+            assert jsonltape.verify(path).state == "clean", path
+
+
 def _commands() -> list[tuple[str, click.Command]]:
     """Every command and group, all levels down: ("index status", <Command>), ..."""
     out: list[tuple[str, click.Command]] = []
