@@ -34,12 +34,24 @@ def test_readme_library_example_runs(tmp_path: Path) -> None:
     assert "tool/result" in proc.stdout
 
 
+_CANNED_AGENTS_MODEL = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+from agents import set_tracing_disabled
+from tests.test_adapter_openai_agents import CannedModel, reply
+set_tracing_disabled(True)
+model = CannedModel([[reply("m1", "Hello!")], [reply("m2", "You said hi.")]])
+"""
+
+
 def test_readme_framework_examples_run(tmp_path: Path) -> None:
     """Each example of "Use with your agent framework" runs as written (no model is called:
     the examples use the frameworks' own fake models) and leaves a clean session behind."""
     blocks = re.findall(r"```python\n(.*?)```", _section("Use with your agent framework"), re.S)
-    assert len(blocks) >= 2
+    assert len(blocks) >= 3
     for i, code in enumerate(blocks):
+        if 'model="gpt-5"' in code:  # the Agents SDK example: a canned model, no network
+            code = _CANNED_AGENTS_MODEL + code.replace('model="gpt-5"', "model=model")
         cwd = tmp_path / str(i)
         cwd.mkdir()
         proc = subprocess.run(
