@@ -13,6 +13,7 @@ __all__ = [
     "IndexBusyError",
     "IndexStateError",
     "IndexTargetError",
+    "IndexUnreachableError",
 ]
 
 
@@ -36,6 +37,12 @@ class IndexTargetError(IndexStateError):
     def __init__(self, message: str, *, scheme: str) -> None:
         super().__init__(message)
         self.scheme = scheme
+
+
+class IndexUnreachableError(IndexStateError):
+    """The PostgreSQL index cannot be reached: the connection failed or was lost."""
+
+    code = "index-unreachable"
 
 
 class EngineMissingError(IndexStateError):

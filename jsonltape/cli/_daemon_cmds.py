@@ -29,6 +29,7 @@ __all__ = [
     "existing_root",
     "index_option",
     "index_stats",
+    "origins_option",
     "reader",
     "root_arg",
     "target_of",
@@ -42,6 +43,14 @@ index_option = click.option(
     metavar="PATH|URL",
     help="Index: a SQLite file or a postgresql:// URL (default: $JSONLTAPE_INDEX or "
     "<data dir>/index.db).",
+)
+origins_option = click.option(
+    "--origin",
+    "origins",
+    multiple=True,
+    metavar="NAME",
+    help="Only sessions pushed by this origin (machine and user) to a PostgreSQL team index. "
+    "Repeatable.",
 )
 root_arg = click.argument("root", required=False, type=click.Path(file_okay=False, path_type=Path))
 

@@ -20,10 +20,12 @@ import click
 import msgspec
 from jsonltape_daemon import search as s
 from jsonltape_daemon.errors import IndexStateError
+from jsonltape_daemon.query import open_reader
+from jsonltape_daemon.target import SqliteTarget
 
 from .._time import MAX_TIME, format_ms
 from . import CliError
-from ._daemon_cmds import echo_json, index_of, index_option, reader
+from ._daemon_cmds import echo_json, index_option, origins_option, target_of
 from ._params import COUNT, SEQ
 
 __all__ = ["search", "sessions", "show"]
@@ -84,6 +86,7 @@ def _highlighter(styled: bool) -> Callable[[str], str]:
     help="Also require this exact phrase, taken literally (no quoting needed). Repeatable.",
 )
 @index_option
+@origins_option
 @click.option("--session", help="Only this session (id, id prefix or path).")
 @click.option("--role", "roles", multiple=True, help="Only this role (user, assistant, tool...).")
 @click.option("--type", "types", multiple=True, help="Only this event type (glob: 'tool/*').")
@@ -118,6 +121,7 @@ def search(
     query: tuple[str, ...],
     phrases: tuple[str, ...],
     index_path: str | None,
+    origins: tuple[str, ...],
     session: str | None,
     roles: tuple[str, ...],
     types: tuple[str, ...],
@@ -156,21 +160,26 @@ def search(
         path=path_glob,
         all=all_,
     )
+    t = target_of(index_path)
     if interactive:
         from ._search_tui import interactive_search  # prompt_toolkit only for -i
 
-        return interactive_search(index_of(index_path), text, phrases, filters, limit)
-    con = reader(index_of(index_path))
+        if not isinstance(t, SqliteTarget) or origins:
+            raise CliError(f"{t}: -i searches a local index; search a team index without -i", 2)
+        return interactive_search(t.path, text, phrases, filters, limit)
+    index = open_reader(t)
     try:
-        for note in s.notes(con):
+        for note in index.notes():
             click.echo(f"jsonltape: warning: {note}", err=True)
-        hits = s.search(con, text, filters, limit, phrases=phrases, sort=cast(s.Sort, sort))
+        hits = index.search(
+            text, filters, limit, phrases=phrases, sort=cast(s.Sort, sort), origins=origins
+        )
     except Exception as exc:
         if type(exc).__module__ == "sqlite3":
             raise CliError(f"search failed: {exc}", 2) from None
         raise
     finally:
-        con.close()
+        index.close()
     mark = _highlighter(not as_json and sys.stdout.isatty())
     if as_json:
         for hit in hits:
@@ -182,7 +191,9 @@ def search(
     for hit in hits:
         status = "" if hit.status == "current" else f" ({hit.status})"
         title = f"  {hit.title}" if hit.title else ""
-        click.echo(f"{hit.session}  {_when(hit.time)}  {hit.role}{status}{title}")
+        origin = getattr(hit, "origin", None)
+        where = f"  {origin}" if origin else ""
+        click.echo(f"{hit.session}{where}  {_when(hit.time)}  {hit.role}{status}{title}")
         click.echo(f"    {mark(hit.snippet)}")
         click.echo(f"    {hit.path}:{hit.seq}")
 
@@ -192,25 +203,32 @@ def search(
 
 @click.command()
 @index_option
+@origins_option
 @click.option("--limit", type=COUNT, default=None, help="Show at most N sessions.")
 @click.option("--path", "path_glob", help="Only sessions whose path matches this glob.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per session.")
 def sessions(
-    index_path: str | None, limit: int | None, path_glob: str | None, as_json: bool
+    index_path: str | None,
+    origins: tuple[str, ...],
+    limit: int | None,
+    path_glob: str | None,
+    as_json: bool,
 ) -> None:
     """List sessions, most recent activity first (the last event's time, not the mtime)."""
-    con = reader(index_of(index_path))
+    index = open_reader(target_of(index_path))
     try:
-        rows = s.sessions(con, limit=limit, path=path_glob)
+        rows = index.sessions(limit=limit, path=path_glob, origins=origins)
     finally:
-        con.close()
+        index.close()
     for info in rows:
         if as_json:
             echo_json(info)
             continue
         state = "" if info.state == "clean" else f" [{info.state}]"
+        origin = getattr(info, "origin", None)
+        where = f"  {origin}" if origin else ""
         click.echo(
-            f"{_when(info.updated)}  {info.session}  {info.messages:>5} msgs{state}  "
+            f"{_when(info.updated)}  {info.session}{where}  {info.messages:>5} msgs{state}  "
             f"{info.title or '(untitled)'}  {info.path}"
         )
 
@@ -232,44 +250,52 @@ def _print_window(info: s.SessionInfo, turns: list[s.Turn], more: int | None, re
 @click.command()
 @click.argument("session")
 @index_option
+@origins_option
 @click.option(
     "--last", type=COUNT, default=20, show_default=True, help="How many messages to show."
 )
 @click.option("--before", type=SEQ, help="Only messages before this seq (page backwards).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
 def show(
-    session: str, index_path: str | None, last: int, before: int | None, as_json: bool
+    session: str,
+    index_path: str | None,
+    origins: tuple[str, ...],
+    last: int,
+    before: int | None,
+    as_json: bool,
 ) -> None:
     """Show the last messages of SESSION (id, id prefix or path) from the index.
 
     Without an index (or when the session is not in it) a session file is read directly.
     """
-    idx = index_of(index_path)
-    ref = os.path.abspath(session) if os.path.isfile(session) else session
-    con = None
+    t = target_of(index_path)
+    local = isinstance(t, SqliteTarget)
+    ref = os.path.abspath(session) if local and os.path.isfile(session) else session
+    index = None
     try:
-        con = reader(idx)
+        index = open_reader(t)
     except IndexStateError:
-        if not os.path.isfile(session):
+        if not (local and os.path.isfile(session)):
             raise
     try:
-        found = s.resolve_session(con, ref) if con is not None else []
-        if not found and con is not None and not os.path.isfile(session):
-            raise CliError(f"{session}: no such session in {idx}", 2)
-        if len({info.session for _sid, info in found}) > 1:
-            ids = ", ".join(sorted({info.session for _sid, info in found})[:5])
+        found = index.resolve(ref, origins=origins) if index is not None else []
+        if not found and index is not None and not (local and os.path.isfile(session)):
+            raise CliError(f"{session}: no such session in {t}", 2)
+        keys = {(getattr(info, "origin", None), info.session) for _key, info in found}
+        if len(keys) > 1:
+            ids = ", ".join(sorted(f"{o}:{i}" if o else i for o, i in keys)[:5])
             raise CliError(f"{session}: ambiguous; matches {ids}", 2)
-        if found and con is not None:
-            sid, info = found[0]
-            win = s.window(con, sid, last=last, before=before)
+        if found and index is not None:
+            key, info = found[0]
+            win = index.window(key, last=last, before=before)
         else:
             info, win = _window_from_file(Path(ref), last, before)
     finally:
-        if con is not None:
-            con.close()
+        if index is not None:
+            index.close()
     if as_json:
-        for t in win.messages:
-            echo_json({"session": info.session, "path": info.path, **msgspec.to_builtins(t)})
+        for turn in win.messages:
+            echo_json({"session": info.session, "path": info.path, **msgspec.to_builtins(turn)})
         return
     _print_window(info, win.messages, win.more_before, session)
 

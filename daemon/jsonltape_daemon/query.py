@@ -1,0 +1,193 @@
+"""Read an index, whatever its engine: search, the session list, a session's transcript.
+
+``open_reader(target)`` gives a :class:`Reader` over a SQLite file (``search.py``) or a
+PostgreSQL database (``pg_search.py``); the CLI and the terminal UI use only this, so neither
+holds SQL nor knows which engine answers. The query language, the filters and the hit and
+session types are the same for both; a PostgreSQL hit or session also names its ``origin``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from . import search as s
+from .errors import EngineMissingError, IndexStateError, IndexUnreachableError
+from .target import PgTarget, SqliteTarget, Target
+
+__all__ = ["Reader", "open_reader"]
+
+
+class Reader(Protocol):
+    """A read-only view of one index."""
+
+    name: str  #: the index as shown to people (a path, or a URL without its password)
+
+    def notes(self) -> list[str]:
+        """Warnings about what searches may miss right now (an index still being built)."""
+        ...
+
+    def search(
+        self,
+        query: str,
+        filters: s.Filters,
+        limit: int,
+        *,
+        phrases: Sequence[str] = (),
+        sort: s.Sort = "relevance",
+        origins: Sequence[str] = (),
+    ) -> list[s.Hit]: ...
+
+    def sessions(
+        self, *, limit: int | None = None, path: str | None = None, origins: Sequence[str] = ()
+    ) -> list[s.SessionInfo]: ...
+
+    def resolve(self, ref: str, *, origins: Sequence[str] = ()) -> list[tuple[Any, s.SessionInfo]]:
+        """Sessions matching a path, an id or an id prefix: ``(key, info)`` pairs."""
+        ...
+
+    def window(self, key: Any, *, last: int, before: int | None) -> s.Window: ...
+
+    def close(self) -> None: ...
+
+
+class _SqliteReader:
+    def __init__(self, con: sqlite3.Connection, name: str) -> None:
+        self.con, self.name = con, name
+
+    def notes(self) -> list[str]:
+        return s.notes(self.con)
+
+    def search(
+        self,
+        query: str,
+        filters: s.Filters,
+        limit: int,
+        *,
+        phrases: Sequence[str] = (),
+        sort: s.Sort = "relevance",
+        origins: Sequence[str] = (),
+    ) -> list[s.Hit]:
+        if origins:
+            return []  # a local index holds this machine's sessions only: no origin names them
+        return s.search(self.con, query, filters, limit, phrases=phrases, sort=sort)
+
+    def sessions(
+        self, *, limit: int | None = None, path: str | None = None, origins: Sequence[str] = ()
+    ) -> list[s.SessionInfo]:
+        return [] if origins else s.sessions(self.con, limit=limit, path=path)
+
+    def resolve(self, ref: str, *, origins: Sequence[str] = ()) -> list[tuple[Any, s.SessionInfo]]:
+        return [] if origins else list(s.resolve_session(self.con, ref))
+
+    def window(self, key: Any, *, last: int, before: int | None) -> s.Window:
+        return s.window(self.con, int(key), last=last, before=before)
+
+    def close(self) -> None:
+        self.con.close()
+
+
+class _PgReader:
+    def __init__(self, con: Any, name: str, url: str) -> None:
+        self.con, self.name, self._url = con, name, url
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        import psycopg
+
+        try:
+            return fn(*args, **kwargs)
+        except psycopg.Error as exc:
+            broken = isinstance(exc, psycopg.OperationalError) or self.con.broken
+            cls = IndexUnreachableError if broken else IndexStateError
+            raise cls(f"{self.name}: {_first_line(exc, self._url)}") from None
+
+    def notes(self) -> list[str]:
+        return []  # every PostgreSQL index is complete once its rows are committed
+
+    def search(
+        self,
+        query: str,
+        filters: s.Filters,
+        limit: int,
+        *,
+        phrases: Sequence[str] = (),
+        sort: s.Sort = "relevance",
+        origins: Sequence[str] = (),
+    ) -> list[s.Hit]:
+        from . import pg_search
+
+        return list(
+            self._call(
+                pg_search.search,
+                self.con,
+                query,
+                filters,
+                limit,
+                phrases=phrases,
+                sort=sort,
+                origins=origins,
+            )
+        )
+
+    def sessions(
+        self, *, limit: int | None = None, path: str | None = None, origins: Sequence[str] = ()
+    ) -> list[s.SessionInfo]:
+        from . import pg_search
+
+        return list(
+            self._call(pg_search.sessions, self.con, limit=limit, path=path, origins=origins)
+        )
+
+    def resolve(self, ref: str, *, origins: Sequence[str] = ()) -> list[tuple[Any, s.SessionInfo]]:
+        from . import pg_search
+
+        return list(self._call(pg_search.resolve_session, self.con, ref, origins=origins))
+
+    def window(self, key: Any, *, last: int, before: int | None) -> s.Window:
+        from . import pg_search
+
+        result: s.Window = self._call(pg_search.window, self.con, key, last=last, before=before)
+        return result
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def open_reader(target: Target) -> Reader:
+    """A reader of the index ``target`` names (:class:`~.errors.IndexStateError` if there is
+    none yet, or it cannot be read; :class:`~.errors.EngineMissingError` without psycopg)."""
+    if isinstance(target, SqliteTarget):
+        from .schema import connect
+
+        return _SqliteReader(connect(target.path, readonly=True), str(target.path))
+    assert isinstance(target, PgTarget)
+    return _PgReader(_pg_connect(target), str(target), target.url)
+
+
+def _pg_connect(target: PgTarget) -> Any:
+    """A read-only connection (autocommit: every search is its own snapshot)."""
+    try:
+        import psycopg
+    except ImportError:
+        raise EngineMissingError(
+            "a postgresql:// index needs psycopg 3: pip install 'jsonltape[postgres]'"
+        ) from None
+    try:
+        con = psycopg.connect(target.url, autocommit=True, connect_timeout=10)
+        con.execute("SET default_transaction_read_only = on")
+    except psycopg.Error as exc:
+        raise IndexUnreachableError(f"{target}: {_first_line(exc, target.url)}") from None
+    return con
+
+
+def _first_line(exc: BaseException, url: str) -> str:
+    """The error's first line, without the URL's password even if the driver echoed it."""
+    import psycopg
+
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    try:
+        secret = psycopg.conninfo.conninfo_to_dict(url).get("password")
+    except psycopg.Error:
+        secret = None
+    return text.replace(secret, "***") if isinstance(secret, str) and secret else text
