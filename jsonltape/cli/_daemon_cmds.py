@@ -29,6 +29,8 @@ __all__ = [
     "existing_root",
     "index_option",
     "index_stats",
+    "origin_of",
+    "origin_option",
     "origins_option",
     "reader",
     "root_arg",
@@ -43,6 +45,13 @@ index_option = click.option(
     metavar="PATH|URL",
     help="Index: a SQLite file or a postgresql:// URL (default: $JSONLTAPE_INDEX or "
     "<data dir>/index.db).",
+)
+origin_option = click.option(
+    "--origin",
+    "origin",
+    metavar="NAME",
+    help="Push as this origin to a PostgreSQL team index (default: $JSONLTAPE_ORIGIN, else "
+    "this machine and user's, kept in <data dir>/origin).",
 )
 origins_option = click.option(
     "--origin",
@@ -62,6 +71,13 @@ def target_of(value: str | None) -> target.Target:
     if isinstance(t, target.SqliteTarget):
         return target.SqliteTarget(index_of(str(t.path)))
     return t
+
+
+def origin_of(value: str | None) -> str:
+    """The origin to push as: ``--origin``, else ``$JSONLTAPE_ORIGIN``, else this machine's."""
+    from jsonltape_daemon import origin
+
+    return origin.validate(value) if value is not None else origin.default_origin(paths.data_dir())
 
 
 def index_of(value: str | None) -> Path:

@@ -22,7 +22,9 @@ from jsonltape_daemon.foreign import engine_for, parse_source
 from jsonltape_daemon.ingest import Ingestor, SyncStats, walk
 from jsonltape_daemon.lock import daemon_status, index_lock, running_pid
 from jsonltape_daemon.mirror import Mirror
+from jsonltape_daemon.rows import FileRow
 from jsonltape_daemon.store import SqliteStore, remove_db
+from jsonltape_daemon.target import PgTarget
 
 from . import CliError, one_line
 from ._core import describe_root, root_here
@@ -33,8 +35,11 @@ from ._daemon_cmds import (
     index_of,
     index_option,
     index_stats,
+    origin_of,
+    origin_option,
     root_arg,
     root_of,
+    target_of,
 )
 
 __all__ = ["daemon", "index", "sync"]
@@ -103,9 +108,14 @@ def _build_substrings(
     help="Also mirror a Claude Code / Codex / pi / Gemini CLI tree in place, read-only "
     "(claude-code:PATH, codex:PATH, pi:PATH, gemini-cli:PATH). Repeatable.",
 )
+@origin_option
 @click.option("--json", "as_json", is_flag=True, help="Print the sync statistics as JSON.")
 def sync(
-    root: Path | None, index_path: str | None, sources: tuple[str, ...], as_json: bool
+    root: Path | None,
+    index_path: str | None,
+    sources: tuple[str, ...],
+    origin: str | None,
+    as_json: bool,
 ) -> None:
     """Bring the index up to date with every session file under ROOT, once.
 
@@ -116,7 +126,8 @@ def sync(
     else the .jsonltape/sessions of the nearest project above the current directory (`jsonltape
     init` makes one), else <data dir>/sessions.
     """
-    r, idx = existing_root(root), index_of(index_path)
+    t = target_of(index_path)
+    r = existing_root(root)
     try:
         foreign = [parse_source(spec) for spec in sources]
     except ValueError as exc:
@@ -124,6 +135,9 @@ def sync(
     for _kind, path in foreign:
         if not os.path.isdir(path):
             raise CliError(f"{path}: no such directory", 2)
+    if isinstance(t, PgTarget):
+        return _sync_shared(t, r, foreign, origin_of(origin), as_json)
+    idx = t.path
     try:
         lock = index_lock(idx)
     except IndexBusyError:
@@ -155,20 +169,54 @@ def sync(
                 store.close()
     finally:
         lock.release()
+    _report(r, total, stats, searchable, errors, as_json=as_json, stopped=stop())
+    if pending and not stop():  # pragma: no cover - only when the substring build was cut short
+        click.echo("jsonltape: the substring index is not complete yet", err=True)
+
+
+def _sync_shared(
+    t: PgTarget, r: Path, foreign: list[tuple[str, str]], origin: str, as_json: bool
+) -> None:
+    """Push ROOT (and the foreign trees) into a PostgreSQL team index as ``origin``: the same
+    ingest, registry and continuity rules as a local sync; one writer per origin."""
+    from jsonltape_daemon.pg_store import PgStore
+
+    with _GracefulStop() as stop:
+        store = PgStore(t.url, origin)
+        try:
+            mirror = Mirror(store, str(r), foreign, should_stop=stop)
+            stats = mirror.rescan()
+            total = store.session_count()
+            errors = mirror.failed_files()
+        finally:
+            store.close()
+    _report(r, total, stats, stats.seconds, errors, as_json=as_json, stopped=stop(), to=str(t))
+
+
+def _report(
+    r: Path,
+    total: int,
+    stats: SyncStats,
+    searchable: float,
+    errors: list[FileRow],
+    *,
+    as_json: bool,
+    stopped: bool,
+    to: str | None = None,
+) -> None:
     if as_json:
         echo_json(stats)
     else:
         click.echo(
-            f"{r}: {_n(total, 'session')} indexed; {stats.files} files read, "
+            f"{r}: {_n(total, 'session')} indexed{f' in {to}' if to else ''}; "
+            f"{stats.files} files read, "
             f"{stats.sessions_added} sessions added, {stats.sessions_removed} removed, "
             f"+{stats.events} events, "
             f"+{stats.messages} messages in {stats.seconds:.2f} s"
             + (f" (searchable after {searchable:.2f} s)" if "substrings" in stats.phases else "")
         )
-    if stop():
+    if stopped:
         click.echo("jsonltape: stopped early; the next sync (or the daemon) goes on", err=True)
-    elif pending:  # pragma: no cover - only when the substring build was cut short
-        click.echo("jsonltape: the substring index is not complete yet", err=True)
     for f in errors:
         click.echo(f"jsonltape: warning: {f.path}: {f.error}", err=True)
 

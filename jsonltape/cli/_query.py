@@ -270,7 +270,7 @@ def show(
     """
     t = target_of(index_path)
     local = isinstance(t, SqliteTarget)
-    ref = os.path.abspath(session) if local and os.path.isfile(session) else session
+    ref = os.path.abspath(session) if os.path.isfile(session) else session
     index = None
     try:
         index = open_reader(t)
