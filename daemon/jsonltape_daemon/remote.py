@@ -77,7 +77,7 @@ class Remote:
                 self._failed(exc)
                 return None
             if self.failures:
-                self._log(f"{self.name}: connected again; catching up")
+                self._log(f"push: {self.name} reachable again; catching up")
             self._behind = True
         try:
             if rescan or self._behind:
@@ -106,5 +106,5 @@ class Remote:
         self.failures += 1
         self.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         self.next_try = self._clock() + self.delay
-        self._log(f"{self.name}: {self.error}; retrying in {self.delay:.0f} s")
+        self._log(f"push failed: {self.error}; retrying in {self.delay:.0f} s")
         self.delay = min(self.delay * 2, self._max)

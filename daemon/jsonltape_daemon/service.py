@@ -192,10 +192,9 @@ class Daemon:
         cfg = self.config
         if cfg.remote is None:
             return None
-        from .target import redact
-
         from .origin import default_origin
         from .paths import data_dir
+        from .target import redact
 
         url, origin = cfg.remote, cfg.origin or default_origin(data_dir())
 
@@ -204,6 +203,7 @@ class Daemon:
 
             return PgStore(url, origin)
 
+        self.log(f"pushing to {redact(url)} as origin {origin}")
         return Remote(
             redact(url),
             open_store,
@@ -271,8 +271,11 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def start(args: list[str], index: Path, *, timeout: float = 20.0) -> int:
-    """Run ``jsonltape daemon run ARGS`` in the background; return its pid once it is up."""
+def start(
+    args: list[str], index: Path, *, timeout: float = 20.0, env: dict[str, str] | None = None
+) -> int:
+    """Run ``jsonltape daemon run ARGS`` in the background; return its pid once it is up.
+    ``env``: the child's environment (a PostgreSQL URL goes there, never into its argv)."""
     pid = running_pid(index)
     if pid is not None:
         raise DaemonError(f"the daemon is already running (pid {pid})", path=index)
@@ -288,6 +291,7 @@ def start(args: list[str], index: Path, *, timeout: float = 20.0) -> int:
             stderr=fd,
             start_new_session=True,
             close_fds=True,
+            env=env,
         )
     finally:
         os.close(fd)

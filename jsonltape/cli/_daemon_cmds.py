@@ -190,11 +190,33 @@ def daemon() -> None:
     """The sync daemon: keeps the index current while agents write."""
 
 
+local_index_option = click.option(
+    "--local-index",
+    "local_index",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With a postgresql:// --index: the local index kept beside it, searched while the "
+    "server is away (default: <data dir>/index.db). Its pid, status and log files are the "
+    "daemon's.",
+)
+
+
+def local_index_of(index_path: str | None, local: Path | None) -> tuple[Path, str | None]:
+    """The daemon's local index file, and the PostgreSQL URL it also pushes to (if any)."""
+    t = target_of(index_path)
+    if isinstance(t, target.SqliteTarget):
+        if local is not None:
+            raise CliError("--local-index goes with a postgresql:// --index", 2)
+        return t.path, None
+    return index_of(str(local) if local else str(paths.data_dir() / "index.db")), t.url
+
+
 def _daemon_options(fn: Any) -> Any:
     for opt in reversed(
         [
             root_arg,
             index_option,
+            local_index_option,
+            origin_option,
             click.option("--poll", is_flag=True, help="Poll instead of inotify/FSEvents (NFS)."),
             click.option(
                 "--poll-interval",
@@ -251,6 +273,8 @@ def _sources(specs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
 def daemon_run(
     root: Path | None,
     index_path: str | None,
+    local_index: Path | None,
+    origin: str | None,
     poll: bool,
     poll_interval: float,
     rescan_interval: float,
@@ -262,13 +286,18 @@ def daemon_run(
     It mirrors the session files under ROOT into the index until SIGTERM or Ctrl-C. ROOT
     defaults to $JSONLTAPE_ROOT, else the .jsonltape/sessions of the nearest project above the
     current directory, else <data dir>/sessions (those two are created 0700 on first use; a
-    ROOT you name must exist).
+    ROOT you name must exist). With a postgresql:// --index it also pushes them into that team
+    index as --origin, beside its local index (--local-index): while the server is away the
+    local index goes on, and the push resumes with backoff.
     """
     from jsonltape_daemon.service import Config, Daemon
 
+    idx, remote = local_index_of(index_path, local_index)
     config = Config(
         root=existing_root(root),
-        index=index_of(index_path),
+        index=idx,
+        remote=remote,
+        origin=origin_of(origin) if remote else None,
         poll=poll,
         poll_interval=poll_interval,
         rescan_interval=rescan_interval,
@@ -283,6 +312,8 @@ def daemon_run(
 def daemon_start(
     root: Path | None,
     index_path: str | None,
+    local_index: Path | None,
+    origin: str | None,
     poll: bool,
     poll_interval: float,
     rescan_interval: float,
@@ -295,11 +326,15 @@ def daemon_start(
     """
     from jsonltape_daemon.service import start
 
-    idx, r = index_of(index_path), existing_root(root)
-    args = [
-        str(r),
-        "--index",
-        str(idx),
+    (idx, remote), r = local_index_of(index_path, local_index), existing_root(root)
+    env = None
+    args = [str(r)]
+    if remote is None:
+        args += ["--index", str(idx)]
+    else:  # the URL goes by the environment: a password in argv is visible to every user
+        env = {**os.environ, "JSONLTAPE_INDEX": remote}
+        args += ["--local-index", str(idx), "--origin", origin_of(origin)]
+    args += [
         "--poll-interval",
         str(poll_interval),
         "--rescan-interval",
@@ -311,13 +346,14 @@ def daemon_start(
         args.append("--poll")
     for kind, path in _sources(sources):
         args += ["--source", f"{kind}:{path}"]
-    pid = start(args, idx)
+    pid = start(args, idx, env=env)
     click.echo(f"daemon started (pid {pid}); log: {paths.log_file(idx)}")
 
 
 @daemon.command("stop")
 @index_option
-def daemon_stop(index_path: str | None) -> None:
+@local_index_option
+def daemon_stop(index_path: str | None, local_index: Path | None) -> None:
     """Stop the daemon (it finishes its current transaction first).
 
     Stopping a daemon that is not running succeeds (exit 0, "not running"), as LSB init
@@ -325,7 +361,7 @@ def daemon_stop(index_path: str | None) -> None:
     """
     from jsonltape_daemon.service import stop
 
-    pid = stop(index_of(index_path))
+    pid = stop(local_index_of(index_path, local_index)[0])
     click.echo(f"daemon stopped (pid {pid})" if pid else "the daemon is not running")
 
 
@@ -335,8 +371,9 @@ STATUS_RUNNING, STATUS_DEAD_PIDFILE, STATUS_NOT_RUNNING = 0, 1, 3
 
 @daemon.command("status")
 @index_option
+@local_index_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def daemon_status_cmd(index_path: str | None, as_json: bool) -> None:
+def daemon_status_cmd(index_path: str | None, local_index: Path | None, as_json: bool) -> None:
     """Pid, root, index, files tracked, events indexed, lag and errors.
 
     Exit codes follow LSB for a service's status: 0 running, 3 not running, 1 not running but
@@ -344,7 +381,7 @@ def daemon_status_cmd(index_path: str | None, as_json: bool) -> None:
     """
     from jsonltape_daemon.lock import daemon_status, running_pid  # not for every query
 
-    idx = index_of(index_path)
+    idx = local_index_of(index_path, local_index)[0]
     pid = running_pid(idx)
     stale = pid is None and paths.pid_file(idx).exists()
     status = daemon_status(idx) or {}
