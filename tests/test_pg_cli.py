@@ -4,6 +4,7 @@ the URL is never shown."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+import jsonltape
 from tests._pg import PgServer, dbname_of
 
 
@@ -101,3 +103,48 @@ def test_a_password_in_the_url_never_appears_in_errors(
         assert "Sekr1t-pass-XYZ" not in out, out
         assert "Traceback" not in out
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def _tree(root: Path, name: str, words: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f"{name}.jsonl"
+    with jsonltape.open(path, create=True) as tape:
+        tape.user(f"who hit the {words} migration error?")
+        tape.assistant(f"the FileNotFoundError in {words} was fixed by rerunning 数据库迁移")
+    return path
+
+
+def test_two_machines_sync_into_one_team_index_and_search_it_from_the_shell(
+    pg_server: PgServer, pg_db: str, tmp_path: Path
+) -> None:
+    _tree(tmp_path / "laptop", "s1", "alembic")
+    _tree(tmp_path / "ci", "s2", "flyway")
+    for name in ("laptop", "ci"):
+        r = _cli("sync", str(tmp_path / name), "--index", pg_db, "--origin", f"alice@{name}")
+        assert r.returncode == 0, r.stderr
+        assert "1 session indexed" in r.stdout
+    found = _cli("search", "migration", "--index", pg_db)
+    assert found.returncode == 0, found.stderr
+    assert "alice@laptop" in found.stdout and "alice@ci" in found.stdout
+    only = _cli("search", "NotFound", "--index", pg_db, "--origin", "alice@ci", "--json")
+    assert only.returncode == 0, only.stderr
+    hits = [json.loads(line) for line in only.stdout.splitlines()]
+    assert hits and {h["origin"] for h in hits} == {"alice@ci"}
+    cjk = _cli("search", "数据库", "--index", pg_db, "--json")
+    assert len(cjk.stdout.splitlines()) == 2, cjk.stdout + cjk.stderr
+    listed = _cli("sessions", "--index", pg_db, "--origin", "alice@laptop")
+    assert listed.returncode == 0 and listed.stdout.count("\n") == 1, listed.stdout
+    shown = _cli("show", str(tmp_path / "ci" / "s2.jsonl"), "--index", pg_db)
+    assert shown.returncode == 0, shown.stderr
+    assert "flyway migration" in shown.stdout
+    again = _cli("sync", str(tmp_path / "ci"), "--index", pg_db, "--origin", "alice@ci")
+    assert again.returncode == 0 and "+0 events" in again.stdout, again.stdout  # idempotent
+    status = _cli("index", "status", "--index", pg_db, "--json")
+    assert status.returncode == 0, status.stderr
+    info = json.loads(status.stdout)
+    by = {o["origin"]: o for o in info["origins"]}
+    assert set(by) == {"alice@laptop", "alice@ci"}
+    assert by["alice@ci"]["sessions"] == 1 and by["alice@ci"]["messages"] == 2
+    assert by["alice@ci"]["lag_seconds"] is not None and by["alice@ci"]["lag_seconds"] < 600
+    text = _cli("index", "status", "--index", pg_db)
+    assert "alice@laptop: 1 sessions" in text.stdout and "last push" in text.stdout, text.stdout

@@ -129,60 +129,10 @@ def echo_json(obj: Any) -> None:
 
 
 def index_stats(index: Path) -> dict[str, Any]:
-    """Counts and problems of an index (``index status``, ``daemon status``)."""
-    con = reader(index)
-    try:
+    """Counts and problems of a local index (``index status``, ``daemon status``)."""
+    from jsonltape_daemon.status import local_status
 
-        def one(sql: str) -> Any:
-            return con.execute(sql).fetchone()[0]
-
-        files = dict(con.execute("SELECT status, count(*) FROM files GROUP BY status").fetchall())
-        problems = con.execute(
-            "SELECT path, status, error FROM files WHERE status IN ('error', 'foreign') "
-            "UNION ALL SELECT path, state, error FROM sessions WHERE state = 'corrupt' "
-            "UNION ALL SELECT path, 'unreadable', error FROM files "
-            "WHERE status = 'indexed' AND error IS NOT NULL AND path NOT IN "
-            "(SELECT path FROM sessions WHERE state = 'corrupt') "
-            "ORDER BY path LIMIT 50"
-        ).fetchall()
-        behind = 0
-        for path, offset, size in con.execute(
-            "SELECT path, offset, size FROM files WHERE status = 'indexed'"
-        ):
-            try:
-                now = os.stat(path).st_size
-            except OSError:
-                continue
-            if size is None or now != size:
-                behind += max(0, now - offset)
-        upto = int(one("SELECT value FROM meta WHERE key = 'substrings'"))
-        covered, messages = con.execute(
-            "SELECT count(*) FILTER (WHERE id <= ?), count(*) FROM messages", (upto,)
-        ).fetchone()
-        out = {
-            "index": str(index),
-            "bytes": sum(
-                os.path.getsize(p) for p in (index, Path(f"{index}-wal")) if os.path.exists(p)
-            ),
-            "schema": one("PRAGMA user_version"),
-            "schema_supported": schema.SCHEMA_VERSION,
-            "sqlite": sqlite3.sqlite_version,
-            "features": schema.features(con),
-            "fts": one("SELECT value FROM meta WHERE key = 'fts'"),
-            "substrings": {"indexed": covered, "messages": messages},
-            "roots": msgspec.json.decode(
-                (con.execute("SELECT value FROM meta WHERE key = 'roots'").fetchone() or ["[]"])[0]
-            ),
-            "sessions": one("SELECT count(*) FROM sessions"),
-            "events": one("SELECT count(*) FROM events"),
-            "messages": messages,
-            "files": files,
-            "bytes_behind": behind,
-            "problems": [{"path": p, "status": st, "error": e} for p, st, e in problems],
-        }
-    finally:
-        con.close()
-    return out
+    return local_status(index)
 
 
 @click.group()

@@ -254,8 +254,13 @@ def index_path_cmd(index_path: str | None) -> None:
 @index_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def index_status(index_path: str | None, as_json: bool) -> None:
-    """Counts, files that could not be indexed, and whether a daemon keeps it current."""
-    idx = index_of(index_path)
+    """Counts, size per table, files that could not be indexed, and whether a daemon keeps it
+    current; for a PostgreSQL team index, per origin: counts and the time since its last push
+    (and this machine's bytes not pushed yet)."""
+    t = target_of(index_path)
+    if isinstance(t, PgTarget):
+        return _shared_status(t, as_json)
+    idx = t.path
     info = index_stats(idx)
     pid = running_pid(idx)
     info["daemon"] = {"pid": pid, **(daemon_status(idx) or {})} if pid else None
@@ -275,6 +280,10 @@ def index_status(index_path: str | None, as_json: bool) -> None:
         f"sessions:  {info['sessions']} ({info['events']} events, {info['messages']} messages)"
     )
     click.echo("files:     " + (", ".join(f"{n} {k}" for k, n in sorted(files.items())) or "0"))
+    if info["tables"]:
+        click.echo(
+            "tables:    " + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in info["tables"].items())
+        )
     if info["bytes_behind"]:
         click.echo(f"behind:    {info['bytes_behind']} bytes not indexed yet")
     if info["fts"] != "live":
@@ -293,6 +302,41 @@ def index_status(index_path: str | None, as_json: bool) -> None:
     )
     for p in info["problems"]:
         click.echo(f"  {p['status']}: {p['path']}: {p['error']}")
+
+
+def _shared_status(t: PgTarget, as_json: bool) -> None:
+    from jsonltape_daemon.origin import default_origin
+    from jsonltape_daemon.paths import data_dir
+    from jsonltape_daemon.status import shared_status
+
+    mine = default_origin(data_dir())
+    info = shared_status(t.url, name=str(t), origin=mine)
+    if as_json:
+        echo_json(info)
+        return
+    click.echo(f"index:     {info['index']} (PostgreSQL {info['server']}, schema {info['schema']})")
+    if not info["schema"]:
+        click.echo(
+            "           no team index here yet: `jsonltape sync ROOT --index URL` or "
+            "`jsonltape index init`"
+        )
+    click.echo(f"origin:    {mine} (this machine)")
+    if info["bytes_behind"]:
+        click.echo(f"behind:    {info['bytes_behind']} bytes of this machine's files not pushed")
+    for o in info["origins"]:
+        lag = o["lag_seconds"]
+        since = "never pushed" if lag is None else f"last push {_ago(lag)} ago"
+        click.echo(
+            f"  {o['origin']}: {o['sessions']} sessions, {o['events']} events, "
+            f"{o['messages']} messages; {since}"
+        )
+
+
+def _ago(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 @index.command("rebuild")
