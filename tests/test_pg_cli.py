@@ -148,3 +148,29 @@ def test_two_machines_sync_into_one_team_index_and_search_it_from_the_shell(
     assert by["alice@ci"]["lag_seconds"] is not None and by["alice@ci"]["lag_seconds"] < 600
     text = _cli("index", "status", "--index", pg_db)
     assert "alice@laptop: 1 sessions" in text.stdout and "last push" in text.stdout, text.stdout
+
+
+def test_rebuild_of_one_origin_leaves_the_others_and_optimize_runs(
+    pg_server: PgServer, pg_db: str, tmp_path: Path
+) -> None:
+    _tree(tmp_path / "a", "s1", "alembic")
+    _tree(tmp_path / "b", "s2", "flyway")
+    for name in ("a", "b"):
+        r = _cli("sync", str(tmp_path / name), "--index", pg_db, "--origin", f"o-{name}")
+        assert r.returncode == 0, r.stderr
+    with psycopg.connect(pg_db, autocommit=True) as con:
+        before = con.execute(
+            "SELECT origin, sid, seq, text FROM jsonltape.messages ORDER BY 1, 3"
+        ).fetchall()
+        con.execute("UPDATE jsonltape.messages SET text = 'tampered' WHERE origin = 'o-a'")
+    r = _cli("index", "rebuild", "--index", pg_db, "--origin", "o-a")
+    assert r.returncode == 0, r.stderr
+    assert "origin o-a rebuilt" in r.stdout
+    with psycopg.connect(pg_db, autocommit=True) as con:
+        after = con.execute(
+            "SELECT origin, sid, seq, text FROM jsonltape.messages ORDER BY 1, 3"
+        ).fetchall()
+    assert [(o, q, t) for o, _s, q, t in after] == [(o, q, t) for o, _s, q, t in before]
+    assert [r for r in after if r[0] == "o-b"] == [r for r in before if r[0] == "o-b"]
+    opt = _cli("index", "optimize", "--index", pg_db)
+    assert opt.returncode == 0 and "optimized" in opt.stdout, opt.stderr

@@ -342,12 +342,21 @@ def _ago(seconds: float) -> str:
 @index.command("rebuild")
 @click.argument("roots", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
 @index_option
-def index_rebuild(roots: tuple[Path, ...], index_path: str | None) -> None:
+@origin_option
+def index_rebuild(roots: tuple[Path, ...], index_path: str | None, origin: str | None) -> None:
     """Recreate the index from the session files (ROOTS default to those synced before).
 
     The new index is built beside the old one, which stays searchable until it is replaced.
+    On a PostgreSQL team index only this machine's origin (--origin) is rebuilt: its rows are
+    deleted and pushed again from the files (the other origins are untouched; meanwhile its
+    sessions come back as they are pushed).
     """
-    idx = index_of(index_path)
+    t = target_of(index_path)
+    if isinstance(t, PgTarget):
+        return _rebuild_shared(t, roots, origin_of(origin))
+    if origin is not None:
+        raise CliError("--origin goes with a postgresql:// --index", 2)
+    idx = t.path
     lock = index_lock(idx)
     try:
         try:
@@ -380,6 +389,27 @@ def index_rebuild(roots: tuple[Path, ...], index_path: str | None) -> None:
     click.echo(f"{idx}: rebuilt from {', '.join(chosen)}: {n} sessions")
 
 
+def _rebuild_shared(t: PgTarget, roots: tuple[Path, ...], origin: str) -> None:
+    from jsonltape_daemon.pg_store import PgStore
+
+    store = PgStore(t.url, origin)
+    try:
+        chosen = [str(r.absolute()) for r in roots] or store.roots() or [str(root_of(None))]
+        total = sum(_size(p) for r in chosen if os.path.isabs(r) for p in walk(r))
+        store.drop_origin()
+        for r in chosen:
+            store.add_root(r)
+        with click.progressbar(
+            length=max(total, 1), label="pushing", file=sys.stderr, show_eta=True
+        ) as bar:
+            for r in chosen:  # a KIND:PATH root is a foreign tree (sync --source)
+                engine_for(store, r, progress=bar.update).rescan()
+        n = store.session_count()
+    finally:
+        store.close()
+    click.echo(f"{t}: origin {origin} rebuilt from {', '.join(chosen)}: {n} sessions")
+
+
 def _size(path: str) -> int:
     try:
         return os.stat(path).st_size
@@ -390,8 +420,18 @@ def _size(path: str) -> int:
 @index.command("optimize")
 @index_option
 def index_optimize(index_path: str | None) -> None:
-    """Merge the full-text indexes into one segment each (slow; faster searches after)."""
-    idx = index_of(index_path)
+    """Merge the full-text indexes into one segment each (slow; faster searches after).
+
+    On a PostgreSQL team index: VACUUM (ANALYZE) of its tables (needs the owner role).
+    """
+    t = target_of(index_path)
+    if isinstance(t, PgTarget):
+        from jsonltape_daemon.pg_admin import optimize
+
+        done = optimize(t)
+        click.echo(f"{t}: optimized ({', '.join(done)})")
+        return
+    idx = t.path
     if not idx.exists():
         raise CliError(f"{idx}: no index here yet", 2)
     lock = index_lock(idx)
