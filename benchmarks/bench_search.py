@@ -7,7 +7,8 @@ timestamps over six months), it measures
 * ``jsonltape sync`` of the tree into an empty index: wall time, CPU time (every process),
   peak RSS summed over the process tree (polled from /proc) and the largest single process;
 * the same messages loaded by sqlite-utils (words FTS5 table with our tokenizer, then the
-  same trigram table) with our bulk-load durability: no journal, no syncs, one fsync at the end;
+  same trigram table, over the identifiers only, as ours) with our bulk-load durability: no
+  journal, no syncs, one fsync at the end;
 * index size against the session files, per table (SQLite's ``dbstat``);
 * queries across word frequency ranks (0, 10, 100, 1000, the rarest word that occurs), a
   phrase that has hits, substrings of 3, 4 and 6 characters inside an identifier, CJK terms of
@@ -43,10 +44,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jsonltape_daemon.cjk import match_expr
+from jsonltape_daemon.idents import idents
 from jsonltape_daemon.paths import remove_db
 from jsonltape_daemon.schema import connect
-from jsonltape_daemon.search import Filters, parse_query, search, trigram_expr
-from jsonltape_daemon.search import _has as has_substring
+from jsonltape_daemon.search import Filters, _passes, parse_query, search, trigram_expr
+from jsonltape_daemon.texts import Texts
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _search_corpus as corpus
@@ -144,8 +146,8 @@ d = sqlite_utils.Database(con)
 with open(nd, "rb") as f:
     d["messages"].insert_all((json.loads(l) for l in f), pk="id", batch_size=2000)
 d["messages"].enable_fts(["text"], fts_version="FTS5", tokenize=sys.argv[3])
-con.execute("CREATE VIRTUAL TABLE messages_trigram USING fts5(text, content='messages', "
-            "content_rowid='id', tokenize='trigram')")
+con.execute("CREATE VIRTUAL TABLE messages_trigram USING fts5(idents, content='messages', "
+            "content_rowid='id', tokenize='trigram', detail='none')")
 con.execute("INSERT INTO messages_trigram (messages_trigram) VALUES ('rebuild')")
 con.close()
 fd = os.open(db, os.O_RDONLY); os.fsync(fd); os.close(fd)
@@ -156,11 +158,14 @@ def export_messages(index: Path, nd: Path) -> int:
     """The baseline's input: the messages our index holds, as NDJSON (not timed)."""
     con = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
     n = 0
+    texts = Texts(con)
     with open(nd, "w") as f:
-        for r in con.execute(
-            "SELECT m.id, s.id, m.seq, m.role, m.time, m.text FROM messages m "
+        for r0 in con.execute(
+            "SELECT m.id, s.id, m.seq, m.role, m.time, m.tkey FROM messages m "
             "JOIN sessions s USING (sid)"
         ):
+            r = (*r0[:5], texts.get([r0[5]])[r0[5]] or "")
+            texts.forget([r0[5]])
             f.write(
                 json.dumps(
                     {
@@ -170,6 +175,8 @@ def export_messages(index: Path, nd: Path) -> int:
                         "role": r[3],
                         "time": r[4],
                         "text": r[5],
+                        # the substring table indexes these, ours and the baseline's alike
+                        "idents": " ".join(idents(r[5])),
                     },
                     ensure_ascii=False,
                 )
@@ -244,26 +251,51 @@ def filters_for(name: str, m: dict[str, object]) -> tuple[Filters, list[str]]:
 
 
 def count_hits(con: sqlite3.Connection, q: str, f: Filters) -> int:
-    """Every message the query matches (what search ranks before taking the top 20)."""
+    """Every message the query matches (word pass, then the substring pass), counted from
+    whole match sets, texts read back from the files where the text decides."""
     where, params = f.sql()
-    sql = "SELECT count(*) FROM messages m JOIN sessions s ON s.sid = m.sid WHERE " + where
-    args: list[object] = list(params)
-    for t in parse_query(q):
-        if t.cjk:
-            sql += " AND m.tkey IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)"
-            args.append(match_expr(t.text))
-        elif t.trigram_ok:  # the substring pass finds every word hit too
-            # the trigram table keeps no positions: its trigrams, then the text decides
-            con.create_function("jt_has", 2, has_substring, deterministic=True)
-            sql += (
-                " AND m.tkey IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)"
-                " AND jt_has(m.text, ?)"
-            )
-            args += [trigram_expr(t.text), t.text.lower()]
-        else:
-            sql += " AND m.tkey IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)"
-            args.append('"' + t.text.replace('"', '""') + '"' + ("*" if t.prefix else ""))
-    return int(con.execute(sql, args).fetchone()[0])
+    terms = parse_query(q)
+    base = "SELECT m.tkey FROM messages m JOIN sessions s ON s.sid = m.sid WHERE " + where
+
+    def keys(extra: str, args: list[object]) -> set[int]:
+        return {r[0] for r in con.execute(base + extra, [*params, *args])}
+
+    def checked(cands: set[int], checks: list[tuple[str, bool]]) -> set[int]:
+        if not checks:
+            return cands
+        with Texts(con) as texts:
+            out = set()
+            for k, t in texts.iter(sorted(cands)):
+                if t is not None and _passes(t, checks):
+                    out.add(k)
+            return out
+
+    words = [t for t in terms if t.wordy]
+    found: set[int] = set()
+    if words:
+        match = " ".join(
+            '"' + t.text.replace('"', '""') + '"' + ("*" if t.prefix else "") for t in words
+        )
+        found = keys(
+            " AND m.tkey IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)", [match]
+        )
+        found = checked(found, [(t.text.lower(), False) for t in terms if not t.wordy])
+    checks = [(t.text.lower(), t.trigram_ok) for t in terms]
+    tri = [t for t in terms if t.trigram_ok]
+    cjk = [t for t in terms if t.cjk]
+    if tri:
+        c = keys(
+            " AND m.tkey IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)",
+            [" ".join(trigram_expr(t.text) for t in tri)],
+        )
+    elif cjk:
+        c = keys(
+            " AND m.tkey IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)",
+            [" AND ".join(match_expr(t.text) for t in cjk)],
+        )
+    else:
+        c = set()
+    return len(found | checked(c - found, checks))
 
 
 def timings(fn: Callable[[], object], runs: int, budget: float) -> list[float]:

@@ -104,9 +104,10 @@ def test_claude_code_tree_is_searchable_with_sidechains_and_japanese(
                 text = m.text if m.text is not None else want[m.seq][0]
                 want[m.seq] = (text, m.status)
         got = dict(
-            (seq, (text, status))
+            (seq, (text, status))  # a foreign session's texts are kept: message_texts
             for seq, text, status in store.con.execute(
-                "SELECT seq, text, status FROM messages JOIN sessions USING (sid) WHERE path = ?",
+                "SELECT seq, t.text, status FROM messages JOIN sessions USING (sid) "
+                "JOIN message_texts t USING (tkey) WHERE path = ?",
                 (path,),
             )
         )

@@ -318,11 +318,12 @@ def test_cjk_terms_find_exactly_what_like_finds(texts: list[str], terms: list[st
         )
         store.commit()
         hits = search(store.con, " ".join(terms), Filters(), limit=1000)
-        like = " AND ".join("text LIKE ?" for _ in terms)
-        scan = {
+        like = " AND ".join("t.text LIKE ?" for _ in terms)
+        scan = {  # no such file: the store keeps the texts (message_texts)
             r[0]
             for r in store.con.execute(
-                f"SELECT seq FROM messages WHERE {like}", [f"%{t}%" for t in terms]
+                f"SELECT m.seq FROM messages m JOIN message_texts t USING (tkey) WHERE {like}",
+                [f"%{t}%" for t in terms],
             )
         }
         assert (

@@ -4,11 +4,12 @@ The documented rule (daemon/jsonltape_daemon/rank.py, `jsonltape search --help`)
 matches of a query, under its filters, are ranked among their newest ``RANKED`` (by the
 time-ordered key) by bm25 of the query's informative words — those in at most
 ``max(COMMON_MIN, COMMON_SHARE × messages)`` messages — newer first among equals; a query
-without an informative word lists its matches newest first; substring and CJK matches follow,
-newest first. The oracle below computes that from whole match sets (FTS5 ``MATCH`` without any
-ordering, limit or range, and Python), over a corpus small enough to brute-force, with the
-thresholds lowered so that every branch (common words, ranked subsets, equal scores, many
-messages in one millisecond) happens.
+without an informative word lists its matches newest first; substring matches follow, newest
+first: messages where every term is inside a code-like token (daemon/jsonltape_daemon/idents.py)
+of the text. The oracle below computes that from whole match sets (FTS5 ``MATCH`` without any
+ordering, limit or range, and Python over the texts the test wrote), over a corpus small enough
+to brute-force, with the thresholds lowered so that every branch (common words, ranked subsets,
+equal scores, many messages in one millisecond) happens.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from jsonltape_daemon import rank, search
+from jsonltape_daemon import idents, rank, search
 from jsonltape_daemon.ingest import Ingestor
 from jsonltape_daemon.schema import _M001, TKEY_SPAN, _statements, connect, tkey_base
 from jsonltape_daemon.search import Filters
@@ -28,6 +29,7 @@ import jsonltape
 
 VOCAB = [
     "the", "a", "error", "migration", "café", "naïve", "index", "FileNotFoundError", "retry",
+    "functools.lru_cache", "src/app/models.py", "HTTPServer", "retry_count", "found",
     "schema", "column", "users", "timeout", "cache", "handler", "fixture", "rollback", "null",
     "default", "deploy", "queue", "worker", "lock", "flush", "commit", "branch", "merge",
 ]  # fmt: skip
@@ -41,8 +43,11 @@ def _text(rng: random.Random) -> str:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[sqlite3.Connection, list[str]]:
+def corpus(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[sqlite3.Connection, list[str], dict[tuple[str, int], str]]:
     rng = random.Random(16)
+    texts: dict[tuple[str, int], str] = {}
     root = tmp_path_factory.mktemp("topk") / "sessions"
     root.mkdir()
     ids = []
@@ -51,11 +56,13 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[sqlite3.Connection
         with jsonltape.open(path, create=True, durability="manual") as tape:
             ids.append(tape.session_id)
             items = []
+            written = []
             t = T0 + s * 1000
             for n in range(70):
                 # bursts of messages in one millisecond: equal times, keys told apart
                 t += 0 if rng.random() < 0.3 else rng.randint(1, 5000)
                 role = "user" if n % 2 == 0 else "assistant"
+                written.append(_text(rng))
                 items.append(
                     {
                         "type": f"{role}/message",
@@ -65,17 +72,65 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[sqlite3.Connection
                             "message": {
                                 "id": f"m{n}",
                                 "role": role,
-                                "parts": [{"type": "text", "content": _text(rng)}],
+                                "parts": [{"type": "text", "content": written[-1]}],
                             }
                         },
                     }
                 )
-            tape.append_batch(items)
+            for event, text in zip(tape.append_batch(items), written, strict=True):
+                texts[(tape.session_id, event.seq)] = text
     index = root.parent / "index.db"
     store = SqliteStore(index)
     Ingestor(store, root).rescan()
+    while store.substrings_pending():
+        store.begin()
+        store.build_substrings(100)
+        store.commit()
     store.close()
-    return connect(index, readonly=True), ids
+    return connect(index, readonly=True), ids, texts
+
+
+Corpus = tuple[sqlite3.Connection, list[str], dict[tuple[str, int], str]]
+
+
+def _allowed(con: sqlite3.Connection, filters: Filters) -> dict[int, tuple[str, int]]:
+    where, params = filters.sql()
+    return {
+        r[0]: (r[1], r[2])
+        for r in con.execute(
+            f"SELECT m.tkey, s.id, m.seq FROM messages m JOIN sessions s ON s.sid = m.sid "
+            f"WHERE {where}",
+            params,
+        )
+    }
+
+
+def _substring_oracle(
+    con: sqlite3.Connection,
+    texts: dict[tuple[str, int], str],
+    query: str,
+    filters: Filters,
+    limit: int,
+    words: list[tuple[str, int]],
+) -> list[tuple[str, int]]:
+    """The substring hits after the word hits: every term (all are words of three or more
+    characters here) inside one code-like token of the text, case folded; newest first."""
+    terms = search.parse_query(query)
+    if not any(len(t.text) >= 3 for t in terms):
+        return []
+    allowed = _allowed(con, filters)
+
+    def inside(text: str, needle: str) -> bool:
+        if len(needle) < 3:
+            return needle in text.lower()
+        return any(needle in tok.lower() for tok in idents.tokens(text))
+
+    out = [
+        allowed[k]
+        for k in sorted(allowed, reverse=True)
+        if allowed[k] not in words and all(inside(texts[allowed[k]], t.text.lower()) for t in terms)
+    ]
+    return out[: limit - len(words)]
 
 
 def _oracle(
@@ -88,15 +143,7 @@ def _oracle(
         r[0]
         for r in con.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (match,))
     }
-    where, params = filters.sql()
-    allowed = {
-        r[0]: (r[1], r[2])
-        for r in con.execute(
-            f"SELECT m.tkey, s.id, m.seq FROM messages m JOIN sessions s ON s.sid = m.sid "
-            f"WHERE {where}",
-            params,
-        )
-    }
+    allowed = _allowed(con, filters)
     matches = sorted((k for k in every if k in allowed), reverse=True)[: max(search.RANKED, limit)]
     total = con.execute("SELECT count(*) FROM messages").fetchone()[0]
     common = max(rank.COMMON_MIN, int(total * rank.COMMON_SHARE))
@@ -126,34 +173,40 @@ def _oracle(
     return [allowed[k] for k in matches[:limit]]
 
 
-def _query(rng: random.Random, con: sqlite3.Connection) -> str:
+def _query(rng: random.Random, texts: dict[tuple[str, int], str]) -> str:
     kind = rng.random()
     if kind < 0.15:  # a phrase taken from a message
-        text = con.execute("SELECT text FROM messages ORDER BY random() LIMIT 1").fetchone()[0]
-        words = text.split()
+        words = rng.choice(list(texts.values())).split()
         i = rng.randrange(len(words))
         return '"' + " ".join(words[i : i + 2]) + '"'
     if kind < 0.25:
         return rng.choice(VOCAB)[:3].lower() + "*"
+    if kind < 0.55:  # pieces of words and identifiers, 3 to 6 characters
+        out = []
+        for word in rng.sample(VOCAB, rng.choice([1, 1, 2])):
+            n = rng.randint(3, 6)
+            i = rng.randrange(max(1, len(word) - n + 1))
+            out.append(word[i : i + n])
+        return " ".join(out)
     return " ".join(rng.sample(VOCAB, rng.choice([1, 1, 2, 3])))
 
 
 @pytest.mark.parametrize("thresholds", [(5, 0.05, 12), (40, 0.2, 25), (10**6, 0.5, 1000)])
 def test_top_k_of_the_plans_equals_a_brute_force_ranking_under_the_documented_rule(
-    corpus: tuple[sqlite3.Connection, list[str]],
+    corpus: Corpus,
     monkeypatch: pytest.MonkeyPatch,
     thresholds: tuple[int, float, int],
 ) -> None:
-    con, ids = corpus
+    con, ids, texts = corpus
     common_min, share, ranked = thresholds
     monkeypatch.setattr(rank, "COMMON_MIN", common_min)
     monkeypatch.setattr(rank, "COMMON_SHARE", share)
     monkeypatch.setattr(search, "RANKED", ranked)
     rng = random.Random(hash(thresholds) & 0xFFFF)
     times = [r[0] for r in con.execute("SELECT time FROM messages ORDER BY time")]
-    checked = 0
+    checked = substrings = 0
     for _ in range(150):
-        query = _query(rng, con)
+        query = _query(rng, texts)
         f = rng.random()
         filters = Filters(
             roles=("user",) if f < 0.2 else (),
@@ -164,23 +217,24 @@ def test_top_k_of_the_plans_equals_a_brute_force_ranking_under_the_documented_ru
             else None,
         )
         limit = rng.choice([1, 5, 20])
-        got = [
-            (h.session, h.seq)
-            for h in search.search(con, query, filters, limit)
-            if h.match == "word"
-        ]
+        hits = search.search(con, query, filters, limit)
+        got = [(h.session, h.seq) for h in hits if h.match == "word"]
         want = _oracle(con, query, filters, limit)
         assert got == want[: len(got)], (query, filters)
         # the word pass fills the limit when it can: hits of other passes only come after
         assert len(got) == len(want) or len(got) == limit, (query, filters)
+        assert [h.match for h in hits[: len(got)]] == ["word"] * len(got)
+        rest = [(h.session, h.seq) for h in hits[len(got) :]]
+        assert all(h.match == "substring" for h in hits[len(got) :]), (query, filters)
+        assert rest == _substring_oracle(con, texts, query, filters, limit, got), (query, filters)
         checked += bool(want)
+        substrings += bool(rest)
     assert checked > 50
+    assert substrings >= 5
 
 
-def test_sort_recent_lists_every_word_match_newest_first(
-    corpus: tuple[sqlite3.Connection, list[str]],
-) -> None:
-    con, _ids = corpus
+def test_sort_recent_lists_every_word_match_newest_first(corpus: Corpus) -> None:
+    con, _ids, _texts = corpus
     hits = search.search(con, "error", Filters(), 30, sort="recent")
     keys = [
         con.execute(
@@ -202,10 +256,8 @@ def test_sort_recent_lists_every_word_match_newest_first(
     assert keys == newest
 
 
-def test_messages_of_one_millisecond_get_distinct_keys_in_time_order(
-    corpus: tuple[sqlite3.Connection, list[str]],
-) -> None:
-    con, _ids = corpus
+def test_messages_of_one_millisecond_get_distinct_keys_in_time_order(corpus: Corpus) -> None:
+    con, _ids, _texts = corpus
     rows = con.execute("SELECT time, tkey FROM messages").fetchall()
     assert len({k for _t, k in rows}) == len(rows)
     assert all(k >= tkey_base(t) for t, k in rows)
@@ -265,8 +317,8 @@ def test_a_substring_is_found_only_where_its_trigrams_are_adjacent(tmp_path: Pat
     root.mkdir()
     with jsonltape.open(root / "a.jsonl", create=True) as tape:
         tape.user("raise FileNotFoundError here")  # holds NotFou
-        tape.user("not fou nd at all: tFo Fou NotF otFo")  # every trigram of NotFou, apart
-        tape.user("ÜBERGRÖSSE im Log")  # case folded beyond ASCII
+        tape.user("not fou nd at all: tFo Fou2 NotF otFo")  # every trigram of NotFou, apart
+        tape.user("ÜBERGRÖSSE_LIMIT im Log")  # case folded beyond ASCII
     store = SqliteStore(tmp_path / "index.db")
     try:
         Ingestor(store, root).rescan()  # a first load: the substring index comes after

@@ -3,16 +3,16 @@
 SQLite's ``unicode61`` tokenizer takes a whole run of CJK characters for one token, and the
 ``trigram`` tokenizer cannot match fewer than three characters, so a one- or two-character
 Japanese, Chinese or Korean query would need a scan. The ``messages_cjk`` table indexes, per
-message, every distinct CJK character (column ``uni``) and every pair of adjacent CJK characters
-in order (column ``bi``), with a filler token between runs so that a phrase never spans two
-runs. With the ``ascii`` tokenizer (non-ASCII characters are token characters, nothing is
-folded) this is an exact substring index for terms made of CJK characters only:
+message, every distinct CJK character and every distinct pair of adjacent CJK characters (one
+column; a unigram and a bigram are different tokens), with the ``ascii`` tokenizer (non-ASCII
+characters are token characters, nothing is folded) and ``detail='none'`` (no positions):
 
-* one character ``雨``: ``uni : "雨"``;
-* two or more ``東京都``: ``bi : "東京 京都"`` (consecutive bigrams of one run).
+* one character ``雨``: ``"雨"`` -- exactly the messages that contain it;
+* two or more ``東京都``: ``"東京" "京都"`` -- every bigram of the term, the candidates;
+  the text decides (``search.py``), as for the trigram table.
 
-A term matches exactly the messages whose text contains it, as ``text LIKE '%term%'`` would
-(both are exact for these characters); a test holds the two to the same result.
+A term then matches exactly the messages whose text contains it, as ``text LIKE '%term%'``
+would (both are exact for these characters); a test holds the two to the same result.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ CJK_CHARS = (
     "\U0001b000-\U0001b2ff"  # Kana supplement and extensions
     "\U00020000-\U0003134f"  # CJK Unified Ideographs Extensions B-G, compatibility supplement
 )
-_GAP = "0"  # an ASCII token between runs: no query ever contains it
 
 
 # Compiled on first use, not at import: the two patterns over these ranges take 3-5 ms to
@@ -64,25 +63,21 @@ def is_cjk_term(text: str) -> bool:
     return not text.isascii() and _only().match(text) is not None
 
 
-def grams(text: str) -> tuple[str, str] | None:
-    """``(uni, bi)`` column values for a message text, or None when it has no CJK."""
+def grams(text: str) -> str | None:
+    """The ``messages_cjk`` value of a message text, or None when it has no CJK."""
     if text.isascii():
         return None
     runs = _run().findall(text)
     if not runs:
         return None
-    uni = dict.fromkeys("".join(runs))
-    bi: list[str] = []
+    out = dict.fromkeys("".join(runs))
     for run in runs:
-        if len(run) > 1:
-            if bi:
-                bi.append(_GAP)
-            bi.extend(run[i : i + 2] for i in range(len(run) - 1))
-    return " ".join(uni), " ".join(bi)
+        out.update(dict.fromkeys(run[i : i + 2] for i in range(len(run) - 1)))
+    return " ".join(out)
 
 
 def match_expr(term: str) -> str:
     """The ``messages_cjk`` MATCH expression for a CJK-only term (see the module docs)."""
     if len(term) == 1:
-        return f'({{uni}} : "{term}")'
-    return '({bi} : "' + " ".join(term[i : i + 2] for i in range(len(term) - 1)) + '")'
+        return f'"{term}"'
+    return " ".join(dict.fromkeys(f'"{term[i : i + 2]}"' for i in range(len(term) - 1)))

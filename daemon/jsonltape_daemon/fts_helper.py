@@ -3,17 +3,17 @@
 Python's GIL keeps two threads from decoding lines and running SQLite at once, so a big bulk
 load (``SqliteStore.start_bulk``) hands the message texts to a helper process, which builds the
 word index while the loader is still reading files, and the substring (trigram) index after.
-Both land in the helper's own database file, with tables declared exactly as in the index;
+Both land in the helper's own database file, with tables declared exactly as in the index
+(contentless; the helper keeps the texts it was sent in a table of its own until it exits);
 their FTS5 shadow tables (``_data``, ``_idx``, ``_docsize``, ``_config``) are then copied into
-the index in one transaction each, which takes a fraction of a second. Message ids are never
-reused and texts never change, so a copied index is right for every message it covers; messages
-dropped from the index after the snapshot are deleted from the helper's trigram index (it still
-has their texts) before the copy.
+the index in one transaction each, which takes a fraction of a second. Message ids and keys are
+never reused and texts never change, so a copied index is right for every message it covers;
+the keys of messages dropped from the index after the snapshot are in its ``dead_keys``.
 
 Protocol: the parent writes frames (4-byte big-endian length, msgpack) on the helper's stdin:
 ``["rows", [[id, tkey, text], ...]]``, ``["done"]`` (no more rows: commit the word index and say
 ``words``), ``["go"]`` (the word index was copied: build the trigram index and say
-``trigram``), ``["delete", [id, ...]]`` (say ``deleted``), ``["bye"]``. The helper answers one
+``trigram``), ``["bye"]``. The helper answers one
 word per line on stdout. It exits at once when its stdin closes without ``bye``: its parent is
 gone. Any failure is a non-zero exit; the parent then does the work itself.
 
@@ -34,6 +34,7 @@ from typing import Any, BinaryIO
 
 import msgspec
 
+from .idents import idents
 from .schema import BULK_CACHE_KIB, FTS_TRIGRAM, FTS_WORDS, PAGE_SIZE
 
 __all__ = ["SHADOW_TABLES", "Helper", "main"]
@@ -127,10 +128,6 @@ class Helper:
             return "failed"
         return "ready"
 
-    def delete(self, ids: list[int]) -> bool:
-        self._send("delete", ids)
-        return not self.failed and self._wait("deleted")
-
     def close(self) -> None:
         """Stop the helper and remove its database (what it was building is not needed)."""
         if self.proc.poll() is None:
@@ -189,6 +186,7 @@ def main(argv: list[str]) -> int:
     con.execute("PRAGMA journal_mode = OFF")
     con.execute("PRAGMA synchronous = OFF")
     con.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
+    con.create_function("jt_idents", 1, idents, deterministic=True)
     con.execute(
         "CREATE TABLE messages (id INTEGER PRIMARY KEY, tkey INTEGER NOT NULL, text TEXT NOT NULL)"
     )
@@ -223,23 +221,15 @@ def main(argv: list[str]) -> int:
         return 2
     con.execute("BEGIN")
     con.execute(
-        "INSERT INTO messages_trigram (rowid, text) SELECT tkey, text FROM messages WHERE id > ?",
+        "INSERT INTO messages_trigram (rowid, idents) SELECT tkey, jt_idents(text) "
+        "FROM messages WHERE id > ?",
         (tri,),
     )
     con.execute("COMMIT")
     _say("trigram")
     while True:
         msg = frames.get()
-        if msg[0] == "delete":
-            con.execute("BEGIN")
-            con.executemany(
-                "INSERT INTO messages_trigram (messages_trigram, rowid, text) "
-                "SELECT 'delete', tkey, text FROM messages WHERE id = ?",
-                [(i,) for i in msg[1]],
-            )
-            con.execute("COMMIT")
-            _say("deleted")
-        elif msg[0] == "bye":
+        if msg[0] == "bye":
             con.close()
             return 0
         else:
@@ -249,8 +239,8 @@ def main(argv: list[str]) -> int:
 def _trigram_step(con: sqlite3.Connection, tri: int, last: int) -> int:
     hi = min(last, tri + _TRIGRAM_STEP)
     con.execute(
-        "INSERT INTO messages_trigram (rowid, text) "
-        "SELECT tkey, text FROM messages WHERE id > ? AND id <= ?",
+        "INSERT INTO messages_trigram (rowid, idents) "
+        "SELECT tkey, jt_idents(text) FROM messages WHERE id > ? AND id <= ?",
         (tri, hi),
     )
     return hi

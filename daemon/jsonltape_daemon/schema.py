@@ -22,6 +22,9 @@ from .errors import FeatureMissingError, IndexStateError
 from .paths import ensure_private_dir
 
 __all__ = [
+    "FTS_CJK",
+    "FTS_TRIGRAM",
+    "FTS_WORDS",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "TKEY_SPAN",
@@ -33,7 +36,7 @@ __all__ = [
 ]
 
 BUSY_TIMEOUT_MS = 10_000
-#: Page size of a new index: raw lines and message texts fill 8 KiB pages better than 4 KiB
+#: Page size of a new index: rows and full-text segments fill 8 KiB pages better than 4 KiB
 #: (a bulk load measured ~15% faster), and small appends still touch few bytes.
 PAGE_SIZE = 8192
 #: Page cache per connection (KiB). A bulk load had 256 MiB: at 1M events (bench_search.py)
@@ -42,19 +45,29 @@ PAGE_SIZE = 8192
 CACHE_KIB = 32 * 1024
 BULK_CACHE_KIB = 32 * 1024
 
-#: The external-content full-text tables over ``messages`` (the bulk-load helper process
-#: builds identical ones, whose shadow tables are then copied in: see ``fts_helper.py``).
-#: Their rowid is ``messages.tkey``, a key in time order, so that FTS5's own rowid order is
-#: newest first: a query reads the newest matches and stops (see ``search.py``).
+#: The full-text tables, contentless (``content=''``): the index keeps no copy of the message
+#: texts, the session files hold them (``texts.py`` reads them back). Their rowid is
+#: ``messages.tkey``, a key in time order, so that FTS5's own rowid order is newest first: a
+#: query reads the newest matches and stops (see ``search.py``). Rows are never deleted from
+#: them (a contentless delete needs the old text): the keys of messages that went away are in
+#: ``dead_keys``, never given again, and ``index optimize`` rebuilds the tables without them.
+#: The bulk-load helper process builds identical ones (``fts_helper.py``).
 FTS_WORDS = (
-    "CREATE VIRTUAL TABLE messages_fts USING fts5(text, content='messages', "
-    "content_rowid='tkey', tokenize='unicode61 remove_diacritics 2')"
+    "CREATE VIRTUAL TABLE messages_fts USING fts5(text, content='', "
+    "tokenize='unicode61 remove_diacritics 2')"
 )
-#: ``detail='none'``: no positions (a third of the size); a substring is found as every one
-#: of its trigrams, then checked on the text (``search.py``).
+#: Only the code-like tokens of each message (``idents.py``), ``detail='none'``: a substring
+#: is found as every one of its trigrams, then checked on the text (``search.py``). It and
+#: the CJK table are never ranked: ``columnsize=0`` (no ``_docsize`` table).
 FTS_TRIGRAM = (
-    "CREATE VIRTUAL TABLE messages_trigram USING fts5(text, content='messages', "
-    "content_rowid='tkey', tokenize='trigram', detail='none')"
+    "CREATE VIRTUAL TABLE messages_trigram USING fts5(idents, content='', tokenize='trigram', "
+    "detail='none', columnsize=0)"
+)
+#: CJK characters and adjacent pairs of them (``cjk.py``), ``detail='none'``: candidates,
+#: checked on the text.
+FTS_CJK = (
+    "CREATE VIRTUAL TABLE messages_cjk USING fts5(grams, content='', tokenize='ascii', "
+    "detail='none', columnsize=0)"
 )
 #: ``messages.tkey`` is at least ``time // 1000 * TKEY_SPAN`` (the second, then a slot): keys of
 #: one second are told apart by the slot, and a second with more messages than slots takes the
@@ -159,7 +172,7 @@ INSERT INTO meta (key, value) VALUES ('substrings', '0');
 # keep where their line is and its crc instead of a copy of it (the file is the truth). The
 # rows are derived, so this step empties the index (roots and settings stay): the next sync
 # reads every file again.
-_M002 = f"""
+_M002 = """
 DELETE FROM files;
 DELETE FROM sessions;
 DELETE FROM tool_calls;
@@ -197,9 +210,57 @@ CREATE TABLE messages (
 CREATE INDEX messages_surface ON messages (sid, anchor) WHERE status = 'current';
 CREATE INDEX messages_answers ON messages (sid, call_id)
     WHERE status = 'current' AND call_id IS NOT NULL;
+CREATE VIRTUAL TABLE messages_fts USING fts5(text, content='messages', content_rowid='tkey',
+    tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE messages_trigram USING fts5(text, content='messages', content_rowid='tkey',
+    tokenize='trigram', detail='none');
+CREATE VIRTUAL TABLE messages_cjk USING fts5(uni, bi, tokenize='ascii');
+UPDATE meta SET value = 'live' WHERE key = 'fts';
+UPDATE meta SET value = '0' WHERE key = 'substrings';
+"""
+
+# The index keeps no copy of the message texts (the files are the truth; ``texts.py`` reads
+# them back), except for sessions that cannot be read back from a byte range of a jsonltape
+# file (``message_texts``). The full-text tables become contentless; the keys of deleted
+# messages go to ``dead_keys``. The substring table holds only code-like tokens
+# (``idents.py``). Like _M002, this empties the index (roots and settings stay).
+_M003 = f"""
+DELETE FROM files;
+DELETE FROM sessions;
+DELETE FROM tool_calls;
+DELETE FROM events;
+DROP TABLE messages_fts;
+DROP TABLE messages_trigram;
+DROP TABLE messages_cjk;
+DROP TABLE messages;
+CREATE TABLE messages (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    tkey      INTEGER NOT NULL UNIQUE,
+    sid       INTEGER NOT NULL,
+    seq       INTEGER NOT NULL,
+    type      TEXT NOT NULL,
+    role      TEXT NOT NULL,
+    time      INTEGER NOT NULL,
+    status    TEXT NOT NULL,
+    anchor    INTEGER,
+    call_id   TEXT,
+    calls     TEXT,
+    truncated INTEGER NOT NULL,
+    UNIQUE (sid, seq)
+);
+CREATE INDEX messages_surface ON messages (sid, anchor) WHERE status = 'current';
+CREATE INDEX messages_answers ON messages (sid, call_id)
+    WHERE status = 'current' AND call_id IS NOT NULL;
+CREATE TABLE message_texts (
+    tkey INTEGER PRIMARY KEY,
+    text TEXT NOT NULL
+);
+CREATE TABLE dead_keys (
+    tkey INTEGER PRIMARY KEY
+);
 {FTS_WORDS};
 {FTS_TRIGRAM};
-CREATE VIRTUAL TABLE messages_cjk USING fts5(uni, bi, tokenize='ascii');
+{FTS_CJK};
 UPDATE meta SET value = 'live' WHERE key = 'fts';
 UPDATE meta SET value = '0' WHERE key = 'substrings';
 """
@@ -208,6 +269,7 @@ UPDATE meta SET value = '0' WHERE key = 'substrings';
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial", _M001),
     (2, "time-ordered message keys", _M002),
+    (3, "texts from the files", _M003),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -7,15 +7,26 @@ served by the cheapest index that can answer it:
 1. words: the ``unicode61`` table (diacritics folded), ranked by bm25 of the query's
    informative words among its newest ``RANKED`` matches, newer first among equals; a query of
    common words only lists its matches newest first (``rank.py`` says which words count);
-2. substrings: the ``trigram`` table (no positions: all of a term's trigrams find candidates,
-   the text decides), for identifiers inside identifiers and any text of three or more
-   characters, newest first; it adds the hits the word pass did not find. Terms made of CJK
-   characters only (any length, one character too) are served by the CJK bigram table;
-3. scan: ``LIKE``, newest first, for other terms of one or two characters (``->``, ``#``).
+2. substrings: the ``trigram`` table, which holds only the *code-like* tokens of each message
+   (``idents.py``: a whitespace-separated token with an underscore, a ``. / \\ : -`` between
+   letters or digits, a case change inside it as in ``camelCase``, or letters next to digits).
+   A term of three or more characters with a letter or digit is found inside those tokens:
+   ``NotFound``, ``ound`` and ``Fou`` find ``FileNotFoundError``, ``lru_cach`` finds
+   ``functools.lru_cache``; ``ound`` does not find the plain word ``found`` (plain words match
+   whole, or by ``prefix*``, in pass 1). The table keeps no positions: all of a term's trigrams
+   find candidates, the text decides; newest first, after the word hits. Terms made of CJK
+   characters only (any length, one character too) are served by the CJK table the same way;
+3. scan: the texts newest first, for other terms (one or two characters, or punctuation only:
+   ``->``, ``#``), anywhere in the text, case folded.
+
+The index keeps no copy of the texts: a hit's text is read back from its session file
+(``texts.py``) for its snippet and for the checks. A line that changed under the index gives no
+text: the hit is left out where the text decides and shown without a snippet otherwise.
 
 Every full-text rowid is the message's time-ordered key (``messages.tkey``), so each pass
 reads its newest matches first and stops when it has what it needs; ``since`` and a session or
-path filter become a rowid range.
+path filter become a rowid range. Keys of deleted messages stay in the contentless full-text
+tables (``dead_keys``) and lead nowhere: a hit needs its ``messages`` row.
 
 Terms of the other kinds join a pass as filters, so every hit contains every term. While the
 substring index is still being built (after a first sync), substring terms are found in the
@@ -24,6 +35,7 @@ messages it does not cover yet by a scan, so results stay complete; :func:`notes
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -32,8 +44,12 @@ from typing import Literal
 import msgspec
 
 from .cjk import is_cjk, is_cjk_term, match_expr
+from .idents import contains
 from .rank import RANKED, common_limit, doc_freq
 from .schema import tkey_base
+from .snippet import MARK_CLOSE, MARK_OPEN, snippet
+from .texts import Texts
+from .transcripts import SessionInfo, Turn, Window, resolve_session, sessions, window
 
 __all__ = [
     "MARK_CLOSE",
@@ -43,6 +59,7 @@ __all__ = [
     "SessionInfo",
     "Term",
     "Turn",
+    "Window",
     "notes",
     "parse_query",
     "resolve_session",
@@ -51,18 +68,13 @@ __all__ = [
     "window",
 ]
 
-#: Highlight markers inside snippets; the CLI turns them into brackets or terminal styles.
-MARK_OPEN = "\x02"
-MARK_CLOSE = "\x03"
-_SNIPPET_TOKENS = 16
-_SCAN_CONTEXT = 48
 _QUERY = re.compile(r'"([^"]*)"?(\*?)|(\S+)')
 
 
-# Term, Filters and Window are plain classes, not dataclasses: building the three dataclasses
-# took ~3 ms of every `jsonltape search` start-up (benchmarks/README.md, issue 11). They keep
-# what dataclasses gave them that is used: keyword or positional construction, ==, repr, and
-# for Term immutability and a hash.
+# Term, Filters and Window (transcripts.py) are plain classes, not dataclasses: building the
+# three dataclasses took ~3 ms of every `jsonltape search` start-up (benchmarks/README.md,
+# issue 11). They keep what dataclasses gave them that is used: keyword or positional
+# construction, ==, repr, and for Term immutability and a hash.
 
 
 class Term:
@@ -109,7 +121,9 @@ class Term:
 
     @property
     def trigram_ok(self) -> bool:
-        return len(self.text) >= 3
+        """Three characters or more, with a letter or digit: the substring index serves it
+        (inside code-like tokens, ``idents.py``); other terms of punctuation are scanned for."""
+        return len(self.text) >= 3 and self.wordy
 
 
 def parse_query(query: str) -> list[Term]:
@@ -224,28 +238,42 @@ def _fts_string(term: Term) -> str:
     return quoted + "*" if term.prefix else quoted
 
 
-def _like(term: Term) -> str:
-    text = term.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{text}%"
-
-
-_COLUMNS = "m.id, s.id, s.path, m.seq, m.time, m.role, m.type, m.status, s.title, m.text"
-_LIKE = " AND m.text LIKE ? ESCAPE '\\'"
+_COLUMNS = "s.id, s.path, m.seq, m.time, m.role, m.type, m.status, s.title"
 _IN_CJK = " AND m.tkey IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)"
-#: A substring, checked on the text as the trigram tokenizer matches it (case folded).
-_HAS = " AND jt_has(m.text, ?)"
+#: A text check: the needle (lower case), and whether it must be inside a code-like token
+#: (a substring term) or anywhere in the text (a CJK term, a term of one or two characters).
+Check = tuple[str, bool]
 
 
-def _has(text: str | None, needle: str) -> bool:
-    return text is not None and needle in text.lower()
+def _passes(text: str, checks: Sequence[Check]) -> bool:
+    """True when the text satisfies every check (case folded as the trigram table folds)."""
+    low = text.lower()
+    for needle, ident in checks:
+        if needle not in low or (ident and not contains(text, needle)):
+            return False
+    return True
 
 
 def trigram_expr(text: str) -> str:
-    """The trigram table's MATCH expression for a substring: each of its trigrams (the table
-    keeps no positions; the rows are then checked with ``jt_has``)."""
+    """The trigram table's MATCH expression for a substring: its trigrams (the table keeps no
+    positions; the candidates are then checked on their texts). Where the term has trigrams
+    across a junction -- a case change inside it, a letter next to a digit, a ``_ . /`` --
+    only those: they are the rare ones (``ckQ``, ``yOp`` in ``BlockQueryOpen``, against
+    ``que`` in a quarter of all messages), and FTS5 reads every doclist of an AND."""
     low = text.lower()
-    grams = dict.fromkeys(low[i : i + 3] for i in range(len(low) - 2))
-    return " ".join('"' + g.replace('"', '""') + '"' for g in grams)
+    grams = [low[i : i + 3] for i in range(len(low) - 2)]
+    junctions = [g for i, g in enumerate(grams) if _junction(text[i : i + 3])]
+    return " ".join('"' + g.replace('"', '""') + '"' for g in dict.fromkeys(junctions or grams))
+
+
+def _junction(gram: str) -> bool:
+    return any(
+        not a.isalnum()
+        or not b.isalnum()
+        or (a.islower() and b.isupper())
+        or a.isalpha() != b.isalpha()
+        for a, b in itertools.pairwise(gram)
+    )
 
 
 def substrings_upto(con: sqlite3.Connection) -> int | None:
@@ -318,31 +346,36 @@ def search(
     terms = parse_query(query) + [Term(p.strip(), phrase=True) for p in phrases if p.strip()]
     if not terms:
         return []
-    con.create_function("jt_has", 2, _has, deterministic=True)
-    filters = filters or Filters()
+    with Texts(con) as texts:
+        return _search(con, texts, terms, filters or Filters(), limit, sort)
+
+
+def _search(
+    con: sqlite3.Connection,
+    texts: Texts,
+    terms: list[Term],
+    filters: Filters,
+    limit: int,
+    sort: Sort,
+) -> list[Hit]:
     base_where, base_params = filters.sql()
     lo, hi = _key_range(con, filters)
     upto = substrings_upto(con)
     hits: list[Hit] = []
-    seen: set[int] = set()
+    seen: set[int] = set()  # keys of the hits so far
 
-    def as_substrings(ts: list[Term]) -> tuple[str, list[object]]:
-        """Filters that keep messages containing each term as a substring."""
+    def as_substrings(ts: list[Term]) -> tuple[str, list[object], list[Check]]:
+        """Filters (SQL, then checks on the texts) that keep messages containing each term
+        as a substring: inside a code-like token, or for CJK and short terms anywhere."""
         sql = ""
         params: list[object] = []
+        checks: list[Check] = []
         for t in ts:
             if t.cjk:
                 sql += _IN_CJK
                 params.append(match_expr(t.text))
-            elif t.trigram_ok:
-                # checked on each row a pass reads (newest first, it stops): cheaper than
-                # the set of every message holding it
-                sql += _HAS
-                params.append(t.text.lower())
-            else:
-                sql += _LIKE
-                params.append(_like(t))
-        return sql, params
+            checks.append((t.text.lower(), t.trigram_ok))
+        return sql, params, checks
 
     def in_range(col: str) -> tuple[str, list[object]]:
         sql = ""
@@ -355,26 +388,47 @@ def search(
             params.append(hi)
         return sql, params
 
+    def candidates(sql: str, params: list[object], n: int, checks: list[Check]) -> list[int]:
+        """The first ``n`` keys the query gives whose texts pass the checks, reading the
+        texts a growing batch at a time (the query gives its newest first)."""
+        if not checks:
+            return [int(r[0]) for r in con.execute(sql + " LIMIT ?", [*params, n])]
+        out: list[int] = []
+        cur = con.execute(sql, params)
+        step = max(n, 16) if n < 1024 else 1024
+        while len(out) < n:
+            batch = [int(r[0]) for r in cur.fetchmany(step)]
+            if not batch:
+                break
+            got = texts.get(batch)
+            ok = [k for k in batch if (t := got[k]) is not None and _passes(t, checks)]
+            texts.forget(set(batch).difference(ok))
+            out += ok
+            step = min(step * 2, 1024)
+        cur.close()
+        return out[:n]
+
     def run(
         table: str | None,
         match: str | None,
         kind: str,
         more: str,
         more_params: list[object],
+        checks: list[Check],
         rank: str | None = None,
     ) -> None:
         """Add the hits of one pass: its newest matches (``table`` None: a scan of the
-        messages in time order), or with ``rank`` (the informative words' expression) the
-        best by bm25 among its newest ``RANKED``."""
+        messages in time order) that pass the checks, or with ``rank`` (the informative words'
+        expression) the best by bm25 among its newest ``RANKED``."""
         want = limit - len(hits)
         if want <= 0 or (lo is not None and hi is not None and lo >= hi):
             return
+        key = f"{table}.rowid" if table is not None else "m.tkey"
         not_seen = ""
         params: list[object] = []
         if seen:
-            not_seen = f" AND m.id NOT IN ({', '.join('?' * len(seen))})"
+            not_seen = f" AND {key} NOT IN ({', '.join('?' * len(seen))})"
             params += sorted(seen)
-        key = f"{table}.rowid" if table is not None else "m.tkey"
         rng, rng_params = in_range(key)
         source = (
             f"{table} JOIN messages m ON m.tkey = {table}.rowid" if table is not None
@@ -383,18 +437,30 @@ def search(
         head = [match] if table is not None else []
         cond = f"{table} MATCH ? AND " if table is not None else ""
         n = max(RANKED, want) if rank is not None else want
-        keys = [
-            int(r[0])
-            for r in con.execute(
-                f"SELECT {key} FROM {source} JOIN sessions s ON s.sid = m.sid "
-                f"WHERE {cond}{base_where}{more}{not_seen}{rng} ORDER BY {key} DESC LIMIT ?",
-                [*head, *base_params, *more_params, *params, *rng_params, n],
+        where = f"WHERE {cond}{base_where}{more}{not_seen}{rng} ORDER BY {key} DESC"
+        args = [*head, *base_params, *more_params, *params, *rng_params]
+        scores: dict[int, float] = {}
+        if rank is not None and rank == match and not checks:
+            # Every word informative: the pass that finds the newest matches ranks them too.
+            scores = {
+                int(r[0]): r[1]
+                for r in con.execute(
+                    f"SELECT {key}, bm25({table}) FROM {source} JOIN sessions s "
+                    f"ON s.sid = m.sid {where} LIMIT ?",
+                    [*args, n],
+                )
+            }
+            keys = list(scores)
+        else:
+            keys = candidates(
+                f"SELECT {key} FROM {source} JOIN sessions s ON s.sid = m.sid {where}",
+                args,
+                n,
+                checks,
             )
-        ]
         if not keys:
             return
-        scores: dict[int, float] = {}
-        if rank is not None:
+        if rank is not None and not scores:
             # One range read of the informative words (a rowid IN list would make bm25 count
             # every match again for each member): their counts are cheap, by definition.
             scores = dict(
@@ -404,39 +470,34 @@ def search(
                     (rank, keys[-1], keys[0]),
                 ).fetchall()
             )
+        if rank is not None:
             keys.sort(key=lambda k: (scores.get(k, 0.0), -k))
         top = keys[:want]
         rows = {
-            int(r[0]): r
+            int(r[0]): r[1:]
             for r in con.execute(
                 f"SELECT m.tkey, {_COLUMNS} FROM messages m JOIN sessions s ON s.sid = m.sid "
                 f"WHERE m.tkey IN ({', '.join('?' * len(top))})",
                 top,
             )
         }
+        got = texts.get(top)
         for k in top:
-            r = rows[k][1:]
-            snippet = None
-            if table == "messages_fts":
-                # The trigram tokenizer's own snippets cut words apart; scan for those instead.
-                got = con.execute(
-                    f"SELECT snippet({table}, 0, '{MARK_OPEN}', '{MARK_CLOSE}', '…', "
-                    f"{_SNIPPET_TOKENS}) FROM {table} WHERE {table} MATCH ? AND rowid = ?",
-                    (match, k),
-                ).fetchone()
-                snippet = got[0] if got else None
-            seen.add(int(r[0]))
+            r = rows[k]
+            text = got[k]
+            seen.add(k)
             hits.append(
                 Hit(
-                    session=r[1],
-                    path=r[2],
-                    seq=r[3],
-                    time=r[4],
-                    role=r[5],
-                    type=r[6],
-                    status=r[7],
-                    title=r[8],
-                    snippet=_one_line(snippet if snippet else _scan_snippet(str(r[9]), terms)),
+                    session=r[0],
+                    path=r[1],
+                    seq=r[2],
+                    time=r[3],
+                    role=r[4],
+                    type=r[5],
+                    status=r[6],
+                    title=r[7],
+                    # no text: the file changed under the index; the word index still knows
+                    snippet=snippet(text, terms) if text is not None else "",
                     score=round(-float(scores.get(k, 0.0)), 6) + 0.0,
                     match=kind,  # type: ignore[arg-type]
                 )
@@ -444,7 +505,7 @@ def search(
 
     words = [t for t in terms if t.wordy]
     if words:
-        more, params = as_substrings([t for t in terms if not t.wordy])
+        more, params, checks = as_substrings([t for t in terms if not t.wordy])
         informative: list[Term] = []
         if sort == "relevance":
             common = common_limit(con)
@@ -455,155 +516,25 @@ def search(
             "word",
             more,
             params,
+            checks,
             " ".join(_fts_string(t) for t in informative) if informative else None,
         )
     # Then every term as a substring, served by the trigram table, the CJK table or a scan,
-    # newest first.
-    tri = [t for t in terms if t.trigram_ok and not t.cjk]
+    # newest first; the candidates' texts decide.
+    tri = [t for t in terms if t.trigram_ok]
     cjk = [t for t in terms if t.cjk]
     if tri:
-        more, params = as_substrings(terms)  # the trigrams find candidates; the text decides
+        more, params, checks = as_substrings(terms)
         match = " ".join(trigram_expr(t.text) for t in tri)
-        run("messages_trigram", match, "substring", more, params)
+        run("messages_trigram", match, "substring", more, params, checks)
         if upto is not None:  # what the substring index does not cover yet: a scan
-            run(None, None, "scan", f" AND m.id > ?{more}", [upto, *params])
+            run(None, None, "scan", f" AND m.id > ?{more}", [upto, *params], checks)
     elif cjk:
-        more, params = as_substrings([t for t in terms if not t.cjk])
+        more, params, checks = as_substrings([t for t in terms if not t.cjk])
+        checks += [(t.text.lower(), False) for t in cjk]
         match = " AND ".join(match_expr(t.text) for t in cjk)
-        run("messages_cjk", match, "substring", more, params)
+        run("messages_cjk", match, "substring", more, params, checks)
     else:
-        more, params = as_substrings(terms)
-        run(None, None, "scan", more, params)
+        more, params, checks = as_substrings(terms)
+        run(None, None, "scan", more, params, checks)
     return hits
-
-
-def _one_line(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()
-
-
-def _scan_snippet(text: str, terms: list[Term]) -> str:
-    folded = text.casefold()
-    spots = [(folded.find(t.text.casefold()), len(t.text)) for t in terms]
-    spots = [(i, n) for i, n in spots if i >= 0]
-    if not spots:
-        return text[: 2 * _SCAN_CONTEXT]
-    first = min(i for i, _ in spots)
-    lo = max(0, first - _SCAN_CONTEXT)
-    hi = min(len(text), first + _SCAN_CONTEXT)
-    out = []
-    pos = lo
-    for i, n in sorted(spots):
-        if i < pos or i >= hi:
-            continue
-        out += [text[pos:i], MARK_OPEN, text[i : i + n], MARK_CLOSE]
-        pos = i + n
-    out.append(text[pos:hi])
-    return ("…" if lo > 0 else "") + "".join(out) + ("…" if hi < len(text) else "")
-
-
-# -- sessions and transcripts -------------------------------------------------------------
-
-
-class SessionInfo(msgspec.Struct):
-    session: str
-    path: str
-    title: str | None
-    cwd: str | None
-    agent: str | None
-    created: int
-    updated: int
-    events: int
-    messages: int
-    state: str
-    error: str | None
-    parent: str | None
-
-
-_SESSION_SQL = (
-    "SELECT id, path, title, cwd, agent, created, updated, events, messages, state, error, parent "
-    "FROM sessions"
-)
-
-
-def _info(r: tuple[object, ...]) -> SessionInfo:
-    return SessionInfo(*r)  # type: ignore[arg-type]
-
-
-def sessions(
-    con: sqlite3.Connection, *, limit: int | None = None, path: str | None = None
-) -> list[SessionInfo]:
-    """Every session, most recent activity (the last event's time) first."""
-    sql = _SESSION_SQL
-    params: list[object] = []
-    if path:
-        sql += " WHERE path GLOB ?"
-        params.append(path if path.startswith(("/", "*")) else "*" + path)
-    sql += " ORDER BY updated DESC, path"
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(limit)
-    return [_info(r) for r in con.execute(sql, params)]
-
-
-def resolve_session(con: sqlite3.Connection, ref: str) -> list[tuple[int, SessionInfo]]:
-    """Sessions matching a path, an id or an id prefix (best match kind only)."""
-    sql = f"SELECT sid, {_SESSION_SQL[7:]}"
-    for where, params in (
-        ("path = ?", [ref]),
-        ("id = ?", [ref]),
-        ("substr(id, 1, length(?)) = ?", [ref, ref]),
-    ):
-        rows = con.execute(f"{sql} WHERE {where} ORDER BY updated DESC", params).fetchall()
-        if rows:
-            return [(int(r[0]), _info(r[1:])) for r in rows]
-    return []
-
-
-class Turn(msgspec.Struct):
-    """One message of a transcript window."""
-
-    seq: int
-    time: int
-    role: str
-    type: str
-    status: str
-    text: str
-    truncated: bool
-
-
-class Window:
-    """A page of a transcript; ``more_before`` is the seq to pass as ``--before`` for the
-    previous page (None on the first)."""
-
-    __slots__ = ("messages", "more_before")
-
-    def __init__(self, messages: list[Turn] | None = None, more_before: int | None = None) -> None:
-        self.messages: list[Turn] = [] if messages is None else messages
-        self.more_before = more_before
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Window:
-            return NotImplemented
-        return (self.messages, self.more_before) == (other.messages, other.more_before)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
-
-    def __repr__(self) -> str:
-        return f"Window(messages={self.messages!r}, more_before={self.more_before!r})"
-
-
-def window(con: sqlite3.Connection, sid: int, *, last: int, before: int | None) -> Window:
-    """The ``last`` messages before seq ``before`` (all statuses), oldest first."""
-    params: list[object] = [sid]
-    sql = "SELECT seq, time, role, type, status, text, truncated FROM messages WHERE sid = ?"
-    if before is not None:
-        sql += " AND seq < ?"
-        params.append(before)
-    sql += " ORDER BY seq DESC LIMIT ?"
-    params.append(last + 1)
-    rows = con.execute(sql, params).fetchall()
-    more = len(rows) > last
-    rows = rows[:last]
-    rows.reverse()
-    turns = [Turn(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6])) for r in rows]
-    return Window(turns, turns[0].seq if more and turns else None)

@@ -1,15 +1,8 @@
 """The SQLite implementation of the index's storage interface (``rows.Store``).
 
 Every change happens inside ``begin()`` ... ``commit()``; the engine bounds what goes into one
-transaction. Full-text tables are kept in step explicitly (not by triggers):
-
-* ``messages_fts`` (words) on every insert and delete, except during a bulk load, which builds
-  it once at the end (``meta.fts`` says ``stale`` until then; a later sync finishes the job);
-* ``messages_cjk`` (CJK unigrams and bigrams) always;
-* ``messages_trigram`` (substrings) behind a cursor, ``meta.substrings``: messages with an id up
-  to it are indexed. New messages are indexed at once while the cursor is at the end; after a
-  bulk load it is not, and :meth:`SqliteStore.build_substrings` catches up in small steps
-  (message ids only grow, so everything past the cursor is exactly what is missing).
+transaction. The full-text tables, the texts kept for foreign sessions and the bulk-load helper
+are in ``fulltext.py`` (a mixin of this class).
 
 A bulk load into an empty index (the first sync of an archive) or ``index rebuild`` writes a
 private file beside the index with no journal and no syncs, then syncs it and renames it into
@@ -26,13 +19,14 @@ from pathlib import Path
 
 import msgspec
 
-from .cjk import grams
-from .fts_helper import SHADOW_TABLES, Helper
+from .fts_helper import Helper
+from .fulltext import FTS_TABLES, FullText
 from .paths import build_path, fsync_path, helper_path, remove_db
 from .rows import EventRow, FileRow, MessageRow, Node, SessionRow, Store
 from .schema import TKEY_SPAN, connect, migrate, probe, tkey_base
 
 __all__ = [
+    "FTS_TABLES",
     "EventRow",
     "FileRow",
     "MessageRow",
@@ -53,10 +47,9 @@ _SESSION_COLS = (
 )
 _MESSAGE_INSERT = (
     "INSERT INTO messages (id, tkey, sid, seq, type, role, time, status, anchor, call_id, calls, "
-    "text, truncated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "truncated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 )
-#: The full-text tables ``index optimize`` merges.
-FTS_TABLES = ("messages_fts", "messages_trigram", "messages_cjk")
+
 _calls_dec = msgspec.json.Decoder(list[str])
 
 
@@ -74,7 +67,7 @@ def _calls(text: str | None) -> tuple[str, ...]:
     return tuple(_calls_dec.decode(text)) if text else ()
 
 
-class SqliteStore:
+class SqliteStore(FullText):
     """:class:`Store` over one SQLite file (``:memory:`` works too). Opening one makes you
     the writer: hold the index lock (``lock.index_lock``) first."""
 
@@ -89,6 +82,10 @@ class SqliteStore:
         self._bulk_messages = 0
         self._helper_from = None if self._memory else helper_from
         self._helper: Helper | None = None
+        #: Texts of a bulk load kept until its helper starts or its word index is built (at
+        #: most ``helper_from`` messages; ``None``: dropped, read back from the files).
+        self._early: list[tuple[int, int, str]] | None = None
+        self._copy: dict[int, bool] = {}  # sid -> its texts go to message_texts
         if not self._memory:
             remove_db(build_path(path))  # left by a bulk load that was killed
             remove_db(helper_path(path))
@@ -115,7 +112,10 @@ class SqliteStore:
     def rollback(self) -> None:
         if self.con.in_transaction:
             self.con.execute("ROLLBACK")
+        self._copy.clear()
         self._load_state()
+        if self._early:  # the ids of what was rolled back are given again
+            self._early = [r for r in self._early if r[0] < self._next_id]
 
     def close(self) -> None:
         if self._bulk:
@@ -164,6 +164,7 @@ class SqliteStore:
         assert not self._bulk and not self.con.in_transaction
         self._bulk = True
         self._bulk_messages = 0
+        self._early = []
         self._drop_helper()
         if self._memory:
             self.begin()
@@ -193,6 +194,7 @@ class SqliteStore:
         built before (``rebuild_fts``), or left ``stale`` for the next sync to build."""
         assert self._bulk and not self.con.in_transaction
         self._bulk = False
+        self._early = None
         if not self._fts_live:
             self._drop_helper()  # stopped early: the next sync builds both indexes here
         if self._memory:
@@ -220,6 +222,7 @@ class SqliteStore:
         if not self._bulk:
             return
         self._bulk = False
+        self._early = None
         self._drop_helper()
         if self._memory:
             self.rollback()
@@ -316,28 +319,19 @@ class SqliteStore:
 
     def drop_session(self, sid: int) -> None:
         con = self.con
-        if self._bulk:
-            self._drop_helper()  # its copy would hold the dropped texts: build in-process
-        if self._fts_live:
-            con.execute(
-                "INSERT INTO messages_fts (messages_fts, rowid, text) "
-                "SELECT 'delete', tkey, text FROM messages WHERE sid = ?",
-                (sid,),
-            )
-        if self._sub_upto:
-            con.execute(
-                "INSERT INTO messages_trigram (messages_trigram, rowid, text) "
-                "SELECT 'delete', tkey, text FROM messages WHERE sid = ? AND id <= ?",
-                (sid, self._sub_upto),
-            )
-        con.executemany(
-            "DELETE FROM messages_cjk WHERE rowid = ?",
-            [
-                (k,)
-                for k, text in con.execute("SELECT tkey, text FROM messages WHERE sid = ?", (sid,))
-                if grams(text) is not None
-            ],
+        # The full-text tables keep the keys (contentless: nothing to delete them with);
+        # dead_keys makes sure they are never given to another message.
+        con.execute(
+            "INSERT OR IGNORE INTO dead_keys (tkey) SELECT tkey FROM messages WHERE sid = ?", (sid,)
         )
+        con.execute(
+            "DELETE FROM message_texts WHERE tkey IN (SELECT tkey FROM messages WHERE sid = ?)",
+            (sid,),
+        )
+        if self._early:
+            gone = {r[0] for r in con.execute("SELECT id FROM messages WHERE sid = ?", (sid,))}
+            self._early = [r for r in self._early if r[0] not in gone]
+        self._copy.pop(sid, None)
         con.execute("DELETE FROM tool_calls WHERE sid = ?", (sid,))
         con.execute("DELETE FROM messages WHERE sid = ?", (sid,))
         con.execute("DELETE FROM events WHERE sid = ?", (sid,))
@@ -362,7 +356,8 @@ class SqliteStore:
 
     def add_messages(self, rows: Sequence[MessageRow]) -> None:
         """Insert message rows with ids from the store's own counter (ids are never reused,
-        which the substring cursor relies on), and keep the full-text tables in step."""
+        which the substring cursor relies on), and keep the full-text tables in step. The
+        texts are not stored, but for sessions whose file cannot give them back."""
         if not rows:
             return
         con = self.con
@@ -385,34 +380,28 @@ class SqliteStore:
                     r.anchor,
                     r.call_id,
                     msgspec.json.encode(r.calls).decode() if r.calls else None,
-                    r.text,
                     r.truncated,
                 )
                 for i, k, r in zip(ids, keys, rows, strict=True)
             ],
         )
+        kept = [(k, r.text) for k, r in zip(keys, rows, strict=True) if self._copies(r)]
+        if kept:
+            con.executemany("INSERT INTO message_texts (tkey, text) VALUES (?, ?)", kept)
         declared = [(r.sid, c, r.seq) for r in rows for c in r.calls]
         if declared:
             con.executemany(
                 "INSERT OR IGNORE INTO tool_calls (sid, call_id, seq) VALUES (?, ?, ?)", declared
             )
         if self._bulk:
-            self._feed_helper(first, keys, rows)
-        cjk = [(k, *g) for k, r in zip(keys, rows, strict=True) if (g := grams(r.text)) is not None]
-        if cjk:
-            con.executemany("INSERT INTO messages_cjk (rowid, uni, bi) VALUES (?, ?, ?)", cjk)
-        if self._fts_live:
-            con.executemany(
-                "INSERT INTO messages_fts (rowid, text) VALUES (?, ?)",
-                [(k, r.text) for k, r in zip(keys, rows, strict=True)],
+            self._feed_helper(
+                [(first + n, k, r.text) for n, (k, r) in enumerate(zip(keys, rows, strict=True))]
             )
-        if self._sub_upto >= first - 1 and not self._bulk:  # complete: keep it so
-            con.executemany(
-                "INSERT INTO messages_trigram (rowid, text) VALUES (?, ?)",
-                [(k, r.text) for k, r in zip(keys, rows, strict=True)],
-            )
-            self._sub_upto = self._next_id - 1
-            self.set_meta("substrings", str(self._sub_upto))
+        self._index(
+            [(first + n, k, r.text) for n, (k, r) in enumerate(zip(keys, rows, strict=True))],
+            words=self._fts_live,
+            substrings=self._sub_upto >= first - 1 and not self._bulk,  # complete: keep it so
+        )
 
     # -- the surface -------------------------------------------------------------------------
 
@@ -477,33 +466,7 @@ class SqliteStore:
             [(status, sid, s) for s in seqs],
         )
 
-    # -- full-text maintenance -----------------------------------------------------------
-
-    @property
-    def fts_live(self) -> bool:
-        return self._fts_live
-
-    def set_fts_stale(self) -> None:
-        self.set_meta("fts", "stale")
-        self._fts_live = False
-
-    def rebuild_fts(self) -> None:
-        """Build the word index (after a bulk load), in its own transaction: adopt the helper's
-        if one built it, else rebuild it from the messages table."""
-        assert not self.con.in_transaction
-        h = self._helper
-        if h is not None and self._bulk and h.finish_words():
-            self._adopt(h, "messages_fts", [])
-            h.go()  # now the trigram index
-        else:
-            self._drop_helper()
-            self.begin()
-            self.con.execute("INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')")
-            self.set_meta("fts", "live")
-            self.commit()
-        self._fts_live = True
-
-    # -- the helper process --------------------------------------------------------------
+    # -- keys ----------------------------------------------------------------------------
 
     def _tkeys(self, ids: range, rows: Sequence[MessageRow]) -> list[int]:
         """The time-ordered keys of new messages (see ``schema.TKEY_SPAN``): the second's
@@ -521,7 +484,9 @@ class SqliteStore:
             taken.update(
                 r[0]
                 for r in self.con.execute(
-                    "SELECT tkey FROM messages WHERE tkey >= ? AND tkey < ?", (k, k + near)
+                    "SELECT tkey FROM messages WHERE tkey >= ? AND tkey < ? UNION ALL "
+                    "SELECT tkey FROM dead_keys WHERE tkey >= ? AND tkey < ?",
+                    (k, k + near, k, k + near),
                 )
             )
             loaded.append((k, k + near))
@@ -545,124 +510,17 @@ class SqliteStore:
         return out
 
     def _taken(self, keys: list[int]) -> set[int]:
-        """Which of ``keys`` are in the index already."""
+        """Which of ``keys`` are in the index already, or were (dead keys)."""
         found: set[int] = set()
-        for at in range(0, len(keys), 30_000):
-            part = keys[at : at + 30_000]
+        for at in range(0, len(keys), 15_000):
+            part = keys[at : at + 15_000]
+            marks = ", ".join("?" * len(part))
             found.update(
                 k
                 for (k,) in self.con.execute(
-                    f"SELECT tkey FROM messages WHERE tkey IN ({', '.join('?' * len(part))})", part
+                    f"SELECT tkey FROM messages WHERE tkey IN ({marks}) UNION ALL "
+                    f"SELECT tkey FROM dead_keys WHERE tkey IN ({marks})",
+                    part + part,
                 )
             )
         return found
-
-    def _feed_helper(self, first: int, keys: Sequence[int], rows: Sequence[MessageRow]) -> None:
-        self._bulk_messages += len(rows)
-        h = self._helper
-        if h is None:
-            if self._helper_from is None or self._bulk_messages < self._helper_from:
-                return
-            try:
-                self._helper = h = Helper(helper_path(self.path))
-            except OSError:  # pragma: no cover - cannot start a process: do it all here
-                self._helper_from = None
-                return
-            h.add(self.con.execute("SELECT id, tkey, text FROM messages ORDER BY id").fetchall())
-        else:
-            h.add([(first + i, k, r.text) for i, (k, r) in enumerate(zip(keys, rows, strict=True))])
-
-    def _drop_helper(self) -> None:
-        if self._helper is not None:
-            self._helper.close()
-            self._helper = None
-
-    def _adopt(self, h: Helper, table: str, meta: list[tuple[str, str]]) -> None:
-        """Copy the helper's index ``table`` in, with ``meta`` settings, in one transaction."""
-        con = self.con
-        con.execute("ATTACH DATABASE ? AS fts_helper", (str(h.path),))
-        try:
-            self.begin()
-            for shadow in SHADOW_TABLES:
-                name = f"{table}_{shadow}"
-                con.execute(f"DELETE FROM main.{name}")
-                con.execute(f"INSERT INTO main.{name} SELECT * FROM fts_helper.{name}")
-            if table == "messages_fts":
-                self.set_meta("fts", "live")
-            for key, value in meta:
-                self.set_meta(key, value)
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
-        finally:
-            con.execute("DETACH DATABASE fts_helper")
-
-    def substrings_waiting(self) -> bool:
-        """True while a helper builds the substring index (nothing to do here meanwhile);
-        once it is done, its index is copied in."""
-        h = self._helper
-        if h is None or self._bulk:
-            return False
-        state = h.trigram_state()
-        if state == "working":
-            return True
-        if state == "ready":
-            con = self.con
-            con.execute("ATTACH DATABASE ? AS fts_helper", (str(h.path),))
-            try:
-                # Messages dropped since the snapshot leave the helper's index first.
-                gone = [
-                    r[0]
-                    for r in con.execute(
-                        "SELECT id FROM fts_helper.messages h WHERE NOT EXISTS "
-                        "(SELECT 1 FROM main.messages m WHERE m.id = h.id)"
-                    )
-                ]
-                top = con.execute("SELECT max(id) FROM fts_helper.messages").fetchone()[0]
-            finally:
-                con.execute("DETACH DATABASE fts_helper")
-            if (not gone or h.delete(gone)) and self._sub_upto == 0:
-                self._adopt(h, "messages_trigram", [("substrings", str(top))])
-                # FTS5 caches index structure per connection: start afresh after the copy.
-                self.con.close()
-                self.con = connect(self.path, create=True)
-                self._load_state()
-        self._drop_helper()
-        return False
-
-    def substrings_pending(self) -> bool:
-        return self._sub_upto < self._next_id - 1
-
-    def build_substrings(self, limit: int) -> int:
-        """Index up to ``limit`` more messages for substring search; return how many."""
-        con = self.con
-        ids = [
-            r[0]
-            for r in con.execute(
-                "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT ?", (self._sub_upto, limit)
-            )
-        ]
-        hi = ids[-1] if len(ids) == limit else self._next_id - 1
-        if ids:
-            con.execute(
-                "INSERT INTO messages_trigram (rowid, text) "
-                "SELECT tkey, text FROM messages WHERE id > ? AND id <= ?",
-                (self._sub_upto, hi),
-            )
-        if hi > self._sub_upto:
-            self._sub_upto = hi
-            self.set_meta("substrings", str(hi))
-        return len(ids)
-
-    def substring_progress(self) -> tuple[int, int]:
-        """``(indexed, total)`` messages of the substring index."""
-        done, total = self.con.execute(
-            "SELECT count(*) FILTER (WHERE id <= ?), count(*) FROM messages", (self._sub_upto,)
-        ).fetchone()
-        return int(done), int(total)
-
-    def optimize(self) -> None:
-        """Merge every full-text index into one segment (slow; ``index optimize``)."""
-        for table in FTS_TABLES:
-            self.con.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")

@@ -249,7 +249,10 @@ class _App:
 
         def job(con: sqlite3.Connection) -> object:
             t0 = time.perf_counter()
-            hits = s.search(con, text, filters, limit, phrases=phrases)
+            # The word being typed is a prefix: substrings are found only inside identifiers
+            # (daemon/jsonltape_daemon/idents.py), so "quok" alone would not find "quokka".
+            typed = text if text[-1:].isspace() or text.endswith(("*", '"')) else text + "*"
+            hits = s.search(con, typed, filters, limit, phrases=phrases)
             return _Found(text, hits, (time.perf_counter() - t0) * 1000)
 
         self.started = time.perf_counter()

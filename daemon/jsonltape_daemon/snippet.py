@@ -1,0 +1,105 @@
+"""Snippets of a hit, cut from its text (read back from the session file).
+
+Each query term is marked where it matches: a word term (or a phrase of words) where the word
+index matched it -- whole words, folded like the ``unicode61 remove_diacritics 2`` tokenizer
+folds them (``naive`` marks ``naïve``), a ``prefix*`` to the end of its word -- else as a
+substring, case folded. The snippet is the text around the first mark, on one line.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from typing import Protocol
+
+from .rank import tokens
+
+__all__ = ["MARK_CLOSE", "MARK_OPEN", "snippet"]
+
+#: Highlight markers inside snippets; the CLI turns them into brackets or terminal styles.
+MARK_OPEN = "\x02"
+MARK_CLOSE = "\x03"
+_CONTEXT = 48
+_HEAD = 4096
+_SPACE = re.compile(r"\s+")
+
+
+class _Term(Protocol):
+    text: str
+    prefix: bool
+
+    @property
+    def wordy(self) -> bool: ...
+
+
+class _Folds(dict[int, str]):
+    """``str.translate`` table: a character to its letter without diacritics, when that is
+    one character (so that positions in the folded text are positions in the text)."""
+
+    def __missing__(self, code: int) -> str:
+        c = chr(code)
+        bare = "".join(x for x in unicodedata.normalize("NFD", c) if not unicodedata.combining(x))
+        self[code] = out = bare if len(bare) == 1 else c
+        return out
+
+
+_FOLDS = _Folds()
+
+
+def _fold(text: str) -> str:
+    low = text.lower()
+    if len(low) != len(text):  # a letter whose lower case is longer (rare): no case folding
+        low = text
+    return low if low.isascii() else low.translate(_FOLDS)
+
+
+def _spans(text: str, folded: str, term: _Term) -> list[tuple[int, int]]:
+    if term.wordy:
+        words = tokens(term.text)
+        if words:
+            pattern = r"(?<![^\W_])" + r"[\W_]+".join(map(re.escape, words))
+            pattern += r"[^\W_]*" if term.prefix else r"(?![^\W_])"
+            found = [m.span() for m in re.finditer(pattern, folded)]
+            if found:
+                return found
+    needle = _fold(term.text)
+    out = []
+    at = folded.find(needle)
+    while at >= 0 and needle:
+        out.append((at, at + len(needle)))
+        at = folded.find(needle, at + len(needle))
+    return out
+
+
+def snippet(text: str, terms: Sequence[_Term]) -> str:
+    """Up to ``_CONTEXT`` characters either side of the first term found in ``text``, every
+    term found there marked, on one line."""
+    spans: list[tuple[int, int]] = []
+    if len(text) > _HEAD:  # a long text: its first terms are most often near its start
+        cut = text.rfind(" ", 0, _HEAD)
+        head = text[: cut if cut > 0 else _HEAD]
+        spans = sorted(s for t in terms for s in _spans(head, _fold(head), t))
+    if not spans:
+        folded = _fold(text)
+        spans = sorted(s for t in terms for s in _spans(text, folded, t))
+    if not spans:
+        return _one_line(text[: 2 * _CONTEXT])
+    first = spans[0][0]
+    lo = max(0, first - _CONTEXT)
+    hi = min(len(text), max(first + _CONTEXT, spans[0][1]))
+    out = []
+    pos = lo
+    for i, j in spans:
+        if i < pos or i >= hi:
+            continue
+        out += [text[pos:i], MARK_OPEN, text[i:j], MARK_CLOSE]
+        pos = j
+    out.append(text[pos:hi] if pos < hi else "")
+    return _one_line(
+        ("…" if lo > 0 else "") + "".join(out) + ("…" if max(hi, pos) < len(text) else "")
+    )
+
+
+def _one_line(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
