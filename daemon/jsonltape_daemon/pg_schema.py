@@ -30,6 +30,9 @@ with three search columns:
 Only extensions shipped with PostgreSQL are used (``pg_trgm``, ``unaccent``; both trusted, so
 a database owner may create them). Tested on PostgreSQL 15.18 (Debian 12).
 
+What ``index status`` shows per origin (counts, last push, roots) is :func:`origin_status`:
+any role may call it and sees what its policies let it see.
+
 Schema versions are recorded in ``schema_migrations``; :func:`migrate` applies the missing
 steps and refuses a database whose version is newer than :data:`SCHEMA_VERSION`.
 
@@ -51,6 +54,7 @@ row-level security, is granted to nobody.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -64,12 +68,14 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "TABLES",
+    "OriginStatus",
     "Roles",
     "grant_reader_sql",
     "grant_writer_sql",
     "init",
     "init_sql",
     "migrate",
+    "origin_status",
     "schema_version",
     "security_sql",
 ]
@@ -435,6 +441,58 @@ def migrate(con: psycopg.Connection[Any], schema: str = SCHEMA) -> int:
         if version < SCHEMA_VERSION:
             con.execute(_steps(version, schema).encode())
     return SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class OriginStatus:
+    """What ``index status`` shows for one origin of a shared index."""
+
+    origin: str
+    sessions: int
+    events: int
+    messages: int
+    files: int
+    pushed: int | None  #: ms since the epoch of the last commit of a push, None if never
+    roots: tuple[str, ...]
+
+    def lag(self, now_ms: int | None = None) -> float | None:
+        """Seconds since the last push (None if there was none)."""
+        if self.pushed is None:
+            return None
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return max(0.0, (now - self.pushed) / 1000)
+
+
+def origin_status(
+    con: psycopg.Connection[Any], schema: str = SCHEMA, origin: str | None = None
+) -> list[OriginStatus]:
+    """Counts, last push and roots of every origin the connection's role may see (or of
+    ``origin`` only), for ``index status``."""
+    s = _ident(schema, "schema")
+    where, params = ("WHERE origin = %s", (origin,)) if origin is not None else ("", ())
+    counts: dict[str, dict[str, int]] = {}
+    for table in ("sessions", "events", "messages", "files"):
+        for o, n in con.execute(
+            f"SELECT origin, count(*) FROM {s}.{table} {where} GROUP BY origin", params
+        ):
+            counts.setdefault(o, {})[table] = int(n)
+    out = []
+    for o, pushed, roots in con.execute(
+        f"SELECT origin, pushed, roots FROM {s}.origins {where} ORDER BY origin", params
+    ):
+        c = counts.get(o, {})
+        out.append(
+            OriginStatus(
+                o,
+                c.get("sessions", 0),
+                c.get("events", 0),
+                c.get("messages", 0),
+                c.get("files", 0),
+                None if pushed is None else int(pushed),
+                tuple(roots),
+            )
+        )
+    return out
 
 
 def init(conninfo: str, roles: Roles = Roles(), schema: str = SCHEMA) -> None:

@@ -1,0 +1,379 @@
+"""The PostgreSQL engine's write side (daemon/jsonltape_daemon/pg_store.py) on a real server: a
+tree pushed through the shared ingest engine equals the same tree in the SQLite index, changes
+to files are reconciled the same way, re-sent rows add nothing, one writer per origin, and
+row-level security holds a writer role to its own origin."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psycopg
+import pytest
+from jsonltape_daemon import pg_schema
+from jsonltape_daemon.errors import EngineMissingError, IndexBusyError, IndexStateError
+from jsonltape_daemon.mirror import Mirror
+from jsonltape_daemon.pg_store import IndexUnreachableError, PgStore
+from jsonltape_daemon.rows import FileRow
+from jsonltape_daemon.store import SqliteStore
+
+import jsonltape
+
+from ._pg import PgServer
+from .helpers import golden
+from .test_index_helpers import dump, rebuild, session, user_data
+
+S = pg_schema.SCHEMA
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pg_dump(url: str, origin: str) -> dict[str, Any]:
+    """Everything of one origin that a rebuild must reproduce, in ``test_index_helpers.dump``'s
+    shape (keyed by path, the texts included), read as the superuser."""
+    with psycopg.connect(url) as con:
+
+        def q(sql: str) -> list[tuple[Any, ...]]:
+            return con.execute(sql, (origin,)).fetchall()
+
+        path_of = dict(q(f"SELECT sid, path FROM {S}.sessions WHERE origin = %s"))
+        # (numeric dev/ino and boolean columns compare equal to SQLite's integers)
+        files = {
+            r[0]: r[1:]
+            for r in q(
+                'SELECT path, status, error, dev, ino, size, mtime_ns, "offset", last_seq, '
+                f"last_crc, sid IS NULL FROM {S}.files WHERE origin = %s"
+            )
+        }
+        sessions = {
+            r[0]: r[1:]
+            for r in q(
+                "SELECT path, id, header_crc, title, cwd, agent, created, updated, parent, "
+                f"parent_seq, events, messages, state, error, open_turn, closed FROM {S}.sessions "
+                "WHERE origin = %s"
+            )
+        }
+        events = sorted(
+            (path_of[r[0]], *r[1:])
+            for r in q(
+                f'SELECT sid, seq, type, time, "offset", size, crc FROM {S}.events '
+                "WHERE origin = %s"
+            )
+        )
+        messages = sorted(
+            (
+                path_of[r[0]],
+                *r[1:8],
+                msgspec.json.encode(r[8]).decode() if r[8] else None,
+                r[9],
+                int(r[10]),
+            )
+            for r in q(
+                "SELECT sid, seq, type, role, time, status, anchor, call_id, calls, text, "
+                f"truncated FROM {S}.messages WHERE origin = %s"
+            )
+        )
+        calls = sorted(
+            (path_of[r[0]], *r[1:])
+            for r in q(f"SELECT sid, call_id, seq FROM {S}.tool_calls WHERE origin = %s")
+        )
+    return {
+        "files": files,
+        "sessions": sessions,
+        "events": events,
+        "messages": messages,
+        "tool_calls": calls,
+    }
+
+
+def assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    """Equal dumps, failing on the first differing file or session (readable diffs)."""
+    for part in ("files", "sessions"):
+        for key in sorted(set(got[part]) | set(want[part])):
+            assert got[part].get(key) == want[part].get(key), (part, key)
+    for part in ("events", "messages", "tool_calls"):
+        assert set(got[part]) ^ set(want[part]) == set(), part
+        assert len(got[part]) == len(want[part]), part  # no duplicate
+    assert got == want
+
+
+def push(url: str, origin: str, root: Path) -> None:
+    with PgStore(url, origin) as store:
+        Mirror(store, str(root)).rescan()
+
+
+def tree(root: Path) -> None:
+    """Sessions with tool calls, revisions, a retract, CJK and code-like text, a torn tail."""
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    golden(root / "a" / "golden.jsonl", turns=7)
+    session(root / "b" / "cjk.jsonl", ["東京都の天気", "FileNotFoundError in src/a.py", "naïve"])
+    with jsonltape.open(root / "b" / "rev.jsonl", create=True, title="revised") as tape:
+        first = tape.user("first wording")
+        tape.append(
+            "user/message",
+            user_data("second wording"),
+            surface={"op": "replace", "start": first.seq, "end": first.seq},
+            sources=[first.seq],
+        )
+        other = tape.user("to be retracted")
+        tape.append(
+            "surface/retract", {}, surface={"op": "retract", "start": other.seq, "end": other.seq}
+        )
+    session(root / "c" / "torn.jsonl", ["complete"])
+    with open(root / "c" / "torn.jsonl", "ab") as f:
+        f.write(b'{"seq":99,"type":"user/mess')
+    (root / "c" / "junk.jsonl").write_text("not a session\n")
+
+
+def test_a_tree_pushed_into_postgresql_equals_the_same_tree_in_sqlite(
+    tmp_path: Path, pg_db: str
+) -> None:
+    root = tmp_path / "root"
+    tree(root)
+    push(pg_db, "laptop", root)
+    got, want = pg_dump(pg_db, "laptop"), rebuild(root)
+    assert want["messages"] and want["tool_calls"]
+    assert {m[5] for m in want["messages"]} >= {"current", "superseded", "retracted"}
+    assert_same(got, want)
+    with psycopg.connect(pg_db) as con:
+        # the search columns were filled by the pusher: they find what the texts hold
+        for where, needle in [("cjk @> '{東京,京都}'", "東京都"), ("idents LIKE %s", "NotFound")]:
+            found, holding = con.execute(
+                f"SELECT count(*) FILTER (WHERE {where}), count(*) FILTER (WHERE strpos(text, %s) "
+                f"> 0) FROM {S}.messages",
+                ([] if "%s" not in where else ["%NotFound%"]) + [needle],
+            ).fetchone()
+            assert found == holding == 2, where
+
+
+@pytest.mark.parametrize("change", ["append", "rename", "truncate_repair", "replace", "delete"])
+def test_file_changes_are_reconciled_as_in_sqlite(tmp_path: Path, pg_db: str, change: str) -> None:
+    root = tmp_path / "root"
+    tree(root)
+    local = SqliteStore(tmp_path / "index.db")
+    pg = PgStore(pg_db, "laptop")
+    try:
+        for store in (local, pg):
+            Mirror(store, str(root)).rescan()
+        g = root / "a" / "golden.jsonl"
+        if change == "append":
+            with jsonltape.open(g) as tape:
+                tape.user("appended later")
+        elif change == "rename":
+            os.rename(g, root / "b" / "moved.jsonl")
+        elif change == "truncate_repair":
+            with open(root / "c" / "torn.jsonl", "ab") as f:
+                f.write(b'ssage"}\n')  # the torn line is completed badly: then repaired
+            jsonltape.repair(root / "c" / "torn.jsonl")
+            data = g.read_bytes()
+            g.write_bytes(data[: data.index(b"\n", len(data) // 2) + 1])
+        elif change == "replace":
+            tmp = root / "a" / ".swap"
+            shutil.copyfile(root / "b" / "cjk.jsonl", tmp)
+            os.replace(tmp, g)
+        else:
+            g.unlink()
+        for store in (local, pg):
+            Mirror(store, str(root)).rescan()
+        assert_same(pg_dump(pg_db, "laptop"), dump(local.con))
+        assert_same(dump(local.con), rebuild(root))
+    finally:
+        local.close()
+        pg.close()
+
+
+def test_rows_sent_again_add_nothing(tmp_path: Path, pg_db: str) -> None:
+    root = tmp_path / "root"
+    tree(root)
+    push(pg_db, "laptop", root)
+    before = pg_dump(pg_db, "laptop")
+    with PgStore(pg_db, "laptop") as store:
+        sid = store.session_at(str(root / "a" / "golden.jsonl"))
+        assert sid is not None
+        with psycopg.connect(pg_db) as con:
+            events = con.execute(
+                f'SELECT sid, seq, type, time, "offset", size, crc FROM {S}.events '
+                "WHERE origin = 'laptop' AND sid = %s",
+                (sid.sid,),
+            ).fetchall()
+        # what a pusher cut off before it learnt of its commit would send again
+        store.begin()
+        store.add_events(events)
+        assert store.line_marks(sid.sid)  # flushed mid-transaction: no conflict either
+        store.add_events(events)
+        store.commit()
+    assert pg_dump(pg_db, "laptop") == before
+
+
+def test_two_origins_never_touch_each_other(tmp_path: Path, pg_db: str) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    tree(a)
+    tree(b)
+    shutil.copytree(a, b, dirs_exist_ok=True)  # the very same paths and sessions on both
+    push(pg_db, "m1", a)
+    push(pg_db, "m2", b)
+    (a / "a" / "golden.jsonl").unlink()
+    push(pg_db, "m1", a)
+    assert_same(pg_dump(pg_db, "m1"), rebuild(a))
+    assert_same(pg_dump(pg_db, "m2"), rebuild(b))
+    with PgStore(pg_db, "m1") as store:
+        status = {s.origin: s for s in store.status()}
+        assert set(status) == {"m1", "m2"}
+        assert status["m2"].sessions == store.session_count() + 1
+        assert status["m1"] == store.counts()
+        assert status["m1"].roots == (str(a),)
+        lag = status["m1"].lag()
+        assert lag is not None and 0 <= lag < 60
+        store.drop_origin()
+        assert store.session_count() == 0 and store.roots() == [str(a)]
+    assert pg_dump(pg_db, "m1")["events"] == []
+    assert_same(pg_dump(pg_db, "m2"), rebuild(b))
+
+
+def test_one_writer_per_origin(tmp_path: Path, pg_db: str) -> None:
+    first = PgStore(pg_db, "laptop")
+    try:
+        with pytest.raises(IndexBusyError, match="another writer is pushing origin 'laptop'"):
+            PgStore(pg_db, "laptop")
+        with pytest.raises(IndexBusyError):
+            PgStore(pg_db, "laptop", lock_timeout=0.3)
+        PgStore(pg_db, "desktop").close()  # another origin is another lock
+    finally:
+        first.close()
+    PgStore(pg_db, "laptop").close()  # released on close
+
+
+def test_a_lost_connection_is_one_error_without_the_password(
+    tmp_path: Path, pg_server: PgServer
+) -> None:
+    role = pg_server.unique("pw")
+    pg_server.create_role(role, "s3cr3t-pw")
+    name = pg_server.unique("db")
+    pg_server.create_database(name, owner=role)
+    url = pg_server.url(name, role, "s3cr3t-pw")
+    try:
+        store = PgStore(url, "laptop")
+        pg_server.terminate_backends(name)
+        with pytest.raises(IndexUnreachableError) as got:
+            store.files()
+        assert "s3cr3t-pw" not in str(got.value) and "unreachable" in str(got.value)
+        assert store.files() == {}  # the next call connects again
+        store.begin()
+        store.put_file(FileRow(path="/a.jsonl", status="pending"))
+        pg_server.terminate_backends(name)
+        with pytest.raises(IndexUnreachableError):
+            store.put_file(FileRow(path="/b.jsonl", status="pending"))
+        # never half a transaction on a new connection: not until it is rolled back
+        with pytest.raises(IndexUnreachableError, match="lost in a transaction"):
+            store.put_file(FileRow(path="/c.jsonl", status="pending"))
+        store.rollback()
+        assert store.files() == {}
+        store.close()
+        bad = url.replace("s3cr3t-pw", "wrong-pw")
+        with pytest.raises(IndexUnreachableError) as got:
+            PgStore(bad, "laptop")
+        assert "wrong-pw" not in str(got.value)
+        gone = pg_server.url(name, role, "s3cr3t-pw").replace(str(pg_server.root), "/nonexistent")
+        with pytest.raises(IndexUnreachableError, match="unreachable"):
+            PgStore(gone, "laptop")
+    finally:
+        pg_server.drop_database(name)
+
+
+def test_without_psycopg_a_postgresql_store_says_what_to_install() -> None:
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from jsonltape_daemon.pg_store import PgStore\n"
+        "from jsonltape_daemon.errors import EngineMissingError\n"
+        "try:\n    PgStore('postgresql:///x', 'o')\n"
+        "except EngineMissingError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'jsonltape[postgres]'" in out.stdout
+    assert EngineMissingError.code == "engine-missing"
+
+
+# -- roles and row-level security ------------------------------------------------------------
+
+
+def _team(pg_server: PgServer) -> tuple[str, str, str]:
+    """A team database after ``index init``; a writer role granted origin m1; its URL."""
+    name = pg_server.unique("team")
+    admin = pg_server.create_database(name)
+    pg_schema.init(admin)
+    writer = pg_server.unique("w")
+    pg_server.create_role(writer, "w-pw")
+    with psycopg.connect(admin, autocommit=True) as con:
+        con.execute(pg_schema.grant_writer_sql(writer, "m1").encode())
+    return name, admin, pg_server.url(name, writer, "w-pw")
+
+
+def test_a_writer_role_pushes_its_own_origin_and_no_other(
+    tmp_path: Path, pg_server: PgServer
+) -> None:
+    name, admin, writer = _team(pg_server)
+    try:
+        a, b = tmp_path / "a", tmp_path / "b"
+        tree(a)
+        tree(b)
+        push(admin, "m2", b)  # another machine's rows, pushed by the owner
+        push(writer, "m1", a)
+        (a / "b" / "rev.jsonl").unlink()
+        push(writer, "m1", a)  # reconciles (deletes) its own rows under the policies
+        assert_same(pg_dump(admin, "m1"), rebuild(a))
+        assert_same(pg_dump(admin, "m2"), rebuild(b))
+        with pytest.raises(IndexStateError, match="may not push origin 'm2'"):
+            PgStore(writer, "m2")
+        with PgStore(writer, "m1") as store:
+            assert [s.origin for s in store.status()] == ["m1"]  # sees only its own
+        with psycopg.connect(writer, autocommit=True) as con:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                con.execute(
+                    f"INSERT INTO {S}.files (origin, path, status) VALUES ('m2', '/x', 'pending')"
+                )
+            n = con.execute(f"DELETE FROM {S}.sessions WHERE origin = 'm2'").rowcount
+            assert n == 0
+            assert con.execute(
+                f"SELECT count(*) FROM {S}.events WHERE origin = 'm2'"
+            ).fetchone() == (0,)
+        assert_same(pg_dump(admin, "m2"), rebuild(b))
+        reader = pg_server.unique("r")
+        pg_server.create_role(reader, "r-pw")
+        with psycopg.connect(admin, autocommit=True) as con:
+            con.execute(pg_schema.grant_reader_sql(reader).encode())
+        with psycopg.connect(pg_server.url(name, reader, "r-pw")) as con:
+            seen = {st.origin: st.events for st in pg_schema.origin_status(con)}
+        assert seen == {o: len(pg_dump(admin, o)["events"]) for o in ("m1", "m2")}
+    finally:
+        pg_server.drop_database(name)
+
+
+def test_a_role_that_cannot_create_the_schema_is_told_to_run_index_init(
+    pg_server: PgServer,
+) -> None:
+    name = pg_server.unique("bare")
+    pg_server.create_database(name)
+    role = pg_server.unique("nobody")
+    pg_server.create_role(role, "n-pw")
+    try:
+        with pytest.raises(IndexStateError, match="run `jsonltape index init"):
+            PgStore(pg_server.url(name, role, "n-pw"), "m1")
+    finally:
+        pg_server.drop_database(name)
+
+
+def test_text_postgresql_cannot_hold_is_stored_replaced_not_refused(
+    tmp_path: Path, pg_db: str
+) -> None:
+    root = tmp_path / "root"
+    session(root / "nul.jsonl", ["a \x00 byte", "fine"], title="t\x00itle")
+    push(pg_db, "laptop", root)
+    with psycopg.connect(pg_db) as con:
+        texts = {r[0] for r in con.execute(f"SELECT text FROM {S}.messages").fetchall()}
+        title = con.execute(f"SELECT title FROM {S}.sessions").fetchone()
+    assert "a \ufffd byte" in texts and "fine" in texts
+    assert title == ("t\ufffditle",)
