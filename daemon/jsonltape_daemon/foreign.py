@@ -37,12 +37,10 @@ from typing import NamedTuple
 
 import msgspec
 
-from jsonltape import _framing
-from jsonltape._prepare import encode_event
+from jsonltape._index_api import SOURCES, crc_of, encode_event, session_id_for
 from jsonltape.errors import FormatError, JsonltapeError
 from jsonltape.events import HeaderData, Line
 from jsonltape.interop import foreign as mapping
-from jsonltape.interop._engine import SOURCES, session_id_for
 
 from .ingest import _O_READ, Budget, Ingestor
 from .rows import FileRow, Store
@@ -201,7 +199,7 @@ class ForeignFiles:
         first = lines[0]
         data = msgspec.convert(first.event.data, type=HeaderData)
         self._fd, self._lines = fd, lines
-        return Header(data, first.offset + len(first.raw), _framing.crc_of(first.raw) or "")
+        return Header(data, first.offset + len(first.raw), crc_of(first.raw) or "")
 
     def _current(self, fd: int) -> list[Line]:
         assert fd == self._fd, "header() maps the file before its lines are read"
@@ -225,7 +223,7 @@ class ForeignFiles:
         if not 0 <= seq < len(lines):
             return False
         off, raw, _event = lines[seq]
-        return off + len(raw) == end and _framing.crc_of(raw) == crc
+        return off + len(raw) == end and crc_of(raw) == crc
 
     def intact(
         self, fd: int, start: int, end: int, ingested: Iterable[tuple[int, int, str]]

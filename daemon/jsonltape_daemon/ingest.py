@@ -30,8 +30,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from jsonltape._framing import crc_of
-from jsonltape._lines import checkpoint_at
+from jsonltape._index_api import checkpoint_at, crc_of
 from jsonltape.errors import CorruptError, FormatError
 from jsonltape.events import SURFACE_TYPES, Line
 

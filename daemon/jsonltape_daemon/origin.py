@@ -15,7 +15,7 @@ import secrets
 import socket
 from pathlib import Path
 
-from jsonltape import _fs
+from jsonltape._index_api import fs
 from jsonltape.errors import InvalidArgumentError
 
 from .paths import ensure_private_dir
@@ -60,7 +60,7 @@ def default_origin(data_dir: Path) -> str:
     # Written whole under a temporary name, then linked: a reader never sees it half-written,
     # and of two first uses at once the first link wins and both return its name.
     tmp = path.with_name(f".origin.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = _fs.create_exclusive(tmp)
+    fd = fs.create_exclusive(tmp)
     try:
         os.write(fd, (name + "\n").encode())
         os.fsync(fd)

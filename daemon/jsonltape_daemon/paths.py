@@ -26,8 +26,7 @@ import os
 import stat
 from pathlib import Path
 
-from jsonltape import _fs
-from jsonltape._project import data_dir
+from jsonltape._index_api import data_dir, fs
 from jsonltape.errors import UnsafeFileError
 
 __all__ = [
@@ -60,7 +59,7 @@ def default_index() -> Path:
 def ensure_private_dir(path: Path) -> None:
     """Create ``path`` (and missing parents) 0700, as the library creates session dirs; an
     existing one that others may write into is tightened (ours) or refused (module doc)."""
-    _fs.make_dirs(path)
+    fs.make_dirs(path)
     st = os.stat(path)
     if not st.st_mode & 0o022 or st.st_mode & stat.S_ISVTX:
         return

@@ -16,9 +16,17 @@ from typing import NamedTuple, Protocol
 
 import msgspec
 
-from jsonltape import _framing
-from jsonltape._lines import Bad, scan
-from jsonltape._scan import TOO_DEEP, read_header, witness_after
+from jsonltape._index_api import (
+    TOO_DEEP,
+    Bad,
+    crc_of,
+    frame_ok,
+    iter_lines,
+    iter_lines_reverse,
+    read_header,
+    scan,
+    witness_after,
+)
 from jsonltape.events import HeaderData, Line
 
 __all__ = ["Damage", "FileKind", "Header", "JsonltapeFiles"]
@@ -95,7 +103,7 @@ class JsonltapeFiles:
 
     def header(self, fd: int, path: str) -> Header:
         data, end, _time = read_header(fd, path)
-        return Header(data, end, _framing.crc_of(os.pread(fd, end, 0)) or "")
+        return Header(data, end, crc_of(os.pread(fd, end, 0)) or "")
 
     def lines(
         self, fd: int, start: int, end: int, seq: int, room: Callable[[], int]
@@ -119,8 +127,8 @@ class JsonltapeFiles:
             yield out
 
     def continues(self, fd: int, end: int, seq: int, crc: str | None, stop: int) -> bool:
-        for _start, raw in _framing.iter_lines_reverse(fd, end, stop):
-            if not _framing.frame_ok(raw) or _framing.crc_of(raw) != crc:
+        for _start, raw in iter_lines_reverse(fd, end, stop):
+            if not frame_ok(raw) or crc_of(raw) != crc:
                 return False
             try:
                 return _seq_decoder.decode(raw).seq == seq
@@ -136,13 +144,13 @@ class JsonltapeFiles:
         # when they were ingested; a changed one cannot keep both its crc and a good frame).
         marks = iter(ingested)
         at = start
-        for off, raw in _framing.iter_lines(fd, start, end):
+        for off, raw in iter_lines(fd, start, end):
             mark = next(marks, None)
             if (
                 mark is None
                 or (off, len(raw)) != (mark[0], mark[1])
-                or not _framing.frame_ok(raw)
-                or _framing.crc_of(raw) != mark[2]
+                or not frame_ok(raw)
+                or crc_of(raw) != mark[2]
             ):
                 return False
             at = off + len(raw)
@@ -150,5 +158,5 @@ class JsonltapeFiles:
 
     def corrupt_after(self, fd: int, start: int, end: int) -> bool:
         # The library's witness rule: a good checkpoint line anywhere after the bad one.
-        first = next(_framing.iter_lines(fd, start, end), None)  # the bad line itself
+        first = next(iter_lines(fd, start, end), None)  # the bad line itself
         return first is not None and witness_after(fd, start + len(first[1]), end)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from jsonltape._framing import crc_of, frame_ok
+from jsonltape._index_api import crc_of, frame_ok
 
 from .extract import message_fields
 
