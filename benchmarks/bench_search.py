@@ -310,6 +310,29 @@ def timings(fn: Callable[[], object], runs: int, budget: float) -> list[float]:
     return out
 
 
+def drop_caches() -> bool:
+    """Evict the page cache (the index, the session files, the interpreter's own files): needs
+    root; False where it is not allowed."""
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        return False
+    return True
+
+
+def cold(cmd: list[str], runs: int) -> list[float]:
+    """Wall time of ``cmd`` right after the page cache was dropped, ``runs`` times."""
+    out: list[float] = []
+    for _ in range(runs):
+        if not drop_caches():
+            return []
+        t = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out.append(time.perf_counter() - t)
+    return out
+
+
 def grep_cmd() -> list[str]:
     if shutil.which("rg"):
         return ["rg", "-c", "-F"]
@@ -329,8 +352,12 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="few runs, no baseline: a smoke test")
     ap.add_argument("--runs", type=int, default=15, help="in-process runs per query")
     ap.add_argument("--shell-runs", type=int, default=10, help="shell runs per query")
+    ap.add_argument(
+        "--cold-runs", type=int, default=3, help="cold-cache shell runs per unfiltered query"
+    )
     args = ap.parse_args()
     runs, shell_runs, budget = (5, 3, 0.5) if args.quick else (args.runs, args.shell_runs, 3.0)
+    cold_runs = 0 if args.quick or not drop_caches() else args.cold_runs
     work = args.work.absolute()
     root = work / f"tree-{args.events}"
     t = time.perf_counter()
@@ -343,7 +370,12 @@ def main() -> int:
         f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load {load_avg()}\n"
         f"# tree: {args.events:,} events, {len(files)} sessions, {size / 1e6:.0f} MB "
-        f"(generated or reused in {gen:.1f} s); warm cache only (dropping caches needs root)",
+        f"(generated or reused in {gen:.1f} s); "
+        + (
+            f"warm cache, and cold ({cold_runs} runs after dropping the page cache)"
+            if cold_runs
+            else "warm cache only (dropping the page cache needs root)"
+        ),
         flush=True,
     )
 
@@ -393,7 +425,9 @@ def main() -> int:
 
     con = connect(index, readonly=True)
     grep = grep_cmd()
-    rows: list[tuple[str, str, str, int, list[float], list[float], list[float] | None]] = []
+    Row = tuple[str, str, str, int, list[float], list[float], list[float] | None]
+    rows: list[Row] = []
+    colds: dict[str, tuple[list[float], list[float]]] = {}
     for q in queries(m):
         for fname in FILTERS:
             f, opts = filters_for(fname, m)
@@ -419,6 +453,11 @@ def main() -> int:
                     shell_runs,
                     budget,
                 )
+            if fname == "none" and cold_runs:
+                colds[q.text] = (
+                    cold([jt, "search", "--index", str(index), q.text], cold_runs),
+                    cold([*grep, literal(q.text), str(root)], cold_runs),
+                )
             rows.append((q.cls, q.text, fname, hits, ts, shell, rg))
         print(f"  measured {q.cls} ({q.text}); load {load_avg()}", file=sys.stderr, flush=True)
     con.close()
@@ -443,6 +482,19 @@ def main() -> int:
             f"{ms(max(ts))} | {ms(pct(shell, 50))} | {ms(sp)} | {ms(gp) if gp else ''} | "
             f"{f'{sp / gp:.1f}x' if gp else ''} |"
         )
+    if colds:
+        print(
+            f"\n## cold cache (page cache dropped before each run; {cold_runs} runs; ms)\n\n"
+            f"| query | shell p50 | shell max | {grep[0]} -c p50 | {grep[0]} max | "
+            f"shell/{grep[0]} |\n|---|---:|---:|---:|---:|---:|"
+        )
+        for text, (ours_c, rg_c) in colds.items():
+            if ours_c and rg_c:
+                print(
+                    f"| `{text}` | {ms(pct(ours_c, 50))} | {ms(max(ours_c))} | "
+                    f"{ms(pct(rg_c, 50))} | {ms(max(rg_c))} | "
+                    f"{pct(ours_c, 50) / pct(rg_c, 50):.2f}x |"
+                )
     worst = max(rows, key=lambda r: pct(r[4], 95))
     print(
         f"\nworst in-process p95: {ms(pct(worst[4], 95))} ms ({worst[0]}, filter {worst[2]}); "

@@ -17,6 +17,7 @@ place is not written to, and the lock is free after ``close``.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import random
 import shutil
@@ -348,8 +349,13 @@ def test_a_sync_after_each_checkout_equals_a_rebuild(repo: Path, tmp_path: Path)
         args = [str(root), "--index", str(index)]
         done = jt(repo, *([cmd, *args] if cmd == "sync" else [cmd, "rebuild", *args]))
         assert done.returncode == 0, done.stderr
+    # The same hits; not the same bm25 scores: the synced index's full-text statistics still
+    # count the messages of replaced files until `index optimize` (daemon/SCHEMA.md, dead keys).
     found = [
-        sorted(jt(repo, "search", "kiwi", "--index", str(i), "--json").stdout.splitlines())
+        sorted(
+            json.dumps({k: v for k, v in json.loads(line).items() if k != "score"})
+            for line in jt(repo, "search", "kiwi", "--index", str(i), "--json").stdout.splitlines()
+        )
         for i in (tmp_path / "index.db", tmp_path / "fresh.db")
     ]
     assert found[0] == found[1] and len(found[0]) == 2  # the user's message and the reply

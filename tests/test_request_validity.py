@@ -425,3 +425,20 @@ def test_openai_orphan_tool_message_and_double_answer() -> None:
 def test_openai_assistant_message_with_neither_content_nor_calls() -> None:
     body = {"messages": [{"role": "assistant", "content": None}]}
     _one(check_openai(body), "neither content nor calls")
+
+
+def test_a_call_declared_by_two_merged_assistant_messages_is_sent_once(tmp_path: Path) -> None:
+    # Found by the property test: a message restored twice declares its call twice; Anthropic
+    # merges the two assistant messages, and a repeated tool_use id is refused by the API.
+    path = tmp_path / "s.jsonl"
+    call = {"id": "c1", "name": "Read", "arguments": {}}
+    with jsonltape.open(path, create=True) as tape:
+        tape.user("read it")
+        tape.assistant(tool_calls=[call])
+        tape.assistant(tool_calls=[call])
+        tape.tool_result("c1", "contents")
+    body = fold.messages(path, format="anthropic")
+    assert check_anthropic(body) == []
+    uses = [b for m in body["messages"] for b in m["content"] if b["type"] == "tool_use"]
+    assert [b["id"] for b in uses] == ["c1"]
+    assert check_openai(fold.messages(path, format="openai")) == []

@@ -451,7 +451,8 @@ def _anthropic_turns(items: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]
 
 def _anthropic_answered(turns: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """Keep only answered calls (spec 8.7.12): a ``tool_use`` block stays only if the next
-    message is a user message with a ``tool_result`` for it; a ``tool_result`` stays only if it
+    message is a user message with a ``tool_result`` for it and no earlier ``tool_use`` of its
+    message has its id (merged messages can repeat a call); a ``tool_result`` stays only if it
     answers a kept ``tool_use`` of the message right before. A message left with no blocks is
     left out and its neighbours, now of one role, merge. The last two messages stay held: the
     newest assistant one until the next user message says which of its calls were answered,
@@ -474,9 +475,15 @@ def _anthropic_answered(turns: Iterable[dict[str, Any]]) -> Iterator[dict[str, A
                 content.append(b)
             turn["content"] = content
             if top is not None and top["role"] == "assistant":
-                top["content"] = [
-                    b for b in top["content"] if b["type"] != "tool_use" or b["id"] in seen
-                ]
+                kept: set[str] = set()  # one tool_use per id: merged messages may repeat one
+                blocks = []
+                for b in top["content"]:
+                    if b["type"] == "tool_use":
+                        if b["id"] not in seen or b["id"] in kept:
+                            continue
+                        kept.add(b["id"])
+                    blocks.append(b)
+                top["content"] = blocks
                 if not top["content"]:
                     held.pop()
                     top = held[-1] if held else None
