@@ -37,17 +37,28 @@ What differs from SQLite, and why:
 * phrases past the 16383rd word of a text are not found by position (a tsvector limit).
 
 Plans are chosen here, not left to the planner (a reader role behind row-level security gets
-no statistics for ``@@``; ``SET LOCAL`` and an ``OFFSET 0`` fence hold them): a session or
-path filter naming a few small sessions (:data:`SESSIONS_MAX`) reads just their messages
-(primary key); else each pass counts its matches among the newest :data:`SAMPLE` messages
-(``k``) and takes the cheaper of walking the time index (``messages_time``) newest first
-until it has the ``n`` it needs (about ``n * SAMPLE / k`` rows, each checked) and reading
-every match from the GIN index (about ``k / SAMPLE`` of the messages, each a random heap
-fetch, :data:`FETCH_COST` times a walked row), then sorting them. Read from the index, a
-pass first tries the span of time that should hold its ``n`` twice over (at the sample's
-rate), the GIN matches ANDed with the time index: holding ``n`` matches, it holds the newest
-``n``; else every match is read. A very common word is answered from the newest messages, a
-rare one from its matches.
+no statistics for ``@@``; ``SET LOCAL`` and an ``OFFSET 0`` fence hold them; no JIT, whose
+compiling costs more than any of them runs): a session or path filter naming a few small
+sessions (:data:`SESSIONS_MAX`) reads just their messages (primary key); else each pass counts
+its matches among the newest :data:`SAMPLE` messages (``k``) and takes the cheapest of (costs
+in rows walked, :func:`_read_costs`):
+
+* walking the time index (``messages_time``) newest first until it has the ``n`` it needs
+  (about ``n * SAMPLE / k`` rows, each checked);
+* reading the GIN matches in spans of time going back from the newest message, the GIN
+  bitmap ANDed with the time index's (:data:`TIME_COST` a message in the span, then
+  :data:`FETCH_COST` a match fetched): the first span should hold ``n`` and a quarter more
+  (at the sample's rate), each next one, older, what is still missing at the rate seen so
+  far, until ``n`` are found (the newest ``n``: the spans are disjoint) or the span reaches
+  back past every message;
+* reading every GIN match (:data:`GIN_COST` and :data:`FETCH_COST` each), then sorting.
+
+The planner takes a phrase for rare (it multiplies its words' shares) and would never AND the
+time index with it: the GIN index is given each phrase's rarest word (by the sample) and the
+phrase is checked on what it reads. A very common word is answered from the newest messages,
+a rare one from its matches, one in between from a span of them.
+
+The pieces of the SQL (lexemes, tsquery text, filters as conditions) are in ``pg_query.py``.
 
 Every value from the user is a bound parameter. Hits name their ``origin`` (the machine that
 pushed them); ``origins`` restricts a search, the session list or a lookup to some origins.
@@ -58,6 +69,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .pg_query import (
+    SESSION_ROWS,
+    SESSIONS_MAX,
+    Where,
+    base_conditions,
+    bigrams,
+    clean,
+    glob_regex,
+    lexemes,
+    like_pattern,
+    sessions_where,
+    tsquery,
+)
 from .pg_schema import SCHEMA
 from .rank import COMMON_MIN, COMMON_SHARE, RANKED
 from .search import Filters, Hit, Sort, Term, parse_query
@@ -69,9 +93,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FETCH_COST",
+    "GIN_COST",
     "SAMPLE",
     "SESSIONS_MAX",
     "SESSION_ROWS",
+    "TIME_COST",
+    "WINDOW_MARGIN",
     "PgHit",
     "PgSessionInfo",
     "SessionKey",
@@ -89,18 +116,19 @@ SAMPLE = 1000
 #: What reading one match from a GIN index (a random heap fetch) costs, against checking one
 #: row while walking the time index (measured at 600k messages: ~8 µs against ~3.6 µs).
 FETCH_COST = 2.2
-#: A session or path filter naming at most this many sessions, of at most ``SESSION_ROWS``
-#: messages together, reads just their messages.
-SESSIONS_MAX = 64
-SESSION_ROWS = 20_000
+#: What one match costs in a GIN lookup, and one message in a time index range ANDed with
+#: it, against checking one row while walking the time index (measured at 600k messages:
+#: ~0.03 and ~0.08 µs against ~1.3 µs).
+GIN_COST = 0.025
+TIME_COST = 0.06
 #: ``ts_rank`` normalization: divide by 1 + the log of the text's length (as bm25 favours
 #: short texts).
 RANK_NORM = 1
+#: An index pass first reads the span of time that should hold this many times the matches
+#: it needs (at the sample's rate), then older spans sized the same way (``_windows``).
+WINDOW_MARGIN = 1.25
 
 _S = '"' + SCHEMA.replace('"', '""') + '"'
-_CFG = "'" + SCHEMA.replace("'", "''") + ".words'::regconfig"
-#: What the ``words`` column is made of (``pg_schema``): runs of letters and digits.
-_WORDS = "regexp_replace({}, '[^[:alnum:]]+', ' ', 'g')"
 _ORDER = "m.time DESC, m.origin DESC, m.sid DESC, m.seq DESC"
 _PLANS = {
     # walk the time index newest first (a common word, a scan)
@@ -129,178 +157,6 @@ class PgSessionInfo(SessionInfo):
     origin: str
 
 
-# -- query pieces --------------------------------------------------------------------------
-
-
-def _quote_lexeme(lexeme: str) -> str:
-    # tsquery input: a quoted value with ' doubled and \ escaping the next character.
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def lexemes(con: psycopg.Connection[Any], terms: Sequence[Term]) -> list[list[tuple[str, int]]]:
-    """The lexemes PostgreSQL makes of each term, with their positions, in order."""
-    if not terms:
-        return []
-    rows = con.execute(
-        "SELECT t.i, l.lexeme, p FROM unnest(%s::text[]) WITH ORDINALITY AS t(txt, i), "
-        f"unnest(to_tsvector({_CFG}, {_WORDS.format('t.txt')})) AS l, unnest(l.positions) AS p "
-        "ORDER BY t.i, p",
-        ([_clean(t.text) for t in terms],),
-    ).fetchall()
-    out: list[list[tuple[str, int]]] = [[] for _ in terms]
-    for i, lexeme, pos in rows:
-        out[int(i) - 1].append((str(lexeme), int(pos)))
-    return out
-
-
-def tsquery(term: Term, found: Sequence[tuple[str, int]]) -> str | None:
-    """The tsquery text of a word term from its :func:`lexemes` (None: there are none):
-    each quoted, joined by ``<N>`` at their distances; ``prefix*``: the last with ``:*``."""
-    q = ""
-    last = found[0][1] if found else 0
-    for n, (lexeme, pos) in enumerate(found):
-        item = _quote_lexeme(lexeme) + (":*" if term.prefix and n == len(found) - 1 else "")
-        q += item if not q else f" <{pos - last}> {item}"
-        last = pos
-    return q or None
-
-
-def _clean(text: str) -> str:
-    # PostgreSQL text holds no NUL; the pusher stores U+FFFD for it (pg_store.py).
-    return text.replace("\x00", "\ufffd")
-
-
-def _like(text: str) -> str:
-    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def _bigrams(term: str) -> list[str]:
-    """The ``cjk`` elements a CJK term needs: itself (one character) or its bigrams."""
-    if len(term) == 1:
-        return [term]
-    return list(dict.fromkeys(term[i : i + 2] for i in range(len(term) - 1)))
-
-
-def glob_regex(glob: str) -> str | None:
-    """A PostgreSQL regular expression matching what SQLite's ``GLOB`` matches (``*``,
-    ``?``, ``[...]`` with ``^`` for negation; case-sensitive; the whole string); None for a
-    glob that matches nothing (an unclosed ``[``, as in SQLite)."""
-    out = ["^"]
-    i = 0
-    while i < len(glob):
-        c = glob[i]
-        if c == "*":
-            out.append(".*")
-        elif c == "?":
-            out.append(".")
-        elif c == "[":
-            j = i + 1
-            if j < len(glob) and glob[j] == "^":
-                j += 1
-            if j < len(glob) and glob[j] == "]":
-                j += 1
-            close = glob.find("]", j)
-            if close < 0:
-                return None
-            body = glob[i + 1 : close]
-            neg = body.startswith("^")
-            body = body[1:] if neg else body
-            esc = "".join(ch if ch.isalnum() or ch == "-" else "\\" + ch for ch in body)
-            out.append("[" + ("^" if neg else "") + esc + "]")
-            i = close
-        else:
-            out.append(c if c.isalnum() else "\\" + c)
-        i += 1
-    out.append("$")
-    return "".join(out)
-
-
-def _path_glob(path: str) -> str | None:
-    return glob_regex(path if path.startswith(("/", "*")) else "*" + path)
-
-
-class _Where:
-    """A conjunction of SQL conditions over ``m`` (messages) and their parameters, each with
-    the index that can serve it: ``gin`` (words, idents, cjk), ``sessions`` (a few sessions,
-    by the primary key) or none."""
-
-    def __init__(self) -> None:
-        self.conds: list[tuple[str, list[object], str]] = []
-
-    def add(self, cond: str, *params: object, via: str = "") -> None:
-        self.conds.append((cond, list(params), via))
-
-    def copy(self) -> _Where:
-        w = _Where()
-        w.conds = list(self.conds)
-        return w
-
-    def has(self, via: str) -> bool:
-        return any(c[2] == via for c in self.conds)
-
-    def part(self, via: str | None = None, *, other: bool = False) -> tuple[str, list[object]]:
-        """The SQL and parameters of the conditions (``via``: those served by that index, or
-        with ``other`` the rest)."""
-        picked = [c for c in self.conds if via is None or (c[2] == via) != other]
-        return " AND ".join(c[0] for c in picked) or "true", [p for c in picked for p in c[1]]
-
-
-def _sessions_where(
-    session: str | None, path: str | None, origins: Sequence[str]
-) -> tuple[str, list[object]]:
-    where: list[str] = []
-    params: list[object] = []
-    if session:
-        session = _clean(session)
-        where.append("(s.id = %s OR starts_with(s.id, %s) OR s.path = %s)")
-        params += [session, session, session]
-    if path:
-        regex = _path_glob(_clean(path))
-        where.append("s.path ~ %s" if regex is not None else "false")
-        params += [regex] if regex is not None else []
-    if origins:
-        where.append("s.origin = ANY(%s)")
-        params.append([_clean(o) for o in origins])
-    return " AND ".join(where) or "true", params
-
-
-def _base(con: psycopg.Connection[Any], filters: Filters, origins: Sequence[str]) -> _Where | None:
-    """The filters as conditions on ``m``; None when no message can pass them."""
-    w = _Where()
-    if not filters.all:
-        w.add("m.status = 'current'")
-    if filters.roles:
-        w.add("m.role = ANY(%s)", [_clean(r) for r in filters.roles])
-    if filters.types:
-        types = [r for t in filters.types if (r := glob_regex(_clean(t))) is not None]
-        if not types:
-            return None
-        w.add("m.type ~ ANY(%s)", types)
-    if filters.since is not None:
-        w.add("m.time >= %s", filters.since)
-    if filters.until is not None:
-        w.add("m.time < %s", filters.until)
-    if origins:
-        w.add("m.origin = ANY(%s)", [_clean(o) for o in origins])
-    if filters.session or filters.path:
-        where, params = _sessions_where(filters.session, filters.path, origins)
-        found = con.execute(
-            f"SELECT s.origin, s.sid, s.messages FROM {_S}.sessions s WHERE {where}", params
-        ).fetchall()
-        if not found:
-            return None
-        w.add(
-            "(m.origin, m.sid) IN (SELECT * FROM unnest(%s::text[], %s::bigint[]))",
-            [r[0] for r in found],
-            [r[1] for r in found],
-            # a few small sessions: read their messages; else the pass plans as without
-            via="sessions"
-            if len(found) <= SESSIONS_MAX and sum(int(r[2]) for r in found) <= SESSION_ROWS
-            else "",
-        )
-    return w
-
-
 # -- search --------------------------------------------------------------------------------
 
 _Key = tuple[str, int, int]
@@ -323,6 +179,41 @@ def search(
         return []
     with con.transaction():
         return _Search(con, terms, filters or Filters(), limit, sort, origins).run()
+
+
+def _read_costs(n: int, k: int, sampled: int, total: int, *, fetched: int) -> tuple[float, float]:
+    """What reading a pass's newest ``n`` from the GIN index costs, in rows walked on the
+    time index (walking costs ``n * sampled / k``), when ``k`` of the newest ``sampled``
+    messages match and ``fetched`` of them are what the GIN index gives (-1: unknown, every
+    match is fetched): read in spans of time (``_Search._windows``: the GIN lookup of each,
+    the time index over the first span and a heap fetch of each in it; inf when it cannot
+    be), and read whole (the GIN lookup and a heap fetch of each)."""
+    total = max(total, sampled)
+    reach = WINDOW_MARGIN * n * sampled / max(k, 1)
+    whole = max(k, fetched) / max(sampled, 1) * total * (GIN_COST + FETCH_COST)
+    if fetched < 0 or sampled < SAMPLE or reach >= total or k == 0:
+        return float("inf"), whole
+    read = fetched / sampled
+    return read * total * GIN_COST + reach * (TIME_COST + read * FETCH_COST), whole
+
+
+def _by_rarest(
+    w: Where, queries: Sequence[str | None], judged: Sequence[tuple[int, str]], counts: list[int]
+) -> tuple[Where, int]:
+    """``w`` with its words condition checked on what the GIN index gives for the rarest
+    word of each phrase (each other term whole), and at most how many of the sample's
+    messages that gives."""
+    w = w.copy()
+    cond, params, via = w.conds.pop()
+    assert via == "gin" and cond.startswith("m.words @@"), cond
+    w.conds.append((cond, params, ""))
+    rarest: dict[int, tuple[int, str]] = {}
+    for (i, one), k in zip(judged, counts, strict=True):
+        if i not in rarest or k < rarest[i][0]:
+            rarest[i] = (k, one)
+    picked = [rarest[i] for i, q in enumerate(queries) if q is not None and i in rarest]
+    w.add("m.words @@ %s::tsquery", " & ".join(f"({q})" for _, q in picked), via="gin")
+    return w, min(k for k, _ in picked)
 
 
 class _Search:
@@ -348,7 +239,7 @@ class _Search:
         self._span: tuple[int, int] | None = None  # times of the sample's oldest and newest
 
     def run(self) -> list[PgHit]:
-        base = _base(self.con, self.filters, self.origins)
+        base = base_conditions(self.con, self.filters, self.origins)
         if base is None:
             return []
         terms = self.terms
@@ -368,21 +259,21 @@ class _Search:
             self._pass(w, "substring" if indexed else "scan", indexed=indexed)
         return self.hits
 
-    def _substrings(self, base: _Where, terms: Sequence[Term]) -> _Where | None:
+    def _substrings(self, base: Where, terms: Sequence[Term]) -> Where | None:
         """``base`` and each term as a substring: inside a code-like token (``idents``) for
         the terms the substring index serves, anywhere in the text for the others (CJK
         terms through their bigrams); None when a term can never match (whitespace inside
         a code-like token)."""
         w = base.copy()
         for t in terms:
-            text = _clean(t.text)
+            text = clean(t.text)
             if t.trigram_ok:
                 if any(c.isspace() for c in text):
                     return None
-                w.add("m.idents ILIKE %s", _like(text), via="gin")
+                w.add("m.idents ILIKE %s", like_pattern(text), via="gin")
                 continue
             if t.cjk:
-                w.add("m.cjk @> %s::text[]", _bigrams(text), via="gin")
+                w.add("m.cjk @> %s::text[]", bigrams(text), via="gin")
             w.add("strpos(lower(m.text), %s) > 0", text.lower())
         return w
 
@@ -420,7 +311,7 @@ class _Search:
 
     def _words_pass(
         self,
-        w: _Where,
+        w: Where,
         words: Sequence[Term],
         found: Sequence[Sequence[tuple[str, int]]],
         queries: Sequence[str | None],
@@ -452,22 +343,34 @@ class _Search:
         rank = " & ".join(f"({q})" for q in informative) or None
         if self.sort != "relevance":
             rank = None  # sort="recent": every pass newest first
-        self._pass(w, "word", indexed=True, rank=rank, sample=(sampled, counts[0]))
+        fetched = counts[0]
+        if any(len(f) > 1 for f in found):
+            # The planner takes a phrase for rare (it multiplies its words' shares) and so
+            # never ANDs the time index with it: give the GIN index the phrases' rarest words
+            # only (their shares are known to it), the phrases checked on what it reads.
+            if not judged:
+                fetched = -1  # no counts: every match is fetched
+            else:
+                w, fetched = _by_rarest(w, queries, judged, counts[1:])
+        self._pass(w, "word", indexed=True, rank=rank, sample=(sampled, counts[0]), fetched=fetched)
 
     def _plan(self, plan: str) -> None:
         """Steer the planner for the rest of the transaction (``SET LOCAL``)."""
         if plan != self._current_plan:
-            self.con.execute(_PLANS[plan])
+            # No JIT: compiling costs more (~15 ms) than any plan chosen here runs.
+            jit = "" if self._current_plan else "SET LOCAL jit = off; "
+            self.con.execute(jit + _PLANS[plan])
             self._current_plan = plan
 
     def _pass(
         self,
-        w: _Where,
+        w: Where,
         kind: str,
         *,
         indexed: bool,
         rank: str | None = None,
         sample: tuple[int, int] | None = None,
+        fetched: int | None = None,
     ) -> None:
         """Add the hits of one pass: its newest matches, or with ``rank`` (the informative
         words' tsquery) the best by ``ts_rank`` among its newest ``RANKED``."""
@@ -478,6 +381,7 @@ class _Search:
         cond, params = w.part()
         plan = "walk"
         sampled = k = 0
+        spans = whole = 0.0
         if w.has("sessions"):
             plan = "sessions"
         elif indexed:
@@ -485,30 +389,61 @@ class _Search:
                 sampled, (k,) = self._count_newest([(cond, params)])
             else:
                 sampled, k = sample
-            # rows walked, n * sampled / k, against matches fetched, k / sampled * total
-            total = max(self._messages(), sampled)
-            if k < min(n, 5) or n * sampled * sampled > FETCH_COST * k * k * total:
+            got = k if fetched is None else fetched
+            spans, whole = _read_costs(n, k, sampled, self._messages(), fetched=got)
+            if k < min(n, 5) or n * sampled > k * min(spans, whole):
                 plan = "index"
         self._plan(plan)
-        window = None
-        if plan == "index" and k > 0 and sampled >= SAMPLE and self._span is not None:
-            # The newest n matches are within the newest n * sampled / k messages or so: try
-            # twice that span of time first (the GIN matches ANDed with the time index);
-            # holding n matches, it holds the newest n. Else read every match.
-            lo, hi = self._span
-            reach = 2 * n * sampled / k
-            if reach < self._messages():
-                window = hi - int((hi - lo) * reach / sampled) - 1
-        found = self._query(w, plan, n, rank, window)
-        if window is not None and len(found) < n:
-            found = self._query(w, plan, n, rank, None)
+        if plan == "index" and self._span is not None and spans < whole:
+            found = self._windows(w, n, rank, k, sampled)
+        else:
+            found = self._query(w, plan, n, rank, None, None)
         keys = [(key, score) for key, score in found if key not in self.seen]
         self._add(keys[:want], kind)
 
-    def _query(
-        self, w: _Where, plan: str, n: int, rank: str | None, window: int | None
+    def _windows(
+        self, w: Where, n: int, rank: str | None, k: int, sampled: int
     ) -> list[tuple[_Key, float]]:
-        """The first ``n`` keys of a pass (best first) and their scores."""
+        """The first ``n`` keys of an index pass read in spans of time going back from the
+        newest message, each older than the last and grown to hold the matches still
+        missing at the rate seen so far (:data:`WINDOW_MARGIN` more), until ``n`` are found
+        or the span reaches back past every message (the last one has no lower bound):
+        disjoint spans in time order give the newest ``n`` in time order, and ranking them
+        (a stable sort by score) gives the same order as ranking in SQL."""
+        assert self._span is not None
+        lo, hi = self._span
+        per_ms = (hi - lo + 1) / sampled  # ms per message, at the sample's rate
+        total = self._messages()
+        found: list[tuple[_Key, float]] = []
+        upper: int | None = None
+        reach = WINDOW_MARGIN * n * sampled / k  # messages the first span should hold
+        while True:
+            lower = None if reach >= total else hi - int(reach * per_ms)
+            got = self._query(w, "index", n - len(found), rank, lower, upper, ordered=True)
+            found += got
+            if lower is None or len(found) >= n:
+                break
+            # grow the span to what should hold the missing ones (at least by a quarter)
+            reach *= min(8.0, max(1.25, WINDOW_MARGIN * n / max(len(found), 1)))
+            upper = lower
+        found = found[:n]
+        if rank is not None:  # best first, newer first among equals (the list's order)
+            found.sort(key=lambda f: -f[1])
+        return found
+
+    def _query(
+        self,
+        w: Where,
+        plan: str,
+        n: int,
+        rank: str | None,
+        lower: int | None,
+        upper: int | None,
+        *,
+        ordered: bool = False,
+    ) -> list[tuple[_Key, float]]:
+        """The first ``n`` keys of a pass (best first; ``ordered``: newest first) and their
+        scores, among messages of ``time`` in ``[lower, upper)`` (None: unbounded)."""
         # OFFSET 0 fences the subquery (no condition is pushed into it): walking, it gives
         # the messages in time order; else exactly the matches of the index's conditions.
         if plan == "walk":
@@ -517,18 +452,22 @@ class _Search:
         else:
             via = "gin" if plan == "index" else "sessions"
             fenced, params = w.part(via)
-            if window is not None:
+            if lower is not None:
                 fenced += " AND m.time >= %s"
-                params.append(window)
+                params.append(lower)
+            if upper is not None:
+                fenced += " AND m.time < %s"
+                params.append(upper)
             cond, rest = w.part(via, other=True)
             src = f"(SELECT * FROM {_S}.messages m WHERE {fenced} OFFSET 0) m"
             params += rest
         cols = "m.origin, m.sid, m.seq, m.time" + (", m.words" if rank is not None else "")
         inner = f"SELECT {cols} FROM {src} WHERE {cond} ORDER BY {_ORDER} LIMIT %s"
+        order = f"r DESC, {_ORDER}" if rank is not None and not ordered else _ORDER
         if rank is not None:
             sql = (
                 f"SELECT m.origin, m.sid, m.seq, ts_rank(m.words, %s::tsquery, {RANK_NORM}) "
-                f"AS r FROM ({inner}) m ORDER BY r DESC, {_ORDER}"
+                f"AS r FROM ({inner}) m ORDER BY {order}"
             )
             params = [rank, *params, n]
         else:
@@ -593,7 +532,7 @@ def sessions(
     origins: Sequence[str] = (),
 ) -> list[PgSessionInfo]:
     """Every session (of ``origins``, when given), most recent activity first."""
-    where, params = _sessions_where(None, path, origins)
+    where, params = sessions_where(None, path, origins)
     sql = f"SELECT {_SESSION_COLS} FROM {_S}.sessions s WHERE {where} "
     sql += "ORDER BY s.updated DESC, s.path, s.origin"
     if limit is not None:
@@ -607,8 +546,8 @@ def resolve_session(
 ) -> list[tuple[SessionKey, PgSessionInfo]]:
     """Sessions matching a path, an id or an id prefix (best match kind only); the same path
     or id may be found on several origins."""
-    extra, extra_params = _sessions_where(None, None, origins)
-    ref = _clean(ref)
+    extra, extra_params = sessions_where(None, None, origins)
+    ref = clean(ref)
     for where, params in (
         ("s.path = %s", [ref]),
         ("s.id = %s", [ref]),

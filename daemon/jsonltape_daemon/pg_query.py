@@ -1,0 +1,211 @@
+"""The pieces of a query over the PostgreSQL team index (``pg_search.py``): the lexemes and
+tsquery text of word terms, ``LIKE`` patterns, CJK bigrams, SQLite's ``GLOB`` as a regular
+expression, and a search's filters as conditions over ``messages``, each with the index that
+can serve it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .pg_schema import SCHEMA
+from .search import Filters, Term
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "SESSIONS_MAX",
+    "SESSION_ROWS",
+    "Where",
+    "base_conditions",
+    "bigrams",
+    "clean",
+    "glob_regex",
+    "lexemes",
+    "like_pattern",
+    "path_glob",
+    "sessions_where",
+    "tsquery",
+]
+
+#: A session or path filter naming at most this many sessions, of at most ``SESSION_ROWS``
+#: messages together, reads just their messages.
+SESSIONS_MAX = 64
+SESSION_ROWS = 20_000
+
+_S = '"' + SCHEMA.replace('"', '""') + '"'
+_CFG = "'" + SCHEMA.replace("'", "''") + ".words'::regconfig"
+#: What the ``words`` column is made of (``pg_schema``): runs of letters and digits.
+_WORDS = "regexp_replace({}, '[^[:alnum:]]+', ' ', 'g')"
+
+
+def _quote_lexeme(lexeme: str) -> str:
+    # tsquery input: a quoted value with ' doubled and \ escaping the next character.
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def lexemes(con: psycopg.Connection[Any], terms: Sequence[Term]) -> list[list[tuple[str, int]]]:
+    """The lexemes PostgreSQL makes of each term, with their positions, in order."""
+    if not terms:
+        return []
+    rows = con.execute(
+        "SELECT t.i, l.lexeme, p FROM unnest(%s::text[]) WITH ORDINALITY AS t(txt, i), "
+        f"unnest(to_tsvector({_CFG}, {_WORDS.format('t.txt')})) AS l, unnest(l.positions) AS p "
+        "ORDER BY t.i, p",
+        ([clean(t.text) for t in terms],),
+    ).fetchall()
+    out: list[list[tuple[str, int]]] = [[] for _ in terms]
+    for i, lexeme, pos in rows:
+        out[int(i) - 1].append((str(lexeme), int(pos)))
+    return out
+
+
+def tsquery(term: Term, found: Sequence[tuple[str, int]]) -> str | None:
+    """The tsquery text of a word term from its :func:`lexemes` (None: there are none):
+    each quoted, joined by ``<N>`` at their distances; ``prefix*``: the last with ``:*``."""
+    q = ""
+    last = found[0][1] if found else 0
+    for n, (lexeme, pos) in enumerate(found):
+        item = _quote_lexeme(lexeme) + (":*" if term.prefix and n == len(found) - 1 else "")
+        q += item if not q else f" <{pos - last}> {item}"
+        last = pos
+    return q or None
+
+
+def clean(text: str) -> str:
+    # PostgreSQL text holds no NUL; the pusher stores U+FFFD for it (pg_store.py).
+    return text.replace("\x00", "\ufffd")
+
+
+def like_pattern(text: str) -> str:
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def bigrams(term: str) -> list[str]:
+    """The ``cjk`` elements a CJK term needs: itself (one character) or its bigrams."""
+    if len(term) == 1:
+        return [term]
+    return list(dict.fromkeys(term[i : i + 2] for i in range(len(term) - 1)))
+
+
+def glob_regex(glob: str) -> str | None:
+    """A PostgreSQL regular expression matching what SQLite's ``GLOB`` matches (``*``,
+    ``?``, ``[...]`` with ``^`` for negation; case-sensitive; the whole string); None for a
+    glob that matches nothing (an unclosed ``[``, as in SQLite)."""
+    out = ["^"]
+    i = 0
+    while i < len(glob):
+        c = glob[i]
+        if c == "*":
+            out.append(".*")
+        elif c == "?":
+            out.append(".")
+        elif c == "[":
+            j = i + 1
+            if j < len(glob) and glob[j] == "^":
+                j += 1
+            if j < len(glob) and glob[j] == "]":
+                j += 1
+            close = glob.find("]", j)
+            if close < 0:
+                return None
+            body = glob[i + 1 : close]
+            neg = body.startswith("^")
+            body = body[1:] if neg else body
+            esc = "".join(ch if ch.isalnum() or ch == "-" else "\\" + ch for ch in body)
+            out.append("[" + ("^" if neg else "") + esc + "]")
+            i = close
+        else:
+            out.append(c if c.isalnum() else "\\" + c)
+        i += 1
+    out.append("$")
+    return "".join(out)
+
+
+def path_glob(path: str) -> str | None:
+    return glob_regex(path if path.startswith(("/", "*")) else "*" + path)
+
+
+class Where:
+    """A conjunction of SQL conditions over ``m`` (messages) and their parameters, each with
+    the index that can serve it: ``gin`` (words, idents, cjk), ``sessions`` (a few sessions,
+    by the primary key) or none."""
+
+    def __init__(self) -> None:
+        self.conds: list[tuple[str, list[object], str]] = []
+
+    def add(self, cond: str, *params: object, via: str = "") -> None:
+        self.conds.append((cond, list(params), via))
+
+    def copy(self) -> Where:
+        w = Where()
+        w.conds = list(self.conds)
+        return w
+
+    def has(self, via: str) -> bool:
+        return any(c[2] == via for c in self.conds)
+
+    def part(self, via: str | None = None, *, other: bool = False) -> tuple[str, list[object]]:
+        """The SQL and parameters of the conditions (``via``: those served by that index, or
+        with ``other`` the rest)."""
+        picked = [c for c in self.conds if via is None or (c[2] == via) != other]
+        return " AND ".join(c[0] for c in picked) or "true", [p for c in picked for p in c[1]]
+
+
+def sessions_where(
+    session: str | None, path: str | None, origins: Sequence[str]
+) -> tuple[str, list[object]]:
+    where: list[str] = []
+    params: list[object] = []
+    if session:
+        session = clean(session)
+        where.append("(s.id = %s OR starts_with(s.id, %s) OR s.path = %s)")
+        params += [session, session, session]
+    if path:
+        regex = path_glob(clean(path))
+        where.append("s.path ~ %s" if regex is not None else "false")
+        params += [regex] if regex is not None else []
+    if origins:
+        where.append("s.origin = ANY(%s)")
+        params.append([clean(o) for o in origins])
+    return " AND ".join(where) or "true", params
+
+
+def base_conditions(
+    con: psycopg.Connection[Any], filters: Filters, origins: Sequence[str]
+) -> Where | None:
+    """The filters as conditions on ``m``; None when no message can pass them."""
+    w = Where()
+    if not filters.all:
+        w.add("m.status = 'current'")
+    if filters.roles:
+        w.add("m.role = ANY(%s)", [clean(r) for r in filters.roles])
+    if filters.types:
+        types = [r for t in filters.types if (r := glob_regex(clean(t))) is not None]
+        if not types:
+            return None
+        w.add("m.type ~ ANY(%s)", types)
+    if filters.since is not None:
+        w.add("m.time >= %s", filters.since)
+    if filters.until is not None:
+        w.add("m.time < %s", filters.until)
+    if origins:
+        w.add("m.origin = ANY(%s)", [clean(o) for o in origins])
+    if filters.session or filters.path:
+        where, params = sessions_where(filters.session, filters.path, origins)
+        found = con.execute(
+            f"SELECT s.origin, s.sid, s.messages FROM {_S}.sessions s WHERE {where}", params
+        ).fetchall()
+        if not found:
+            return None
+        w.add(
+            "(m.origin, m.sid) IN (SELECT * FROM unnest(%s::text[], %s::bigint[]))",
+            [r[0] for r in found],
+            [r[1] for r in found],
+            # a few small sessions: read their messages; else the pass plans as without
+            via="sessions"
+            if len(found) <= SESSIONS_MAX and sum(int(r[2]) for r in found) <= SESSION_ROWS
+            else "",
+        )
+    return w
