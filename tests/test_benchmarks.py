@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests._pg import _require as require_pg
+from tests._pg import find_bindir
+
 from .conftest import SAMPLES
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -25,6 +28,7 @@ CASES = {
     "bench_interop.py": (["--projects", "1", "--sessions", "2", "--turns", "3"], "claude-tree"),
     "bench_index.py": (["--events", "2000", "--rounds", "1"], "worst p95 over the queries"),
     "bench_startup.py": (["--rounds", "1"], "| jsonltape search (small index) |"),
+    "bench_pg_lag.py": (["--appends", "5", "--sessions", "2"], "p95 PostgreSQL / local"),
 }
 
 
@@ -40,6 +44,10 @@ def test_benchmark_script_runs_and_prints_its_table(script: str, tmp_path: Path)
         pi = SAMPLES / "pi-v1-legacy-large-session.jsonl"
         if not pi.exists():
             pytest.skip(f"the pi sample it imports is not at {pi}")
+    if script == "bench_pg_lag.py" and find_bindir() is None:
+        if require_pg():
+            pytest.fail("no PostgreSQL server, and CI requires one (tests/_pg.py)")
+        pytest.skip("no PostgreSQL server binaries (install Debian's postgresql)")
     if script in ("bench_core.py", "bench_fsync_gap.py", "bench_startup.py"):
         args = [*args, "--dir", str(tmp_path)]
     done = subprocess.run(
