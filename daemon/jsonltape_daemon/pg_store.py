@@ -9,11 +9,15 @@ sessions, and two machines never touch each other's rows. What differs from SQLi
   else), registers the origin if the role may, and takes a *session-level advisory lock* keyed
   on the origin: one writer per origin, as one writer per SQLite index. The server drops the
   lock with the connection, so a killed pusher never blocks the next one.
-* Event, message and tool-call rows are buffered and sent with ``COPY`` into temporary staging
-  tables (``COPY FROM`` is refused on tables with row-level security), then moved with ``INSERT
-  ... SELECT ... ON CONFLICT DO NOTHING``: a re-sent row adds nothing. The buffer is flushed
-  before every look-up that could see it and at commit, so the file watermark (``files``) is
-  committed in the same transaction as its rows.
+* Event, message and tool-call rows are buffered (``_pg_rows.Pending``) and sent with ``COPY``
+  into temporary staging tables (``COPY FROM`` is refused on tables with row-level security),
+  then moved with ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``: a re-sent row adds nothing.
+  The buffer is flushed at commit, so the file watermark (``files``) is committed in the same
+  transaction as its rows. The surface look-ups of the fold do not flush it: they combine the
+  database's rows with the held-back ones (``_pg_rows.Lookups``), one statement each, so a
+  session full of revisions is still sent in a few large batches, not one per tool call.
+  Session and registry rows, which a sync rewrites after every chunk of a file, are held back
+  too (the latest of each, read back from there) and written just before the batch.
 * Messages keep their text (other machines cannot read the files), with ``idents`` (the
   code-like tokens, ``idents.py``) and ``cjk`` (``cjk.grams``) computed here.
 * The bulk-load and full-text hooks do nothing: PostgreSQL keeps its indexes in step in every
@@ -29,15 +33,27 @@ sessions, and two machines never touch each other's rows. What differs from SQLi
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
 
 from . import pg_schema
-from .cjk import grams
+from ._pg_rows import (
+    FILE_COLS,
+    MESSAGE_COLS,
+    SESSION_COLS,
+    SESSION_NAMES,
+    STAGE,
+    Lookups,
+    Pending,
+    clean,
+    file_row,
+    message_values,
+    row_values,
+    session_row,
+)
 from .errors import EngineMissingError, IndexBusyError, IndexStateError, IndexUnreachableError
-from .idents import idents
 from .pg_schema import OriginStatus, origin_status
 from .rows import EventRow, FileRow, MessageRow, Node, SessionRow
 from .target import redact
@@ -46,62 +62,6 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = ["IndexUnreachableError", "OriginStatus", "PgStore", "origin_status"]
-
-
-_FILE_COLS = 'path, status, sid, error, dev, ino, size, mtime_ns, "offset", last_seq, last_crc'
-_FILE_NAMES = [c.strip('"') for c in _FILE_COLS.split(", ")]
-_SESSION_COLS = (
-    "sid, id, path, header_crc, title, cwd, agent, created, updated, parent, parent_seq, "
-    "events, messages, state, error, open_turn, closed"
-)
-_SESSION_NAMES = _SESSION_COLS.split(", ")
-_STAGE = {
-    "events": 'sid bigint, seq bigint, type text, time bigint, "offset" bigint, size bigint, '
-    "crc text",
-    "messages": "sid bigint, seq bigint, type text, role text, time bigint, status text, "
-    "anchor bigint, call_id text, calls text[], text text, truncated boolean, idents text, "
-    "cjk text[]",
-    "tool_calls": "sid bigint, call_id text, seq bigint",
-}
-_MESSAGE_COLS = (
-    "sid, seq, type, role, time, status, anchor, call_id, calls, text, truncated, idents, cjk"
-)
-_COMPACTIONS = ("compaction/summary", "compaction/prune", "handoff/anchor")
-
-
-def _clean(s: str) -> str:
-    """``s`` as PostgreSQL text can hold it: no NUL, no lone surrogate (both replaced)."""
-    if "\x00" in s:
-        s = s.replace("\x00", "\ufffd")
-    if not s.isascii():
-        try:
-            s.encode()
-        except UnicodeEncodeError:
-            s = s.encode(errors="replace").decode()
-    return s
-
-
-def _opt(s: str | None) -> str | None:
-    return None if s is None else _clean(s)
-
-
-def _values(row: FileRow | SessionRow) -> tuple[Any, ...]:
-    """A row's columns in declaration order (the ``_*_COLS`` order), texts cleaned."""
-    return tuple(_clean(v) if isinstance(v, str) else v for v in msgspec.structs.astuple(row))
-
-
-def _int(v: Any) -> int | None:
-    return None if v is None else int(v)
-
-
-def _file(r: Sequence[Any]) -> FileRow:
-    d = dict(zip(_FILE_NAMES, r, strict=True))
-    d["dev"], d["ino"] = _int(d["dev"]), _int(d["ino"])
-    return FileRow(**d)
-
-
-def _session(r: Sequence[Any]) -> SessionRow:
-    return SessionRow(**dict(zip(_SESSION_NAMES, r, strict=True)))
 
 
 def _driver() -> Any:
@@ -143,8 +103,12 @@ class PgStore:
         self._in_tx = False
         self._lost_tx = False
         self._wrote = False
-        self._events: list[EventRow] = []
-        self._messages: list[MessageRow] = []
+        self._pending = Pending()
+        # registry and session rows written at the next flush (the latest of each), as the
+        # database will hold them: a sync puts both after every chunk of a file
+        self._held_files: dict[str, FileRow] = {}
+        self._held_sessions: dict[int, SessionRow] = {}
+        self._look = Lookups(self._all, self._s, origin, self._pending)
         self.commits = 0
         self._connection()
 
@@ -183,13 +147,17 @@ class PgStore:
         # it: only a rollback (what the engine does) or a new transaction clears this.
         self._lost_tx = self._lost_tx or self._in_tx
         self._in_tx = False
-        self._events.clear()
-        self._messages.clear()
+        self._forget_held()
         if con is not None:
             try:
                 con.close()
             except self._pg.Error:  # pragma: no cover - closing a dead socket
                 pass
+
+    def _forget_held(self) -> None:
+        self._pending.clear()
+        self._held_files.clear()
+        self._held_sessions.clear()
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._con is not None:
@@ -237,7 +205,7 @@ class PgStore:
                     f"INSERT INTO {s}.origins (origin) VALUES (%s) ON CONFLICT DO NOTHING",
                     (self.origin,),
                 )
-            for table, cols in _STAGE.items():
+            for table, cols in STAGE.items():
                 con.execute(
                     f"CREATE TEMP TABLE IF NOT EXISTS stage_{table} ({cols}) ON COMMIT DELETE ROWS"
                 )
@@ -316,8 +284,7 @@ class PgStore:
     def rollback(self) -> None:
         """Throw the open transaction away (a connection lost meanwhile is just forgotten)."""
         self._lost_tx = False
-        self._events.clear()
-        self._messages.clear()
+        self._forget_held()
         con = self._con
         if con is None or not self._in_tx:
             return
@@ -360,7 +327,7 @@ class PgStore:
     # -- bulk loads: nothing special here ------------------------------------------------
 
     def is_empty(self) -> bool:
-        return (
+        return not self._held_files and (
             self._one(f"SELECT 1 FROM {self._s}.files WHERE origin = %s LIMIT 1", (self.origin,))
             is None
         )
@@ -388,41 +355,46 @@ class PgStore:
     # -- the registry --------------------------------------------------------------------
 
     def files(self, under: str | None = None) -> dict[str, FileRow]:
-        sql = f"SELECT {_FILE_COLS} FROM {self._s}.files WHERE origin = %s"
+        sql = f"SELECT {FILE_COLS} FROM {self._s}.files WHERE origin = %s"
         params: list[Any] = [self.origin]
         if under is not None:
             # starts_with, not a range or LIKE: exact whatever the database's collation.
             sql += " AND starts_with(path, %s)"
-            params.append(_clean(under.rstrip("/") + "/"))
-        return {r[0]: _file(r) for r in self._all(sql, params)}
+            params.append(clean(under.rstrip("/") + "/"))
+        found = {r[0]: file_row(r) for r in self._all(sql, params)}
+        prefix = None if under is None else clean(under.rstrip("/") + "/")
+        for path, row in self._held_files.items():
+            if prefix is None or path.startswith(prefix):
+                found[path] = msgspec.structs.replace(row)
+        return found
 
     def file(self, path: str) -> FileRow | None:
+        held = self._held_files.get(clean(path))
+        if held is not None:
+            return msgspec.structs.replace(held)
         r = self._one(
-            f"SELECT {_FILE_COLS} FROM {self._s}.files WHERE origin = %s AND path = %s",
-            (self.origin, _clean(path)),
+            f"SELECT {FILE_COLS} FROM {self._s}.files WHERE origin = %s AND path = %s",
+            (self.origin, clean(path)),
         )
-        return None if r is None else _file(r)
+        return None if r is None else file_row(r)
 
     def put_file(self, row: FileRow) -> None:
         self._wrote = True
-        names = _FILE_COLS.split(", ")
-        self._exec(
-            f"INSERT INTO {self._s}.files (origin, {_FILE_COLS}) VALUES ({', '.join(['%s'] * 12)}) "
-            f"ON CONFLICT (origin, path) DO UPDATE SET "
-            + ", ".join(f"{n} = EXCLUDED.{n}" for n in names[1:]),
-            (self.origin, *_values(row)),
-        )
+        held = file_row(row_values(row))
+        self._held_files[held.path] = held
 
     def delete_file(self, path: str) -> None:
         self._wrote = True
+        self._held_files.pop(clean(path), None)
         self._exec(
             f"DELETE FROM {self._s}.files WHERE origin = %s AND path = %s",
-            (self.origin, _clean(path)),
+            (self.origin, clean(path)),
         )
 
     def move_file(self, old: str, new: str) -> None:
+        self._flush_held()
         self._wrote = True
-        s, o, old, new = self._s, self.origin, _clean(old), _clean(new)
+        s, o, old, new = self._s, self.origin, clean(old), clean(new)
         self._exec(f"DELETE FROM {s}.files WHERE origin = %s AND path = %s", (o, new))
         self._exec(f"UPDATE {s}.files SET path = %s WHERE origin = %s AND path = %s", (new, o, old))
         self._exec(
@@ -433,29 +405,49 @@ class PgStore:
 
     def _sessions(self, where: str, params: Sequence[Any]) -> list[SessionRow]:
         return [
-            _session(r)
+            session_row(r)
             for r in self._all(
-                f"SELECT {_SESSION_COLS} FROM {self._s}.sessions WHERE origin = %s AND {where}",
+                f"SELECT {SESSION_COLS} FROM {self._s}.sessions WHERE origin = %s AND {where}",
                 (self.origin, *params),
             )
         ]
 
+    def _over_held(
+        self, stored: list[SessionRow], wanted: Callable[[SessionRow], bool]
+    ) -> list[SessionRow]:
+        """The stored sessions a query found, with the held-back versions in their place."""
+        found = {r.sid: r for r in stored}
+        for sid, row in self._held_sessions.items():
+            if wanted(row):
+                found[sid] = msgspec.structs.replace(row)
+            else:
+                found.pop(sid, None)
+        return sorted(found.values(), key=lambda r: r.sid)
+
     def session(self, sid: int) -> SessionRow | None:
+        held = self._held_sessions.get(sid)
+        if held is not None:
+            return msgspec.structs.replace(held)
         found = self._sessions("sid = %s", (sid,))
         return found[0] if found else None
 
     def session_at(self, path: str) -> SessionRow | None:
-        found = self._sessions("path = %s", (_clean(path),))
+        path = clean(path)
+        found = self._over_held(self._sessions("path = %s", (path,)), lambda r: r.path == path)
         return found[0] if found else None
 
     def sessions_with(self, session_id: str, header_crc: str) -> list[SessionRow]:
-        return self._sessions("id = %s AND header_crc = %s", (_clean(session_id), header_crc))
+        key = (clean(session_id), header_crc)
+        return self._over_held(
+            self._sessions("id = %s AND header_crc = %s", key),
+            lambda r: (r.id, r.header_crc) == key,
+        )
 
     def add_session(self, row: SessionRow) -> int:
         self._wrote = True
-        values = _values(row)[1:]
+        values = row_values(row)[1:]
         r = self._one(
-            f"INSERT INTO {self._s}.sessions (origin, {_SESSION_COLS.partition(', ')[2]}) "
+            f"INSERT INTO {self._s}.sessions (origin, {SESSION_COLS.partition(', ')[2]}) "
             f"VALUES (%s, {', '.join(['%s'] * len(values))}) RETURNING sid",
             (self.origin, *values),
         )
@@ -464,16 +456,16 @@ class PgStore:
 
     def put_session(self, row: SessionRow) -> None:
         self._wrote = True
-        self._exec(
-            f"UPDATE {self._s}.sessions SET "
-            + ", ".join(f"{n} = %s" for n in _SESSION_NAMES[1:])
-            + " WHERE origin = %s AND sid = %s",
-            (*_values(row)[1:], self.origin, row.sid),
-        )
+        self._held_sessions[row.sid] = session_row(row_values(row))
 
     def drop_session(self, sid: int) -> None:
-        """Delete a session; its events, messages and tool calls go with it (cascade)."""
-        self._flush()
+        """Delete a session; its events, messages and tool calls go with it (cascade, and
+        those not sent yet are forgotten)."""
+        self._pending.discard(sid)
+        self._held_sessions.pop(sid, None)
+        for held in self._held_files.values():
+            if held.sid == sid:
+                held.sid = None
         self._wrote = True
         s, o = self._s, self.origin
         self._exec(f"DELETE FROM {s}.sessions WHERE origin = %s AND sid = %s", (o, sid))
@@ -484,8 +476,7 @@ class PgStore:
         s, o = self._s, self.origin
         self.begin()
         try:
-            self._events.clear()
-            self._messages.clear()
+            self._forget_held()
             self._exec(f"DELETE FROM {s}.files WHERE origin = %s", (o,))
             self._exec(f"DELETE FROM {s}.sessions WHERE origin = %s", (o,))
             self._wrote = True
@@ -497,42 +488,54 @@ class PgStore:
     # -- rows ----------------------------------------------------------------------------
 
     def add_events(self, rows: Sequence[EventRow]) -> None:
-        self._events.extend(rows)
+        self._pending.add_events(rows)
 
     def add_messages(self, rows: Sequence[MessageRow]) -> None:
-        self._messages.extend(rows)
+        self._pending.add_messages(rows)
 
     def _flush(self) -> None:
         """Send the buffered rows: COPY into the staging tables, then move them (see the
         module docs). A row already there (a push re-sent) is left as it is."""
-        if not self._events and not self._messages:
+        self._flush_held()  # the sessions' final versions first: the rows' keys check them
+        if not self._pending:
             return
-        events, self._events = self._events, []
-        messages, self._messages = self._messages, []
+        events, messages, calls = self._pending.take()
         self._wrote = True
-        rows: list[tuple[Any, ...]] = []
-        calls: list[tuple[int, str, int]] = []
-        for m in messages:
-            text = _clean(m.text)
-            g = grams(text)
-            rows.append(
-                (
-                    *m[:7],
-                    _opt(m.call_id),
-                    [_clean(c) for c in m.calls] if m.calls else None,
-                    text,
-                    bool(m.truncated),
-                    idents(text) or None,
-                    g.split() if g else None,
-                )
-            )
-            calls.extend((m.sid, _clean(c), m.seq) for c in m.calls)
+        rows = [message_values(m) for m in messages]
         con = self._live()
         try:
             with con.cursor() as cur:
                 self._move(cur, "events", 'sid, seq, type, time, "offset", size, crc', events)
-                self._move(cur, "messages", _MESSAGE_COLS, rows)
+                self._move(cur, "messages", MESSAGE_COLS, rows)
                 self._move(cur, "tool_calls", "sid, call_id, seq", calls)
+        except self._pg.Error as exc:
+            self._fail(exc)
+
+    def _flush_held(self) -> None:
+        """Write the held-back session and registry rows (``executemany``: psycopg pipelines
+        them where libpq can)."""
+        sessions, self._held_sessions = list(self._held_sessions.values()), {}
+        files, self._held_files = list(self._held_files.values()), {}
+        if not sessions and not files:
+            return
+        s, names = self._s, FILE_COLS.split(", ")
+        con = self._live()
+        try:
+            with con.cursor() as cur:
+                if sessions:
+                    cur.executemany(
+                        f"UPDATE {s}.sessions SET "
+                        + ", ".join(f"{n} = %s" for n in SESSION_NAMES[1:])
+                        + " WHERE origin = %s AND sid = %s",
+                        [(*row_values(r)[1:], self.origin, r.sid) for r in sessions],
+                    )
+                if files:
+                    cur.executemany(
+                        f"INSERT INTO {s}.files (origin, {FILE_COLS}) "
+                        f"VALUES ({', '.join(['%s'] * 12)}) ON CONFLICT (origin, path) DO UPDATE "
+                        "SET " + ", ".join(f"{n} = EXCLUDED.{n}" for n in names[1:]),
+                        [(self.origin, *row_values(r)) for r in files],
+                    )
         except self._pg.Error as exc:
             self._fail(exc)
 
@@ -564,64 +567,25 @@ class PgStore:
     # -- the surface (see surface.py) ----------------------------------------------------
 
     def current(self, sid: int, seq: int) -> tuple[int, str] | None:
-        self._flush()
-        r = self._one(
-            f"SELECT anchor, type FROM {self._s}.messages WHERE origin = %s AND sid = %s "
-            "AND seq = %s AND status = 'current'",
-            (self.origin, sid, seq),
-        )
-        return None if r is None else (int(r[0]), str(r[1]))
+        return self._look.current(sid, seq)
 
     def current_between(self, sid: int, lo: int, hi: int) -> list[Node]:
-        self._flush()
-        return [
-            Node(int(r[0]), int(r[1]), str(r[2]), r[3], tuple(r[4] or ()))
-            for r in self._all(
-                f"SELECT seq, anchor, type, call_id, calls FROM {self._s}.messages "
-                "WHERE origin = %s AND sid = %s AND status = 'current' "
-                "AND anchor BETWEEN %s AND %s ORDER BY anchor",
-                (self.origin, sid, lo, hi),
-            )
-        ]
+        return self._look.current_between(sid, lo, hi)
 
     def declared(self, sid: int, call_id: str) -> int:
-        self._flush()
-        s = self._s
-        r = self._one(
-            f"SELECT count(*) FROM {s}.tool_calls t JOIN {s}.messages m ON m.origin = t.origin "
-            "AND m.sid = t.sid AND m.seq = t.seq WHERE t.origin = %s AND t.sid = %s "
-            "AND t.call_id = %s AND m.status = 'current'",
-            (self.origin, sid, _clean(call_id)),
-        )
-        return int(r[0])
+        return self._look.declared(sid, call_id)
 
     def answers(self, sid: int, call_id: str) -> list[tuple[int, int]]:
-        self._flush()
-        return [
-            (int(r[0]), int(r[1]))
-            for r in self._all(
-                f"SELECT seq, anchor FROM {self._s}.messages WHERE origin = %s AND sid = %s "
-                "AND call_id = %s AND status = 'current' AND type = 'tool/result'",
-                (self.origin, sid, _clean(call_id)),
-            )
-        ]
+        return self._look.answers(sid, call_id)
 
     def has_compaction(self, sid: int, seqs: Iterable[int], before: int) -> bool:
         wanted = sorted({s for s in seqs if isinstance(s, int) and s < before})
-        if not wanted:
-            return False
-        self._flush()
-        r = self._one(
-            f"SELECT 1 FROM {self._s}.events WHERE origin = %s AND sid = %s "
-            "AND type = ANY(%s) AND seq = ANY(%s) LIMIT 1",
-            (self.origin, sid, list(_COMPACTIONS), wanted),
-        )
-        return r is not None
+        return bool(wanted) and self._look.has_compaction(sid, wanted)
 
     def set_status(self, sid: int, seqs: Sequence[int], status: str) -> None:
         if not seqs:
             return
-        self._flush()
+        self._pending.set_status(sid, seqs, status)
         self._wrote = True
         self._exec(
             f"UPDATE {self._s}.messages SET status = %s WHERE origin = %s AND sid = %s "
@@ -658,6 +622,7 @@ class PgStore:
 
     def status(self) -> list[OriginStatus]:
         """Every origin this role may see, with counts and the time of its last push."""
+        self._flush_held()
         con = self._live()
         try:
             return origin_status(con, self.schema)
@@ -666,6 +631,7 @@ class PgStore:
 
     def counts(self) -> OriginStatus:
         """This origin's counts and last push."""
+        self._flush_held()
         con = self._live()
         try:
             found = origin_status(con, self.schema, self.origin)
