@@ -91,6 +91,26 @@ def test_the_daemon_pushes_appends_and_catches_up_after_the_server_was_down(
             latency = time.monotonic() - started
             assert latency < 10, latency
 
+            shown = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "jsonltape",
+                    "daemon",
+                    "status",
+                    "--index",
+                    pg_db,
+                    "--local-index",
+                    str(local),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert shown.returncode == 0, shown.stderr
+            assert "push:" in shown.stdout and "connected" in shown.stdout, shown.stdout
+            assert "S3cret-in-url" not in shown.stdout
+
             pg_server.stop()
             tape.assistant("written while the team index is down")
             tape.flush()

@@ -373,6 +373,12 @@ def daemon_status_cmd(index_path: str | None, local_index: Path | None, as_json:
         if sub and sub["indexed"] < sub["messages"]:
             click.echo(f"building: substring index, {sub['indexed']} of {sub['messages']} messages")
         click.echo(f"lag:      {status.get('lag', 0):.3f} s pending, last sync {ago:.1f} s ago")
+        remote = status.get("remote")
+        if remote:  # a PostgreSQL team index the daemon pushes into
+            state = "connected" if remote.get("connected") else f"retrying ({remote.get('error')})"
+            pushed = status.get("pushed")
+            when = f", last push {(time.time() * 1000 - pushed) / 1000:.1f} s ago" if pushed else ""
+            click.echo(f"push:     {remote.get('index')}: {state}{when}")
         for err in status.get("errors") or []:
             click.echo(f"error:    {err}")
     sys.exit(
