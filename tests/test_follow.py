@@ -241,6 +241,9 @@ def _spawn_follow(args: list[str], path: Path) -> Iterator[subprocess.Popen[byte
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         bufsize=0,  # unbuffered: readline takes one line, and communicate() gets the rest
+        # As from a terminal: a test run started in the background (`cmd &` in a script) has
+        # SIGINT ignored, which its children inherit, and Python then installs no handler.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdout is not None
