@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .errors import IndexStateError
+from .pg_conn import error_line, read_only
 from .pg_schema import SCHEMA, TABLES, _ident
-from .query import _first_line, _pg_connect
 from .target import PgTarget
 
 __all__ = ["optimize"]
@@ -16,7 +16,7 @@ def optimize(target: PgTarget, schema: str = SCHEMA) -> list[str]:
     owns them (the owner role, or the single user who created the index by syncing)."""
     import psycopg
 
-    con = _pg_connect(target)
+    con = read_only(target)
     done = []
     try:
         con.execute("SET default_transaction_read_only = off")
@@ -29,7 +29,7 @@ def optimize(target: PgTarget, schema: str = SCHEMA) -> list[str]:
                     "(the owner role of `jsonltape index init`)"
                 ) from None
             except psycopg.Error as exc:
-                raise IndexStateError(f"{target}: {_first_line(exc, target.url)}") from None
+                raise IndexStateError(f"{target}: {error_line(exc, target.url)}") from None
             done.append(table)
     finally:
         con.close()

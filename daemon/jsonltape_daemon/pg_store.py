@@ -53,7 +53,8 @@ from ._pg_rows import (
     row_values,
     session_row,
 )
-from .errors import EngineMissingError, IndexBusyError, IndexStateError, IndexUnreachableError
+from .errors import IndexBusyError, IndexStateError, IndexUnreachableError
+from .pg_conn import driver, error_line
 from .pg_schema import OriginStatus, origin_status
 from .rows import EventRow, FileRow, MessageRow, Node, SessionRow
 from .target import redact
@@ -62,16 +63,6 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = ["IndexUnreachableError", "OriginStatus", "PgStore", "origin_status"]
-
-
-def _driver() -> Any:
-    try:
-        import psycopg
-    except ImportError:
-        raise EngineMissingError(
-            "a postgresql:// index needs psycopg 3: pip install 'jsonltape[postgres]'"
-        ) from None
-    return psycopg
 
 
 class PgStore:
@@ -91,7 +82,7 @@ class PgStore:
         lock_timeout: float = 0.0,
         connect_timeout: int = 10,
     ) -> None:
-        self._pg = _driver()
+        self._pg = driver()
         self._url = url
         self.origin = origin
         self.schema = schema
@@ -117,18 +108,9 @@ class PgStore:
 
     # -- the connection ------------------------------------------------------------------
 
-    def _secret(self) -> str | None:
-        try:
-            value = self._pg.conninfo.conninfo_to_dict(self._url).get("password")
-        except self._pg.Error:
-            return None
-        return value if isinstance(value, str) and value else None
-
     def _text(self, exc: BaseException) -> str:
         """The error's first line, without the password even if libpq echoed it."""
-        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        secret = self._secret()
-        return text.replace(secret, "***") if secret else text
+        return error_line(exc, self._url)
 
     def _fail(self, exc: Exception) -> NoReturn:
         """Raise the index error that ``exc`` (a driver error) means."""

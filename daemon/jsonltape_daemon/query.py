@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from . import search as s
-from .errors import EngineMissingError, IndexStateError, IndexUnreachableError
+from .errors import IndexStateError, IndexUnreachableError
+from .pg_conn import error_line, read_only
 from .target import PgTarget, SqliteTarget, Target
 
 __all__ = ["Reader", "open_reader"]
@@ -100,7 +101,7 @@ class _PgReader:
         except psycopg.Error as exc:
             broken = isinstance(exc, psycopg.OperationalError) or self.con.broken
             cls = IndexUnreachableError if broken else IndexStateError
-            raise cls(f"{self.name}: {_first_line(exc, self._url)}") from None
+            raise cls(f"{self.name}: {error_line(exc, self._url)}") from None
 
     def notes(self) -> list[str]:
         return []  # every PostgreSQL index is complete once its rows are committed
@@ -162,32 +163,4 @@ def open_reader(target: Target) -> Reader:
 
         return _SqliteReader(connect(target.path, readonly=True), str(target.path))
     assert isinstance(target, PgTarget)
-    return _PgReader(_pg_connect(target), str(target), target.url)
-
-
-def _pg_connect(target: PgTarget) -> Any:
-    """A read-only connection (autocommit: every search is its own snapshot)."""
-    try:
-        import psycopg
-    except ImportError:
-        raise EngineMissingError(
-            "a postgresql:// index needs psycopg 3: pip install 'jsonltape[postgres]'"
-        ) from None
-    try:
-        con = psycopg.connect(target.url, autocommit=True, connect_timeout=10)
-        con.execute("SET default_transaction_read_only = on")
-    except psycopg.Error as exc:
-        raise IndexUnreachableError(f"{target}: {_first_line(exc, target.url)}") from None
-    return con
-
-
-def _first_line(exc: BaseException, url: str) -> str:
-    """The error's first line, without the URL's password even if the driver echoed it."""
-    import psycopg
-
-    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    try:
-        secret = psycopg.conninfo.conninfo_to_dict(url).get("password")
-    except psycopg.Error:
-        secret = None
-    return text.replace(secret, "***") if isinstance(secret, str) and secret else text
+    return _PgReader(read_only(target), str(target), target.url)

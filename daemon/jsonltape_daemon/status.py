@@ -107,11 +107,11 @@ def shared_status(url: str, *, name: str, origin: str | None) -> dict[str, Any]:
     """Status of a PostgreSQL team index: every origin the connection may see; ``origin``
     (this machine's) also gets its bytes not pushed yet."""
     from . import pg_schema
-    from .query import _pg_connect
+    from .pg_conn import read_only
     from .target import PgTarget
 
     t = PgTarget(url)
-    con = _pg_connect(t)
+    con = read_only(t)
     try:
         version = pg_schema.schema_version(con)
         rows = pg_schema.origin_status(con) if version else []

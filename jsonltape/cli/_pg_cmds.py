@@ -7,7 +7,6 @@ from typing import NoReturn
 
 import click
 from jsonltape_daemon import target
-from jsonltape_daemon.errors import EngineMissingError
 
 from . import CliError
 from ._daemon_cmds import index_option, target_of
@@ -32,23 +31,20 @@ def _pg(index_path: str | None, *, required: bool) -> target.PgTarget | None:
 
 
 def _run(t: target.PgTarget, sql: str) -> None:
+    from jsonltape_daemon.pg_conn import driver
+
+    pg = driver()
     try:
-        import psycopg
-    except ImportError:
-        raise EngineMissingError(
-            "the PostgreSQL index needs psycopg 3: pip install 'jsonltape[postgres]'"
-        ) from None
-    try:
-        with psycopg.connect(t.url, autocommit=True) as con:
+        with pg.connect(t.url, autocommit=True) as con:
             con.execute(sql.encode())
-    except psycopg.Error as exc:
+    except pg.Error as exc:
         _fail(t, exc)
 
 
 def _fail(t: target.PgTarget, exc: Exception) -> NoReturn:
-    # libpq's and the server's messages name the host, user and database, never the password
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    raise CliError(f"{t}: {first}", 2) from None
+    from jsonltape_daemon.pg_conn import error_line
+
+    raise CliError(f"{t}: {error_line(exc, t.url)}", 2) from None
 
 
 def _roles(prefix: str) -> object:
@@ -83,16 +79,13 @@ def index_init(index_path: str | None, prefix: str, print_only: bool) -> None:
         click.echo(pg_schema.init_sql(roles), nl=False)
         return
     assert t is not None
+    from jsonltape_daemon.pg_conn import driver
+
+    pg = driver()
     try:
         pg_schema.init(t.url, roles)
-    except ImportError:
-        raise EngineMissingError(
-            "the PostgreSQL index needs psycopg 3: pip install 'jsonltape[postgres]'"
-        ) from None
-    except Exception as exc:
-        if type(exc).__module__.startswith("psycopg"):
-            _fail(t, exc)
-        raise
+    except pg.Error as exc:
+        _fail(t, exc)
     click.echo(f"{t}: team index ready (roles {roles.owner}, {roles.writer}, {roles.reader})")
 
 
