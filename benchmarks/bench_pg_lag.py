@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -39,12 +40,12 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
-def wait_for(found: object, timeout: float = 30.0) -> float:
+def wait_for(found: Callable[[], bool], timeout: float = 30.0) -> float:
     """Seconds until ``found()`` is true (polled every 5 ms)."""
     t = time.perf_counter()
     while time.perf_counter() - t < timeout:
         try:
-            if found():  # type: ignore[operator]
+            if found():
                 return time.perf_counter() - t
         except (psycopg.Error, sqlite3.Error):
             pass  # not created yet
@@ -138,7 +139,11 @@ def run(
                     lc.close()
 
             local_lags.append(wait_for(in_local))
-            wait_for(lambda word=word: bool(pg_search.search(con, word, limit=1)))
+
+            def in_team(word: str = word) -> bool:
+                return bool(pg_search.search(con, word, limit=1))
+
+            wait_for(in_team)
             lags.append(time.perf_counter() - t0)
     finally:
         con.close()

@@ -31,7 +31,6 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ sys.path.insert(0, str(HERE.parent))  # tests/_pg.py, tests/_pg_load.py
 
 import _search_corpus as corpus  # noqa: E402
 import psycopg  # noqa: E402
+from bench_search import load_avg, pct, timings  # noqa: E402
 from jsonltape_daemon import pg_schema, pg_search  # noqa: E402
 from jsonltape_daemon.paths import remove_db  # noqa: E402
 from jsonltape_daemon.schema import connect  # noqa: E402
@@ -52,30 +52,6 @@ from tests._pg_load import load  # noqa: E402
 S = pg_schema.SCHEMA
 P95_TARGET_MS = 50.0
 ILIKE_TARGET = 20.0
-
-
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
-
-
-def load_avg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "?"
-
-
-def timings(fn: Callable[[], object], runs: int, budget: float) -> list[float]:
-    """At least 3 runs after a warm-up, up to ``runs`` while within ``budget`` seconds."""
-    fn()
-    out: list[float] = []
-    start = time.perf_counter()
-    while len(out) < runs and (len(out) < 3 or time.perf_counter() - start < budget):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
 
 
 def queries(m: dict[str, Any]) -> list[tuple[str, str]]:

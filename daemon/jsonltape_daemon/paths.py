@@ -32,7 +32,6 @@ from jsonltape.errors import UnsafeFileError
 __all__ = [
     "build_path",
     "data_dir",
-    "default_index",
     "ensure_private_dir",
     "fsync_path",
     "helper_path",
@@ -42,18 +41,6 @@ __all__ = [
     "remove_db",
     "status_file",
 ]
-
-
-def default_index() -> Path:
-    """``$JSONLTAPE_INDEX``, else ``<data dir>/index.db``; a URL there is never taken as a
-    path (:mod:`.target`): a PostgreSQL one is refused here, where a file is needed."""
-    from .errors import IndexTargetError
-    from .target import PgTarget, default_target
-
-    t = default_target(data_dir())
-    if isinstance(t, PgTarget):
-        raise IndexTargetError(f"{t}: a SQLite index file is needed here", scheme="postgresql")
-    return t.path
 
 
 def ensure_private_dir(path: Path) -> None:
