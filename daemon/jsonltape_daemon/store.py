@@ -148,6 +148,14 @@ class SqliteStore(FullText):
         self.set_meta("roots", msgspec.json.encode(sorted([*roots, root])).decode())
         self.commit()
 
+    def session_count(self) -> int:
+        """Sessions the index holds."""
+        return int(self.con.execute("SELECT count(*) FROM sessions").fetchone()[0])
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file and truncate it (after a rebuild)."""
+        self.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     # -- bulk loads ----------------------------------------------------------------------
 
     def is_empty(self) -> bool:

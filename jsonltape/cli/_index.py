@@ -16,14 +16,10 @@ from types import FrameType
 from typing import Any
 
 import click
-import msgspec
-from jsonltape_daemon.errors import IndexBusyError, IndexStateError
-from jsonltape_daemon.foreign import engine_for, parse_source
-from jsonltape_daemon.ingest import Ingestor, SyncStats, walk
-from jsonltape_daemon.lock import daemon_status, index_lock, running_pid
-from jsonltape_daemon.mirror import Mirror
-from jsonltape_daemon.rows import FileRow
-from jsonltape_daemon.store import SqliteStore, remove_db
+from jsonltape_daemon import api
+from jsonltape_daemon.errors import IndexBusyError
+from jsonltape_daemon.foreign import parse_source
+from jsonltape_daemon.lock import daemon_status, running_pid
 from jsonltape_daemon.target import PgTarget
 
 from . import CliError, one_line
@@ -34,7 +30,6 @@ from ._daemon_cmds import (
     existing_root,
     index_of,
     index_option,
-    index_stats,
     origin_of,
     origin_option,
     root_arg,
@@ -70,28 +65,31 @@ class _GracefulStop:
         signal.signal(signal.SIGINT, self._old)
 
 
-def _build_substrings(
-    store: SqliteStore, engine: Ingestor, label: str, *, quiet: bool = False
-) -> SyncStats:
-    """Finish the substring index in the foreground, with a progress bar on a terminal."""
-    done, total = store.substring_progress()
-    show = not quiet and sys.stderr.isatty()
-    if not show or store.substrings_waiting():  # a helper process builds it: no steps to count
-        if show:
-            click.echo(f"{label}: building in a helper process ({total} messages)", err=True)
-        return engine.build_substrings(tx_seconds=1.0)
-    stats = SyncStats()
-    with click.progressbar(
-        length=max(total - done, 1), label=label, file=sys.stderr, show_eta=True
-    ) as bar:
-        while store.substrings_pending() and not engine.should_stop():
-            step = engine.build_substrings(2.0, tx_seconds=1.0)
-            stats.substrings += step.substrings
-            stats.transactions += step.transactions
-            stats.seconds += step.seconds
-            stats.add("substrings", step.seconds)
-            bar.update(step.substrings)
-    return stats
+class _Bar:
+    """An :class:`api.Progress` drawn as a click progress bar on stderr (``shown`` False: only
+    a helper process's one line, on a terminal)."""
+
+    def __init__(self, shown: bool) -> None:
+        self.shown = shown
+        self._bar: Any = None
+
+    def begin(self, label: str, total: int) -> None:
+        if not self.shown:
+            return
+        if "helper" in label:  # built in another process: no steps to count
+            click.echo(f"{label}: {total} messages", err=True)
+            return
+        self._bar = click.progressbar(length=total, label=label, file=sys.stderr, show_eta=True)
+        self._bar.__enter__()
+
+    def advance(self, n: int) -> None:
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def end(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
 
 
 # -- sync ---------------------------------------------------------------------------------
@@ -135,75 +133,44 @@ def sync(
     for _kind, path in foreign:
         if not os.path.isdir(path):
             raise CliError(f"{path}: no such directory", 2)
-    if isinstance(t, PgTarget):
-        return _sync_shared(t, r, foreign, origin_of(origin), as_json)
-    idx = t.path
-    try:
-        lock = index_lock(idx)
-    except IndexBusyError:
-        pid = running_pid(idx)
-        status = daemon_status(idx) or {}
-        if pid is None or status.get("root") != str(r):
-            raise
-        os.kill(pid, signal.SIGUSR1)
-        click.echo(f"the daemon (pid {pid}) keeps {idx} in sync with {r}; asked it to rescan")
-        return
-    try:
-        with _GracefulStop() as stop:
-            store = SqliteStore(idx)
-            try:
-                mirror = Mirror(store, str(r), foreign, should_stop=stop)
-                stats = mirror.rescan()  # foreign trees read-only, through the importers' mapping
-                searchable = stats.seconds
-                if store.substrings_pending() and not stop():
-                    before = store.substring_progress()[0]
-                    more = _build_substrings(store, mirror.main, "substring index", quiet=as_json)
-                    stats.substrings = store.substring_progress()[0] - before
-                    stats.transactions += more.transactions
-                    stats.seconds += more.seconds
-                    stats.add("substrings", more.seconds)
-                pending = store.substrings_pending()
-                total = store.con.execute("SELECT count(*) FROM sessions").fetchone()[0]
-                errors = mirror.failed_files()
-            finally:
-                store.close()
-    finally:
-        lock.release()
-    _report(r, total, stats, searchable, errors, as_json=as_json, stopped=stop())
-    if pending and not stop():  # pragma: no cover - only when the substring build was cut short
+    with _GracefulStop() as stop:
+        try:
+            report = api.sync(
+                t,
+                str(r),
+                foreign,
+                origin=origin_of(origin) if isinstance(t, PgTarget) else None,
+                should_stop=stop,
+                progress=_Bar(not as_json and sys.stderr.isatty()),
+            )
+        except IndexBusyError:
+            if isinstance(t, PgTarget):
+                raise
+            pid = running_pid(t.path)
+            status = daemon_status(t.path) or {}
+            if pid is None or status.get("root") != str(r):
+                raise
+            os.kill(pid, signal.SIGUSR1)
+            click.echo(
+                f"the daemon (pid {pid}) keeps {t.path} in sync with {r}; asked it to rescan"
+            )
+            return
+    _report(
+        r, report, as_json=as_json, stopped=stop(), to=str(t) if isinstance(t, PgTarget) else None
+    )
+    if report.substrings_pending and not stop():  # pragma: no cover - a cut-short build
         click.echo("jsonltape: the substring index is not complete yet", err=True)
 
 
-def _sync_shared(
-    t: PgTarget, r: Path, foreign: list[tuple[str, str]], origin: str, as_json: bool
-) -> None:
-    """Push ROOT (and the foreign trees) into a PostgreSQL team index as ``origin``: the same
-    ingest, registry and continuity rules as a local sync; one writer per origin."""
-    from jsonltape_daemon.pg_store import PgStore
-
-    with _GracefulStop() as stop:
-        store = PgStore(t.url, origin)
-        try:
-            mirror = Mirror(store, str(r), foreign, should_stop=stop)
-            stats = mirror.rescan()
-            total = store.session_count()
-            errors = mirror.failed_files()
-        finally:
-            store.close()
-    _report(r, total, stats, stats.seconds, errors, as_json=as_json, stopped=stop(), to=str(t))
-
-
 def _report(
-    r: Path,
-    total: int,
-    stats: SyncStats,
-    searchable: float,
-    errors: list[FileRow],
-    *,
-    as_json: bool,
-    stopped: bool,
-    to: str | None = None,
+    r: Path, report: api.SyncReport, *, as_json: bool, stopped: bool, to: str | None = None
 ) -> None:
+    stats, total, searchable, errors = (
+        report.stats,
+        report.sessions,
+        report.searchable_seconds,
+        report.errors,
+    )
     if as_json:
         echo_json(stats)
     else:
@@ -261,7 +228,7 @@ def index_status(index_path: str | None, as_json: bool) -> None:
     if isinstance(t, PgTarget):
         return _shared_status(t, as_json)
     idx = t.path
-    info = index_stats(idx)
+    info = api.status(t)
     pid = running_pid(idx)
     info["daemon"] = {"pid": pid, **(daemon_status(idx) or {})} if pid else None
     here, refused = root_here()
@@ -305,12 +272,8 @@ def index_status(index_path: str | None, as_json: bool) -> None:
 
 
 def _shared_status(t: PgTarget, as_json: bool) -> None:
-    from jsonltape_daemon.origin import default_origin
-    from jsonltape_daemon.paths import data_dir
-    from jsonltape_daemon.status import shared_status
-
-    mine = default_origin(data_dir())
-    info = shared_status(t.url, name=str(t), origin=mine)
+    mine = origin_of(None)
+    info = api.status(t, origin=mine)
     if as_json:
         echo_json(info)
         return
@@ -352,69 +315,22 @@ def index_rebuild(roots: tuple[Path, ...], index_path: str | None, origin: str |
     sessions come back as they are pushed).
     """
     t = target_of(index_path)
-    if isinstance(t, PgTarget):
-        return _rebuild_shared(t, roots, origin_of(origin))
-    if origin is not None:
+    if origin is not None and not isinstance(t, PgTarget):
         raise CliError("--origin goes with a postgresql:// --index", 2)
-    idx = t.path
-    lock = index_lock(idx)
-    try:
-        try:
-            store = SqliteStore(idx)
-        except IndexStateError:  # unreadable, or written by a newer jsonltape: start over
-            remove_db(idx)
-            store = SqliteStore(idx)
-        try:
-            chosen = [str(r.absolute()) for r in roots] or store.roots() or [str(root_of(None))]
-            total = sum(_size(p) for r in chosen if os.path.isabs(r) for p in walk(r))
-            store.start_bulk()
-            store.begin()
-            store.set_meta("roots", msgspec.json.encode(sorted(chosen)).decode())
-            store.commit()
-            with click.progressbar(
-                length=max(total, 1), label="rebuilding", file=sys.stderr, show_eta=True
-            ) as bar:
-                for r in chosen:  # a KIND:PATH root is a foreign tree (sync --source)
-                    engine_for(store, r, progress=bar.update).rescan()
-            store.rebuild_fts()
-            store.finish_bulk()
-            engine = engine_for(store, chosen[0])
-            _build_substrings(store, engine, "substring index")
-            n = store.con.execute("SELECT count(*) FROM sessions").fetchone()[0]
-            store.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            store.close()
-    finally:
-        lock.release()
-    click.echo(f"{idx}: rebuilt from {', '.join(chosen)}: {n} sessions")
-
-
-def _rebuild_shared(t: PgTarget, roots: tuple[Path, ...], origin: str) -> None:
-    from jsonltape_daemon.pg_store import PgStore
-
-    store = PgStore(t.url, origin)
-    try:
-        chosen = [str(r.absolute()) for r in roots] or store.roots() or [str(root_of(None))]
-        total = sum(_size(p) for r in chosen if os.path.isabs(r) for p in walk(r))
-        store.drop_origin()
-        for r in chosen:
-            store.add_root(r)
-        with click.progressbar(
-            length=max(total, 1), label="pushing", file=sys.stderr, show_eta=True
-        ) as bar:
-            for r in chosen:  # a KIND:PATH root is a foreign tree (sync --source)
-                engine_for(store, r, progress=bar.update).rescan()
-        n = store.session_count()
-    finally:
-        store.close()
-    click.echo(f"{t}: origin {origin} rebuilt from {', '.join(chosen)}: {n} sessions")
-
-
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
+    report = api.rebuild(
+        t,
+        [str(r.absolute()) for r in roots],
+        origin=origin_of(origin) if isinstance(t, PgTarget) else None,
+        default_root=str(root_of(None)),
+        progress=_Bar(True),
+    )
+    chosen = ", ".join(report.roots)
+    if isinstance(t, PgTarget):
+        click.echo(
+            f"{t}: origin {origin_of(origin)} rebuilt from {chosen}: {report.sessions} sessions"
+        )
+    else:
+        click.echo(f"{t.path}: rebuilt from {chosen}: {report.sessions} sessions")
 
 
 @index.command("optimize")
@@ -425,24 +341,10 @@ def index_optimize(index_path: str | None) -> None:
     On a PostgreSQL team index: VACUUM (ANALYZE) of its tables (needs the owner role).
     """
     t = target_of(index_path)
+    if not isinstance(t, PgTarget) and not t.path.exists():
+        raise CliError(f"{t.path}: no index here yet", 2)
+    done = api.optimize(t)
     if isinstance(t, PgTarget):
-        from jsonltape_daemon.pg_admin import optimize
-
-        done = optimize(t)
         click.echo(f"{t}: optimized ({', '.join(done)})")
-        return
-    idx = t.path
-    if not idx.exists():
-        raise CliError(f"{idx}: no index here yet", 2)
-    lock = index_lock(idx)
-    try:
-        store = SqliteStore(idx)
-        try:
-            store.begin()
-            store.optimize()
-            store.commit()
-        finally:
-            store.close()
-    finally:
-        lock.release()
-    click.echo(f"{idx}: optimized")
+    else:
+        click.echo(f"{t.path}: optimized")
