@@ -278,9 +278,10 @@ def _openai_messages(
 
 def _openai_answered(messages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """Keep only answered calls (spec 8.7.11): an assistant message's tool call stays only if a
-    ``tool`` message answers it in the run of ``tool`` messages right after it; the others are
-    left out (and the message too if nothing is left), as is a ``tool`` message answering no
-    call of the assistant message right before its run."""
+    ``tool`` message answers it in the run of ``tool`` messages right after it and no earlier
+    call of the message has its id; the others are left out (and the message too if nothing is
+    left), as is a ``tool`` message answering no call of the assistant message right before its
+    run."""
     held: dict[str, Any] | None = None  # an assistant message with calls, until its run ends
     run: list[dict[str, Any]] = []
     for m in messages:
@@ -302,7 +303,11 @@ def _openai_answered(messages: Iterable[dict[str, Any]]) -> Iterator[dict[str, A
 
 def _openai_close(held: dict[str, Any], run: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     answered = {r["tool_call_id"] for r in run}
-    calls = [c for c in held["tool_calls"] if c["id"] in answered]
+    calls = []
+    for c in held["tool_calls"]:
+        if c["id"] in answered:
+            calls.append(c)
+            answered.discard(c["id"])  # a message may declare a call twice: the API wants one
     if calls:
         held["tool_calls"] = calls
     else:
