@@ -13,7 +13,7 @@ import pytest
 from jsonltape_daemon import schema, surface
 from jsonltape_daemon.errors import FeatureMissingError
 from jsonltape_daemon.ingest import Budget, Ingestor
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.store import FTS_TABLES, SqliteStore
 
 import jsonltape
 
@@ -228,6 +228,54 @@ def test_sessions_dropped_before_the_helper_is_done_leave_its_index(tmp_path: Pa
     fts_ok(store.con)
     assert dump(store.con) == rebuild(root)
     store.close()
+
+
+def _dated(path: Path, texts: list[str], time: int) -> None:
+    """A session of user messages, one millisecond apart from ``time`` on."""
+    with jsonltape.open(path, create=True, durability="manual") as tape:
+        tape.append_batch(
+            {
+                "type": "user/message",
+                "surface": "append",
+                "time": time + n,
+                "data": user_data(text),
+            }
+            for n, text in enumerate(texts)
+        )
+
+
+@pytest.mark.parametrize("helper_from", [0, None])
+def test_a_bulk_load_writes_each_full_text_table_in_key_order(
+    tmp_path: Path, helper_from: int | None
+) -> None:
+    """Each session read holds older messages than the one before (the keys, in time order,
+    go back at every session), yet a load writes each full-text table as one segment: FTS5
+    starts a new one at every key that is not above the last, and merging them costs CPU."""
+    root = tmp_path / "r"
+    for n in range(12):
+        _dated(
+            root / f"s{n:02d}.jsonl",
+            [f"FileNotFoundError {n}.{i} in 東京都 words" for i in range(30)],
+            1_780_000_000_000 - n * 86_400_000,
+        )
+    store = SqliteStore(tmp_path / "i.db", helper_from=helper_from)
+    try:
+        engine = Ingestor(store, root)
+        engine.rescan()
+        engine.build_substrings()
+        assert not store.substrings_pending()
+        fts_ok(store.con)
+        segments = {
+            t: store.con.execute(f"SELECT count(DISTINCT segid) FROM {t}_idx").fetchone()[0]
+            for t in FTS_TABLES
+        }
+        if helper_from is None:
+            # The loader itself: the substrings after the load, a segment per step of 128
+            # messages (three here), each in key order.
+            assert segments.pop("messages_trigram") <= 3
+        assert set(segments.values()) == {1}, segments
+    finally:
+        store.close()
 
 
 def test_a_helper_that_dies_leaves_the_work_to_the_loader(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ kept in ``dead_keys`` and never given again until ``optimize`` rebuilds the tabl
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jsonltape_daemon import search
+from jsonltape_daemon import idents, search
 from jsonltape_daemon.idents import contains, tokens
 from jsonltape_daemon.ingest import Ingestor
 from jsonltape_daemon.schema import _M001, _M002, _statements, connect
@@ -193,6 +194,28 @@ def test_the_code_like_rule() -> None:
         "dry-run.",
     ]
     assert tokens('{"a":"' + "x" * 80 + '","snake_case":1}') == ["snake_case"]
+
+
+def _rule(text: str) -> list[str]:
+    """The code-like rule as ``idents.py`` states it, without its shortcuts."""
+    out: dict[str, None] = {}
+    for word in text.split():
+        for t in [word] if len(word) <= 64 else re.findall(r"[\w./\\:-]+", word):
+            if idents._FEATURE.search(t):
+                out[t] = None
+    return list(out)
+
+
+@given(st.lists(st.text(alphabet="aBé_.-/:1(, \n", max_size=200), max_size=4))
+def test_tokens_follow_the_rule_whatever_words_were_seen_before(texts: list[str]) -> None:
+    for text in texts + texts[::-1]:  # the second time, the words are known
+        assert tokens(text) == _rule(text)
+
+
+def test_the_known_words_of_tokens_stay_bounded() -> None:
+    tokens(" ".join(f"w{i}" for i in range(idents._VERDICT_MAX + 10)))
+    assert 0 < len(idents._VERDICT) <= idents._VERDICT_MAX
+    assert tokens("w1 plain aB") == ["w1", "aB"]
 
 
 def test_a_version_2_index_is_emptied_and_filled_again_by_the_next_sync(tmp_path: Path) -> None:

@@ -2,13 +2,16 @@
 
 Python's GIL keeps two threads from decoding lines and running SQLite at once, so a big bulk
 load (``SqliteStore.start_bulk``) hands the message texts to a helper process, which builds the
-word index while the loader is still reading files, and the substring (trigram) index after.
-Both land in the helper's own database file, with tables declared exactly as in the index
-(contentless; the helper keeps the texts it was sent in a table of its own until it exits);
-their FTS5 shadow tables (``_data``, ``_idx``, ``_docsize``, ``_config``) are then copied into
-the index in one transaction each, which takes a fraction of a second. Message ids and keys are
-never reused and texts never change, so a copied index is right for every message it covers;
-the keys of messages dropped from the index after the snapshot are in its ``dead_keys``.
+word index while the loader is still reading files, and the substring (trigram) index when it
+has nothing else to do, and after. Both are written in key order, a batch at a time (FTS5
+starts a new segment at every rowid that is not above the last one, and keys, in time order, go
+back at every session: sorted, the indexes take about half the CPU time). Both land in the
+helper's own database file, with tables declared exactly as in the index (contentless; the
+helper keeps the texts it was sent in a table of its own until it exits); their FTS5 shadow
+tables (``_data``, ``_idx``, ``_docsize``, ``_config``) are then copied into the index in one
+transaction each, which takes a fraction of a second. Message ids and keys are never reused and
+texts never change, so a copied index is right for every message it covers; the keys of
+messages dropped from the index after the snapshot are in its ``dead_keys``.
 
 Protocol: the parent writes frames (4-byte big-endian length, msgpack) on the helper's stdin:
 ``["rows", [[id, tkey, text], ...]]``, ``["done"]`` (no more rows: commit the word index and say
@@ -43,7 +46,7 @@ __all__ = ["SHADOW_TABLES", "Helper", "main"]
 SHADOW_TABLES = ("data", "idx", "docsize", "config")
 _HEADER = struct.Struct(">I")
 _BATCH = 4096
-_TRIGRAM_STEP = 256
+_TRIGRAM_STEP = 4096  # messages per step, one segment each
 
 
 # -- the parent's side ----------------------------------------------------------------------
@@ -205,10 +208,10 @@ def main(argv: list[str]) -> int:
         if msg[0] == "rows":
             rows = msg[1]
             con.executemany("INSERT INTO messages (id, tkey, text) VALUES (?, ?, ?)", rows)
-            con.execute(
-                "INSERT INTO messages_fts (rowid, text) "
-                "SELECT tkey, text FROM messages WHERE id > ?",
-                (last,),
+            # In key order (see the module docs): a batch is one segment.
+            con.executemany(
+                "INSERT INTO messages_fts (rowid, text) VALUES (?, ?)",
+                sorted((k, t) for _i, k, t in rows),
             )
             last = rows[-1][0]
         elif msg[0] == "done":
@@ -220,11 +223,8 @@ def main(argv: list[str]) -> int:
     if frames.get()[0] != "go":
         return 2
     con.execute("BEGIN")
-    con.execute(
-        "INSERT INTO messages_trigram (rowid, idents) SELECT tkey, jt_idents(text) "
-        "FROM messages WHERE id > ?",
-        (tri,),
-    )
+    while tri < last:  # in steps: each one sorted in memory
+        tri = _trigram_step(con, tri, last)
     con.execute("COMMIT")
     _say("trigram")
     while True:
@@ -237,10 +237,12 @@ def main(argv: list[str]) -> int:
 
 
 def _trigram_step(con: sqlite3.Connection, tri: int, last: int) -> int:
+    """Add the messages with ids in ``(tri, tri + _TRIGRAM_STEP]`` to the trigram index, in
+    key order (a new segment at every key that goes back: see the word index)."""
     hi = min(last, tri + _TRIGRAM_STEP)
     con.execute(
         "INSERT INTO messages_trigram (rowid, idents) "
-        "SELECT tkey, jt_idents(text) FROM messages WHERE id > ? AND id <= ?",
+        "SELECT tkey, jt_idents(text) FROM messages WHERE id > ? AND id <= ? ORDER BY tkey",
         (tri, hi),
     )
     return hi

@@ -86,6 +86,7 @@ class SqliteStore(FullText):
         #: most ``helper_from`` messages; ``None``: dropped, read back from the files).
         self._early: list[tuple[int, int, str]] | None = None
         self._copy: dict[int, bool] = {}  # sid -> its texts go to message_texts
+        self._cjk: list[tuple[int, str]] = []  # CJK rows of a bulk load not inserted yet
         if not self._memory:
             remove_db(build_path(path))  # left by a bulk load that was killed
             remove_db(helper_path(path))
@@ -106,6 +107,7 @@ class SqliteStore(FullText):
         self.con.execute("BEGIN IMMEDIATE")
 
     def commit(self) -> None:
+        self.flush_cjk()
         self.con.execute("COMMIT")
         self.commits += 1
 
@@ -113,6 +115,7 @@ class SqliteStore(FullText):
         if self.con.in_transaction:
             self.con.execute("ROLLBACK")
         self._copy.clear()
+        self._cjk = []
         self._load_state()
         if self._early:  # the ids of what was rolled back are given again
             self._early = [r for r in self._early if r[0] < self._next_id]
@@ -231,6 +234,7 @@ class SqliteStore(FullText):
             return
         self._bulk = False
         self._early = None
+        self._cjk = []
         self._drop_helper()
         if self._memory:
             self.rollback()
