@@ -4,13 +4,14 @@
 
 Each round runs, one after the other: ``python -c pass``, ``python -c "import msgspec, click"``
 and every command measured (``--help``; ``append PATH --type … --data …``, one durable event;
-``cat`` of a 10-line file; ``search`` on a small index), each as its own process, in an order
-rotated every round so no command always follows the same one. Reported: the median wall time
-and the median CPU time (user + system of that process alone, from ``wait4``: what the VM's
-other tenants take does not count) of each, and the ratios of the medians to both baselines
-(lower = better; the target is at most 3x ``python -c pass``), with the lowest and highest
-per-round wall ratio. The last column is what each command imports beyond ``import msgspec,
-click`` (modules, and their own import time from one ``-X importtime`` run).
+``cat`` of a 10-line file; ``search``, ``sessions`` and ``show`` on a small index), each as
+its own process, in an order rotated every round so no command always follows the same one.
+Reported: the median wall time and the median CPU time (user + system of that process alone,
+from ``wait4``: what the VM's other tenants take does not count) of each, and the ratios of
+the medians to both baselines (lower = better; the target is at most 3x ``python -c pass``),
+with the lowest and highest per-round wall ratio. The last column is what each command imports
+beyond ``import msgspec, click`` (modules, and their own import time from one ``-X
+importtime`` run).
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def prepare(root: Path) -> dict[str, list[str]]:
         ],
         "jsonltape cat (10 lines)": [*jt, "cat", str(ten)],
         "jsonltape search (small index)": [*jt, "search", "migration", "--index", str(index)],
+        "jsonltape sessions (small index)": [*jt, "sessions", "--index", str(index)],
+        "jsonltape show (small index)": [*jt, "show", str(ten), "--index", str(index)],
     }
 
 

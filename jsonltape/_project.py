@@ -25,7 +25,6 @@ import stat
 import sys
 from pathlib import Path
 
-from . import _fs
 from .errors import SessionNotFoundError, UnsafeFileError
 
 __all__ = [
@@ -173,6 +172,8 @@ def make_sessions_dir(path: Path) -> bool:
     finally:
         os.close(fd)
     if created:
+        from . import _fs  # here: every query on the default index looks up the data dir
+
         _fs.fsync_dir(path.parent)
     return created
 

@@ -213,6 +213,21 @@ def test_queries_load_only_the_read_side_of_the_index(workspace: Path, argv: lis
     assert loaded(modules, "jsonltape.fold", "jsonltape.interop") == []
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["search", "migration"], ["sessions"], ["show", "sessions/s.jsonl", "--last", "1"]],
+    ids=lambda argv: argv[0],
+)
+def test_queries_load_neither_the_daemon_commands_nor_the_postgresql_door(
+    workspace: Path, argv: list[str]
+) -> None:
+    # Given --index, a query needs none of these: the daemon group's module (its commands and
+    # the project-root helpers), the PostgreSQL connection module, the data-dir lookup.
+    modules = command_imports(*argv, "--index", "index.db", cwd=workspace)
+    unneeded = ("jsonltape.cli._daemon_cmds", "jsonltape_daemon.pg_conn", "jsonltape._project")
+    assert loaded(modules, *unneeded, "jsonltape._fs", "fcntl") == []
+
+
 def test_search_loads_no_event_structs_and_no_dataclasses(workspace: Path) -> None:
     # The query path needs neither: events' Structs and dataclasses cost ~4 ms at start-up.
     modules = command_imports("search", "migration", "--index", "index.db", cwd=workspace)
@@ -278,3 +293,92 @@ def test_git_help_imports_neither_the_git_library_nor_the_lazy_subcommands(
     modules = command_imports("git", "--help", cwd=workspace)
     assert loaded(modules, "jsonltape.git", *(f"jsonltape.cli.{m}" for m in LATER)) == []
     assert loaded(modules, *HEAVY) == []
+
+
+# -- the query's output ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def busy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index of 30 sessions of 10 turns, each with a message that says "migration"."""
+    root = tmp_path_factory.mktemp("busy")
+    sessions = root / "sessions"
+    sessions.mkdir(mode=0o700)
+    for n in range(30):
+        with jsonltape.open(sessions / f"s{n:02}.jsonl", create=True, title=f"busy {n}") as tape:
+            for i in range(10):
+                one_turn(tape, f"the migration number {i} adds a NOT NULL column to the table")
+    done = CliRunner().invoke(cli, ["sync", str(sessions), "--index", str(root / "index.db")])
+    assert done.exit_code == 0, done.output
+    return root / "index.db"
+
+
+# Runs the command with a stdout that counts the writes reaching the file (each flush is one),
+# then prints the count and the lines written on stderr.
+_COUNTED = """
+import atexit, io, sys
+class Raw(io.RawIOBase):
+    writes, data = 0, b""
+    def writable(self): return True
+    def write(self, b):
+        Raw.writes += 1
+        Raw.data += bytes(b)
+        return len(b)
+sys.stdout = io.TextIOWrapper(io.BufferedWriter(Raw()), encoding="utf-8")
+def report():
+    sys.stdout.flush()
+    print("writes", Raw.writes, "lines", Raw.data.count(b"\\n"), file=sys.stderr)
+atexit.register(report)
+sys.argv = ["jsonltape", *sys.argv[1:]]
+from jsonltape.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "migration", "--limit", "100"],
+        ["search", "migration", "--limit", "100", "--json"],
+        ["sessions"],
+        ["show", "s00.jsonl", "--last", "100"],
+    ],
+    ids=["search", "search-json", "sessions", "show"],
+)
+def test_a_query_writes_its_output_a_block_at_a_time_not_a_line(
+    busy: Path, argv: list[str]
+) -> None:
+    if argv[0] == "show":
+        argv = ["show", str(busy.parent / "sessions" / argv[1]), *argv[2:]]
+    done = subprocess.run(
+        [sys.executable, "-c", _COUNTED, *argv, "--index", str(busy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    words = done.stderr.split()
+    writes, lines = int(words[words.index("writes") + 1]), int(words[words.index("lines") + 1])
+    # 3 lines a hit (one in JSON); a line a session; 3 or more a message (20 in a session)
+    expected = 100 if "--json" in argv else {"search": 300, "sessions": 30}.get(argv[0], 60)
+    assert lines >= expected
+    assert writes * 3 <= lines  # blocks of 4 KiB; a line a write was `writes == lines`
+
+
+def test_a_reader_that_leaves_a_long_search_early_gets_no_error_line(busy: Path) -> None:
+    # More than a pipe buffer of output: a write after the reader left fails (EPIPE), which
+    # click turns into a quiet exit 1. Even unbuffered, where one write of everything cut short
+    # by the reader's leaving would be dropped silently and end in exit 0.
+    search = subprocess.Popen(
+        [sys.executable, "-m", "jsonltape", "search", "migration", "--limit", "1000"]
+        + ["--index", str(busy)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert search.stdout is not None and search.stderr is not None
+    assert search.stdout.read(10)
+    search.stdout.close()  # what `| head -c 10` does
+    assert search.wait(timeout=60) != 0
+    with search.stderr:
+        assert search.stderr.read() == b""

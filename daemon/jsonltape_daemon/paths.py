@@ -26,7 +26,7 @@ import os
 import stat
 from pathlib import Path
 
-from jsonltape._index_api import data_dir, fs
+from jsonltape import _index_api as _api
 from jsonltape.errors import UnsafeFileError
 
 __all__ = [
@@ -43,10 +43,19 @@ __all__ = [
 ]
 
 
+def data_dir() -> Path:
+    """jsonltape's user data directory: ``$JSONLTAPE_HOME``, else the platform's (module doc).
+
+    Looked up on first call, not at import: a query given ``--index`` loads neither the
+    library's project-root module nor its file helpers.
+    """
+    return _api.data_dir()
+
+
 def ensure_private_dir(path: Path) -> None:
     """Create ``path`` (and missing parents) 0700, as the library creates session dirs; an
     existing one that others may write into is tightened (ours) or refused (module doc)."""
-    fs.make_dirs(path)
+    _api.fs.make_dirs(path)
     st = os.stat(path)
     if not st.st_mode & 0o022 or st.st_mode & stat.S_ISVTX:
         return

@@ -14,7 +14,6 @@ from typing import Any, Protocol
 
 from . import search as s
 from .errors import IndexStateError, IndexUnreachableError
-from .pg_conn import error_line, read_only
 from .target import PgTarget, SqliteTarget, Target
 
 __all__ = ["Reader", "open_reader"]
@@ -96,6 +95,8 @@ class _PgReader:
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         import psycopg
 
+        from .pg_conn import error_line
+
         try:
             return fn(*args, **kwargs)
         except psycopg.Error as exc:
@@ -163,4 +164,6 @@ def open_reader(target: Target) -> Reader:
 
         return _SqliteReader(connect(target.path, readonly=True), str(target.path))
     assert isinstance(target, PgTarget)
+    from .pg_conn import read_only  # the PostgreSQL driver's door: not on a local query's path
+
     return _PgReader(read_only(target), str(target), target.url)

@@ -2,31 +2,32 @@
 
 The daemon package's paths and schema (sqlite3) are imported here at module level, so only
 commands that need them load them; ``lock``, ``service`` and ``units`` (filelock, watchdog,
-plistlib) only inside the commands that use them: a query (``_query``) loads none of those.
+plistlib) only inside the commands that use them. A query (``_query``) does not import this
+module at all: the index options, :func:`target_of` and :func:`echo_json` live in ``_params``
+(re-exported here for the index commands).
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-import stat
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import click
-import msgspec
 from jsonltape_daemon import paths, schema, target
 
 from .._project import make_sessions_dir, resolve_root
 from . import CliError
-from ._params import Seconds
+from ._params import Seconds, echo_json, index_of, index_option, origins_option, target_of
 
 __all__ = [
     "daemon",
     "echo_json",
     "existing_root",
+    "index_of",
     "index_option",
     "index_stats",
     "origin_of",
@@ -37,15 +38,6 @@ __all__ = [
     "target_of",
 ]
 
-_enc = msgspec.json.Encoder()
-
-index_option = click.option(
-    "--index",
-    "index_path",
-    metavar="PATH|URL",
-    help="Index: a SQLite file or a postgresql:// URL (default: $JSONLTAPE_INDEX or "
-    "<data dir>/index.db).",
-)
 origin_option = click.option(
     "--origin",
     "origin",
@@ -53,24 +45,7 @@ origin_option = click.option(
     help="Push as this origin to a PostgreSQL team index (default: $JSONLTAPE_ORIGIN, else "
     "this machine and user's, kept in <data dir>/origin).",
 )
-origins_option = click.option(
-    "--origin",
-    "origins",
-    multiple=True,
-    metavar="NAME",
-    help="Only sessions pushed by this origin (machine and user) to a PostgreSQL team index. "
-    "Repeatable.",
-)
 root_arg = click.argument("root", required=False, type=click.Path(file_okay=False, path_type=Path))
-
-
-def target_of(value: str | None) -> target.Target:
-    """The index ``--index`` (else ``$JSONLTAPE_INDEX``, else the default file) names; a
-    ``scheme://`` value is a supported engine or one clear error, never a path."""
-    t = target.parse(value) if value is not None else target.default_target(paths.data_dir())
-    if isinstance(t, target.SqliteTarget):
-        return target.SqliteTarget(index_of(str(t.path)))
-    return t
 
 
 def origin_of(value: str | None) -> str:
@@ -78,24 +53,6 @@ def origin_of(value: str | None) -> str:
     from jsonltape_daemon import origin
 
     return origin.validate(value) if value is not None else origin.default_origin(paths.data_dir())
-
-
-def index_of(value: str | None) -> Path:
-    """The SQLite index file to use; refused at once if something else is there (sqlite would
-    block on a FIFO, and fail with a bare "disk I/O error" on a directory), or if ``value`` is
-    a URL (the commands that take one call :func:`target_of`)."""
-    t = target.parse(value) if value is not None else target.default_target(paths.data_dir())
-    if isinstance(t, target.PgTarget):
-        raise CliError(f"{t}: this command needs a SQLite index file, not a PostgreSQL URL", 2)
-    index = t.path
-    try:
-        mode = os.stat(index).st_mode
-    except OSError:
-        return index  # missing (created by a writer, reported by a reader) or unreadable
-    if not stat.S_ISREG(mode):
-        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-        raise CliError(f"{index}: {kind}, not an index file", 2)
-    return index
 
 
 def root_of(path: Path | None) -> Path:
@@ -122,10 +79,6 @@ def existing_root(path: Path | None) -> Path:
 
 def reader(index: Path) -> sqlite3.Connection:
     return schema.connect(index, readonly=True)
-
-
-def echo_json(obj: Any) -> None:
-    click.echo(_enc.encode(obj).decode())
 
 
 def index_stats(index: Path) -> dict[str, Any]:

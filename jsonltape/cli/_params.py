@@ -1,18 +1,48 @@
-"""Option types the commands share: a finite number of seconds, a JSON object."""
+"""Option types the commands share (a finite number of seconds, a JSON object), and the index
+options, the index's target and the JSON line output that the query and index commands share.
+
+Light on purpose: ``search``, ``sessions`` and ``show`` take their options from here and not
+from ``_daemon_cmds`` (the whole ``daemon`` group, its click commands and the project-root
+helpers), and the daemon package is imported only inside :func:`target_of` and
+:func:`index_of`, so ``append`` and ``cat`` never load it.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
 
 from .._limits import MAX_INT
+from . import CliError
 
-__all__ = ["COUNT", "SECONDS", "SEQ", "JsonObject", "Seconds", "parse_json"]
+if TYPE_CHECKING:
+    from jsonltape_daemon.target import Target
+
+__all__ = [
+    "COUNT",
+    "SECONDS",
+    "SEQ",
+    "JsonObject",
+    "Seconds",
+    "echo_json",
+    "echo_lines",
+    "index_of",
+    "index_option",
+    "json_line",
+    "origins_option",
+    "parse_json",
+    "target_of",
+]
 
 _json = msgspec.json.Decoder()
+_enc = msgspec.json.Encoder()
 
 
 # ParamType is generic in new click only; subscripting it would break click 8.1 at run time.
@@ -93,3 +123,98 @@ def _kind(value: Any) -> str:
     if isinstance(value, list):
         return "an array"
     return "a string" if isinstance(value, str) else "a number"
+
+
+# -- the index commands' options, their target, their output ---------------------------------
+
+
+index_option = click.option(
+    "--index",
+    "index_path",
+    metavar="PATH|URL",
+    help="Index: a SQLite file or a postgresql:// URL (default: $JSONLTAPE_INDEX or "
+    "<data dir>/index.db).",
+)
+origins_option = click.option(
+    "--origin",
+    "origins",
+    multiple=True,
+    metavar="NAME",
+    help="Only sessions pushed by this origin (machine and user) to a PostgreSQL team index. "
+    "Repeatable.",
+)
+
+
+def _parse_target(value: str | None) -> Target:
+    from jsonltape_daemon import paths, target
+
+    return target.parse(value) if value is not None else target.default_target(paths.data_dir())
+
+
+def target_of(value: str | None) -> Target:
+    """The index ``--index`` (else ``$JSONLTAPE_INDEX``, else the default file) names; a
+    ``scheme://`` value is a supported engine or one clear error, never a path."""
+    from jsonltape_daemon.target import SqliteTarget
+
+    t = _parse_target(value)
+    if isinstance(t, SqliteTarget):
+        return SqliteTarget(_regular_file(t.path))
+    return t
+
+
+def index_of(value: str | None) -> Path:
+    """The SQLite index file to use; refused at once if something else is there (sqlite would
+    block on a FIFO, and fail with a bare "disk I/O error" on a directory), or if ``value`` is
+    a URL (the commands that take one call :func:`target_of`)."""
+    from jsonltape_daemon.target import PgTarget
+
+    t = _parse_target(value)
+    if isinstance(t, PgTarget):
+        raise CliError(f"{t}: this command needs a SQLite index file, not a PostgreSQL URL", 2)
+    return _regular_file(t.path)
+
+
+def _regular_file(index: Path) -> Path:
+    try:
+        mode = os.stat(index).st_mode
+    except OSError:
+        return index  # missing (created by a writer, reported by a reader) or unreadable
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise CliError(f"{index}: {kind}, not an index file", 2)
+    return index
+
+
+def json_line(obj: Any) -> str:
+    """``obj`` as one line of JSON (without the line break)."""
+    return _enc.encode(obj).decode()
+
+
+def echo_json(obj: Any) -> None:
+    """``obj`` as one line of JSON on stdout."""
+    click.echo(json_line(obj))
+
+
+def echo_lines(lines: Iterable[str]) -> None:
+    """``lines`` on stdout, each ending in a line break, a few KiB a write; nothing if none.
+
+    A ``click.echo`` a line is a write (a system call) a line: 1.5 ms for the 60 lines of a
+    20-hit search. Not one write of everything either: a reader that leaves early (``| head``)
+    must still meet a later write and its EPIPE (exit 1), and with ``PYTHONUNBUFFERED`` a
+    write cut short by it would be lost silently; blocks well under a pipe buffer keep both
+    as they were with a line a write. The text is the same.
+    """
+    block: list[str] = []
+    size = 0
+    for line in lines:
+        block.append(line)
+        size += len(line) + 1
+        if size >= _BLOCK:
+            click.echo("\n".join(block))
+            block, size = [], 0
+    if block:
+        click.echo("\n".join(block))
+
+
+#: Characters a write of :func:`echo_lines` (a pipe buffer is 64 KiB on Linux, 16 on macOS).
+_BLOCK = 4096

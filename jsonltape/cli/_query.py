@@ -1,8 +1,10 @@
 """Index queries: search, sessions, show. They only read the index.
 
 Light on purpose: a query imports the search module and sqlite3, not what writes the index
-(the store, ingest, the foreign-tree readers, the lock library) nor the daemon's watchdog;
-``show`` loads the ingest engine only when it reads a session file that is not indexed.
+(the store, ingest, the foreign-tree readers, the lock library), the daemon's watchdog, the
+``daemon`` commands (its options come from ``_params``) nor, for a local index, the PostgreSQL
+door; ``show`` loads the ingest engine only when it reads a session file that is not indexed.
+Output is written a few KiB at a time (``_params.echo_lines``), not a system call a line.
 """
 
 from __future__ import annotations
@@ -25,8 +27,15 @@ from jsonltape_daemon.target import SqliteTarget
 
 from .._time import MAX_TIME, format_ms
 from . import CliError
-from ._daemon_cmds import echo_json, index_option, origins_option, target_of
-from ._params import COUNT, SEQ
+from ._params import (
+    COUNT,
+    SEQ,
+    echo_lines,
+    index_option,
+    json_line,
+    origins_option,
+    target_of,
+)
 
 __all__ = ["search", "sessions", "show"]
 
@@ -164,9 +173,7 @@ def search(
     if interactive:
         from ._search_tui import interactive_search  # prompt_toolkit only for -i
 
-        if not isinstance(t, SqliteTarget) or origins:
-            raise CliError(f"{t}: -i searches a local index; search a team index without -i", 2)
-        return interactive_search(t.path, text, phrases, filters, limit)
+        return interactive_search(t, text, phrases, filters, limit, origins)
     index = open_reader(t)
     try:
         for note in index.notes():
@@ -184,18 +191,20 @@ def search(
     if as_json:
         for hit in hits:
             hit.snippet = mark(hit.snippet)
-            echo_json(hit)
+        echo_lines([json_line(hit) for hit in hits])
         return
     if not hits:
         click.echo("no matches", err=True)
+    out: list[str] = []
     for hit in hits:
         status = "" if hit.status == "current" else f" ({hit.status})"
         title = f"  {hit.title}" if hit.title else ""
         origin = getattr(hit, "origin", None)
         where = f"  {origin}" if origin else ""
-        click.echo(f"{hit.session}{where}  {_when(hit.time)}  {hit.role}{status}{title}")
-        click.echo(f"    {mark(hit.snippet)}")
-        click.echo(f"    {hit.path}:{hit.seq}")
+        out.append(f"{hit.session}{where}  {_when(hit.time)}  {hit.role}{status}{title}")
+        out.append(f"    {mark(hit.snippet)}")
+        out.append(f"    {hit.path}:{hit.seq}")
+    echo_lines(out)
 
 
 # -- sessions / show ----------------------------------------------------------------------
@@ -220,31 +229,35 @@ def sessions(
         rows = index.sessions(limit=limit, path=path_glob, origins=origins)
     finally:
         index.close()
+    if as_json:
+        echo_lines([json_line(info) for info in rows])
+        return
+    out: list[str] = []
     for info in rows:
-        if as_json:
-            echo_json(info)
-            continue
         state = "" if info.state == "clean" else f" [{info.state}]"
         origin = getattr(info, "origin", None)
         where = f"  {origin}" if origin else ""
-        click.echo(
+        out.append(
             f"{_when(info.updated)}  {info.session}{where}  {info.messages:>5} msgs{state}  "
             f"{info.title or '(untitled)'}  {info.path}"
         )
+    echo_lines(out)
 
 
 def _print_window(info: s.SessionInfo, turns: list[s.Turn], more: int | None, ref: str) -> None:
-    click.echo(f"{info.session}  {info.title or '(untitled)'}")
-    click.echo(f"{info.path}  ·  {info.events} events  ·  {info.state}")
+    out = [
+        f"{info.session}  {info.title or '(untitled)'}",
+        f"{info.path}  ·  {info.events} events  ·  {info.state}",
+    ]
     if more is not None:
-        click.echo(f"… older messages: jsonltape show {ref} --before {more}")
+        out.append(f"… older messages: jsonltape show {ref} --before {more}")
     for t in turns:
         status = "" if t.status == "current" else f" [{t.status}]"
         cut = " [truncated]" if t.truncated else ""
         stamp = format_ms(t.time, utc=False)
-        click.echo(f"\n#{t.seq}  {stamp}  {t.role}{status}{cut}")
-        for line in (t.text or "(no text)").splitlines() or [""]:
-            click.echo(f"    {line}")
+        out.append(f"\n#{t.seq}  {stamp}  {t.role}{status}{cut}")
+        out.extend(f"    {line}" for line in (t.text or "(no text)").splitlines() or [""])
+    echo_lines(out)
 
 
 @click.command()
@@ -294,8 +307,8 @@ def show(
         if index is not None:
             index.close()
     if as_json:
-        for turn in win.messages:
-            echo_json({"session": info.session, "path": info.path, **msgspec.to_builtins(turn)})
+        head = {"session": info.session, "path": info.path}
+        echo_lines([json_line({**head, **msgspec.to_builtins(turn)}) for turn in win.messages])
         return
     _print_window(info, win.messages, win.more_before, session)
 
