@@ -301,6 +301,8 @@ def test_plain_search_does_not_load_prompt_toolkit(index: Path) -> None:
 
 
 def test_a_newer_query_interrupts_a_slow_one_and_only_the_latest_is_delivered(index: Path) -> None:
+    from jsonltape_daemon.target import SqliteTarget
+
     from jsonltape.cli._search_tui import _Worker
 
     delivered: list[object] = []
@@ -311,13 +313,13 @@ def test_a_newer_query_interrupts_a_slow_one_and_only_the_latest_is_delivered(in
         done.set()
 
     slow = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT max(i) FROM n"
-    worker = _Worker(index, deliver)
+    worker = _Worker(SqliteTarget(index), deliver)
     worker.start()
     try:
         started = time.monotonic()
-        worker.submit(lambda con: con.execute(slow).fetchone())  # never ends by itself
-        time.sleep(0.2)  # let it start running
-        worker.submit(lambda con: con.execute("SELECT count(*) FROM sessions").fetchone())
+        worker.submit(lambda r: r.con.execute(slow).fetchone())  # type: ignore[attr-defined]
+        time.sleep(0.2)  # let it start running: it never ends by itself
+        worker.submit(lambda r: r.con.execute("SELECT count(*) FROM sessions").fetchone())  # type: ignore[attr-defined]
         assert done.wait(5)
         assert delivered == [(3,)]
         assert time.monotonic() - started < 3
@@ -333,3 +335,27 @@ def test_clean_removes_escape_sequences_and_control_characters() -> None:
     assert clean("a\x1b[31mred\x1b[0m\x1b]0;title\x07b\x00\x7f\x9b\u202e") == "aredb"
     assert clean("one\ttwo\r\nthree") == "one    two three"
     assert clean("one\nthree", keep_newlines=True) == "one\nthree"
+
+
+def test_the_interactive_search_runs_on_a_postgresql_team_index(index: Path, pg_db: str) -> None:
+    root = index.parent / "root"
+    env = {**os.environ, "JSONLTAPE_HOME": str(index.parent / "home")}
+    subprocess.run(
+        [sys.executable, "-m", "jsonltape", "sync", str(root), "--index", pg_db, "--origin", "lab"],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    t = Tui("--index", pg_db)
+    try:
+        t.type("zanzibar")
+        t.wait_for("3 hits", "quokka sighting", "harbour migration", timeout=10)
+        t.type(" quok")
+        t.wait_for("harbour migration", gone=True, timeout=10)
+        t.key(ENTER)
+        screen = t.wait_for("quokkas are friendly", timeout=10)
+        assert "before the hit in beta" in screen
+        t.key(CTRL_C)
+        assert t.exit_code() == 0
+    finally:
+        t.close()

@@ -2,9 +2,11 @@
 
 A full-screen application: the query line at the top, the top hits below it, re-run on every
 keystroke; Enter opens the selected hit's transcript window, Escape or q goes back. Searches
-run in one worker thread on its own read-only connection, so the screen never waits for a
-query: a newer keystroke interrupts the running query (a SQLite progress handler) and only the
-latest finished result is drawn. Text from the index is data: control characters are dropped
+run in one worker thread on its own read-only connection to the index (a local SQLite file or a
+PostgreSQL team index, through the same reader as ``jsonltape search``), so the screen never
+waits for a query: a newer keystroke interrupts a running SQLite query (a progress handler; a
+PostgreSQL query, bounded by its plans, runs out) and only the latest finished result is
+drawn. Text from the index is data: control characters are dropped
 before anything is drawn, so an escape sequence kept in a tool's output cannot reach the
 terminal.
 
@@ -22,6 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from jsonltape_daemon import search as s
+from jsonltape_daemon.query import Reader, open_reader
+from jsonltape_daemon.target import SqliteTarget, Target
 from prompt_toolkit.application import Application
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.filters import Condition
@@ -40,7 +44,6 @@ from prompt_toolkit.styles import Style
 
 from .._time import format_ms
 from . import CliError
-from ._daemon_cmds import reader
 
 __all__ = ["clean", "interactive_search"]
 
@@ -88,16 +91,16 @@ class _Worker(threading.Thread):
     """Runs the latest job on its own read-only connection; an older job still running is
     interrupted when a newer one is submitted, and its result is never delivered."""
 
-    def __init__(self, index: Path, deliver: Callable[[int, object], None]) -> None:
+    def __init__(self, target: Target, deliver: Callable[[int, object], None]) -> None:
         super().__init__(name="jsonltape-search", daemon=True)
-        self._index = index
+        self._target = target
         self._deliver = deliver
         self._cv = threading.Condition()
-        self._job: tuple[int, Callable[[sqlite3.Connection], object]] | None = None
+        self._job: tuple[int, Callable[[Reader], object]] | None = None
         self._gen = 0
         self._quit = False
 
-    def submit(self, job: Callable[[sqlite3.Connection], object]) -> int:
+    def submit(self, job: Callable[[Reader], object]) -> int:
         with self._cv:
             self._gen += 1
             self._job = (self._gen, job)
@@ -115,7 +118,7 @@ class _Worker(threading.Thread):
 
     def run(self) -> None:
         try:
-            con = reader(self._index)
+            index = open_reader(self._target)
         except Exception as exc:  # the index went away since start-up: say so, do not crash
             self._deliver(0, exc)
             return
@@ -129,10 +132,12 @@ class _Worker(threading.Thread):
                     assert self._job is not None
                     gen, job = self._job
                     self._job = None
-                # A non-zero return aborts the statement: an obsolete query stops here.
-                con.set_progress_handler(lambda gen=gen: self._stale(gen), 2000)  # type: ignore[misc]
+                con = getattr(index, "con", None)
+                if isinstance(con, sqlite3.Connection):
+                    # A non-zero return aborts the statement: an obsolete query stops here.
+                    con.set_progress_handler(lambda gen=gen: self._stale(gen), 2000)  # type: ignore[misc]
                 try:
-                    result: object = job(con)
+                    result: object = job(index)
                 except Exception as exc:  # shown on the status line, never a traceback
                     if self._stale(gen):
                         continue
@@ -140,7 +145,7 @@ class _Worker(threading.Thread):
                 if not self._stale(gen):
                     self._deliver(gen, result)
         finally:
-            con.close()
+            index.close()
 
 
 class _Found:
@@ -172,13 +177,17 @@ class _Transcript:
                 self.lines.append([("", "    " + line)])
 
 
-def _open_hit(hit: s.Hit) -> Callable[[sqlite3.Connection], object]:
-    def job(con: sqlite3.Connection) -> object:
-        found = s.resolve_session(con, hit.path) or s.resolve_session(con, hit.session)
+def _open_hit(hit: s.Hit) -> Callable[[Reader], object]:
+    def job(index: Reader) -> object:
+        origin = getattr(hit, "origin", None)  # a team index: paths repeat across machines
+        origins = (origin,) if isinstance(origin, str) else ()
+        found = index.resolve(hit.path, origins=origins) or index.resolve(
+            hit.session, origins=origins
+        )
         if not found:
             raise LookupError(f"{hit.session}: no longer in the index")
-        sid, info = found[0]
-        win = s.window(con, sid, last=_WINDOW_MESSAGES, before=hit.seq + 1 + _AFTER_EVENTS)
+        key, info = found[0]
+        win = index.window(key, last=_WINDOW_MESSAGES, before=hit.seq + 1 + _AFTER_EVENTS)
         return _Transcript(hit, info, win.messages)
 
     return job
@@ -189,14 +198,16 @@ class _App:
 
     def __init__(
         self,
-        index: Path,
+        target: Target,
         query: str,
         phrases: Sequence[str],
         filters: s.Filters,
         limit: int,
         notes: list[str],
+        origins: Sequence[str] = (),
     ) -> None:
         self.phrases, self.filters, self.limit = tuple(phrases), filters, limit
+        self.origins = tuple(origins)
         self.found: _Found | None = None
         self.selected = 0
         self.status = ""  # the last error, until the next result
@@ -204,7 +215,7 @@ class _App:
         self.transcript: _Transcript | None = None
         self.tline = 0
         self.started = 0.0
-        self.worker = _Worker(index, self._deliver)
+        self.worker = _Worker(target, self._deliver)
         self.buffer = Buffer(multiline=False, on_text_changed=lambda _b: self._query_changed())
         self.buffer.text = query
         self.buffer.cursor_position = len(query)
@@ -243,16 +254,16 @@ class _App:
     def _query_changed(self) -> None:
         text = self.buffer.text
         if not s.parse_query(text) and not any(p.strip() for p in self.phrases):
-            self.worker.submit(lambda _con: _Found(text, [], 0.0))
+            self.worker.submit(lambda _index: _Found(text, [], 0.0))
             return
-        phrases, filters, limit = self.phrases, self.filters, self.limit
+        phrases, filters, limit, origins = self.phrases, self.filters, self.limit, self.origins
 
-        def job(con: sqlite3.Connection) -> object:
+        def job(index: Reader) -> object:
             t0 = time.perf_counter()
             # The word being typed is a prefix: substrings are found only inside identifiers
             # (daemon/jsonltape_daemon/idents.py), so "quok" alone would not find "quokka".
             typed = text if text[-1:].isspace() or text.endswith(("*", '"')) else text + "*"
-            hits = s.search(con, typed, filters, limit, phrases=phrases)
+            hits = index.search(typed, filters, limit, phrases=phrases, origins=origins)
             return _Found(text, hits, (time.perf_counter() - t0) * 1000)
 
         self.started = time.perf_counter()
@@ -376,18 +387,21 @@ class _App:
 
 
 def interactive_search(
-    index: Path,
+    index: Target | Path,
     query: str,
     phrases: Sequence[str],
     filters: s.Filters,
     limit: int,
+    origins: Sequence[str] = (),
 ) -> None:
-    """Run the interactive search until the user quits (Ctrl-C, or Escape on the results)."""
+    """Run the interactive search of a local or team index until the user quits (Ctrl-C, or
+    Escape on the results)."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise CliError("search -i needs a terminal: stdin and stdout must be a tty", 2)
-    con = reader(index)  # a missing or broken index is reported before the screen is taken
+    target = SqliteTarget(index) if isinstance(index, Path) else index
+    first = open_reader(target)  # a missing or unreachable index is reported before the screen
     try:
-        notes = s.notes(con)
+        notes = first.notes()
     finally:
-        con.close()
-    _App(index, query, phrases, filters, limit, notes).run()
+        first.close()
+    _App(target, query, phrases, filters, limit, notes, origins).run()
