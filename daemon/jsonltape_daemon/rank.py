@@ -8,10 +8,11 @@ that contains it. So a search ranks by the query's *informative* words only — 
 matches; a word in more messages (``the``, ``error`` in a big archive) only filters, as a stop
 word does, and a query without an informative word lists its matches newest first.
 
-Document counts are read from the word index, counting at most one past the limit (FTS5 keeps
-no count per word: its vocabulary table would read the whole doclist of ``the``). Query words
-are folded the way the ``unicode61 remove_diacritics 2`` tokenizer folds text (lower case,
-combining marks removed, split at everything that is not a letter or a digit).
+Whether a word is common is read from the word index by asking for its match one past the
+limit (FTS5 keeps no count per word: its vocabulary table would read the whole doclist of
+``the``). Query words are folded the way the ``unicode61 remove_diacritics 2`` tokenizer folds
+text (lower case, combining marks removed, split at everything that is not a letter or a
+digit).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import re
 import sqlite3
 import unicodedata
 
-__all__ = ["COMMON_MIN", "COMMON_SHARE", "RANKED", "common_limit", "doc_freq", "tokens"]
+__all__ = ["COMMON_MIN", "COMMON_SHARE", "RANKED", "common_limit", "is_common", "tokens"]
 
 #: A query ranks at most its newest this many matches.
 RANKED = 1000
@@ -38,26 +39,22 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(folded)
 
 
-def doc_freq(con: sqlite3.Connection, text: str, prefix: bool, cap: int) -> int:
-    """How many messages hold the term, as far as telling it from ``cap`` goes: a phrase is
-    as rare as its rarest word (``prefix``: the last one as a prefix); each word's matches
-    are counted up to ``cap + 1`` only, and the first word within ``cap`` ends the count
-    (counting reads a word's doclist)."""
+def is_common(con: sqlite3.Connection, text: str, prefix: bool, cap: int) -> bool:
+    """True when the term is in more than ``cap`` messages, as far as the rule tells: a phrase
+    is as rare as its rarest word (``prefix``: the last one as a prefix), so it is common when
+    each of its words is. A word is common when its ``cap + 1``-th match exists: FTS5 steps
+    over the first ``cap`` matches (nothing is counted or handed back for them) and the first
+    word within ``cap`` ends the test (each test reads up to ``cap`` entries of a doclist)."""
     words = tokens(text)
-    found = cap + 1
     for n, w in enumerate(words):
         pattern = '"' + w + '"' + ("*" if prefix and n == len(words) - 1 else "")
-        found = min(
-            found,
-            con.execute(
-                "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
-                "LIMIT ?)",
-                (pattern, cap + 1),
-            ).fetchone()[0],
-        )
-        if found <= cap:
-            break
-    return int(found) if words else 0
+        beyond = con.execute(
+            "SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT 1 OFFSET ?",
+            (pattern, cap),
+        ).fetchone()
+        if beyond is None:
+            return False
+    return bool(words)
 
 
 def common_limit(con: sqlite3.Connection) -> int:

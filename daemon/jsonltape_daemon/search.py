@@ -45,7 +45,7 @@ import msgspec
 
 from .cjk import is_cjk, is_cjk_term, match_expr
 from .idents import contains
-from .rank import RANKED, common_limit, doc_freq
+from .rank import RANKED, common_limit, is_common
 from .schema import tkey_base
 from .snippet import MARK_CLOSE, MARK_OPEN, snippet
 from .texts import Texts
@@ -192,7 +192,15 @@ class Filters:
             f"since={self.since!r}, until={self.until!r}, path={self.path!r}, all={self.all!r})"
         )
 
+    @property
+    def on_sessions(self) -> bool:
+        """The filter reads the ``sessions`` row (``s``): a session or path filter. Without
+        one a pass reads only the messages (a join per candidate less)."""
+        return bool(self.session or self.path)
+
     def sql(self) -> tuple[str, list[object]]:
+        """The filter as a WHERE condition over ``messages m`` (and ``sessions s`` when
+        :attr:`on_sessions`) and its parameters."""
         where: list[str] = []
         params: list[object] = []
         if not self.all:
@@ -359,6 +367,8 @@ def _search(
     sort: Sort,
 ) -> list[Hit]:
     base_where, base_params = filters.sql()
+    # the sessions row is read for the hits anyway; in a pass only when the filter needs it
+    join_s = " JOIN sessions s ON s.sid = m.sid" if filters.on_sessions else ""
     lo, hi = _key_range(con, filters)
     upto = substrings_upto(con)
     hits: list[Hit] = []
@@ -441,19 +451,20 @@ def _search(
         args = [*head, *base_params, *more_params, *params, *rng_params]
         scores: dict[int, float] = {}
         if rank is not None and rank == match and not checks:
-            # Every word informative: the pass that finds the newest matches ranks them too.
+            # Every word informative: the pass that finds the newest matches ranks them too,
+            # and SQLite keeps the best (the order of the sort below) of its n.
             scores = {
                 int(r[0]): r[1]
                 for r in con.execute(
-                    f"SELECT {key}, bm25({table}) FROM {source} JOIN sessions s "
-                    f"ON s.sid = m.sid {where} LIMIT ?",
-                    [*args, n],
+                    f"SELECT k, score FROM (SELECT {key} AS k, bm25({table}) AS score "
+                    f"FROM {source}{join_s} {where} LIMIT ?) ORDER BY score, k DESC LIMIT ?",
+                    [*args, n, want],
                 )
             }
             keys = list(scores)
         else:
             keys = candidates(
-                f"SELECT {key} FROM {source} JOIN sessions s ON s.sid = m.sid {where}",
+                f"SELECT {key} FROM {source}{join_s} {where}",
                 args,
                 n,
                 checks,
@@ -471,7 +482,7 @@ def _search(
                 ).fetchall()
             )
         if rank is not None:
-            keys.sort(key=lambda k: (scores.get(k, 0.0), -k))
+            keys.sort(key=lambda k: (scores.get(k, 0.0), -k))  # best first; newer among equals
         top = keys[:want]
         rows = {
             int(r[0]): r[1:]
@@ -483,7 +494,9 @@ def _search(
         }
         got = texts.get(top)
         for k in top:
-            r = rows[k]
+            r = rows.get(k)
+            if r is None:  # a message without its session row: never in an intact index
+                continue
             text = got[k]
             seen.add(k)
             hits.append(
@@ -509,7 +522,7 @@ def _search(
         informative: list[Term] = []
         if sort == "relevance":
             common = common_limit(con)
-            informative = [t for t in words if doc_freq(con, t.text, t.prefix, common) <= common]
+            informative = [t for t in words if not is_common(con, t.text, t.prefix, common)]
         run(
             "messages_fts",
             " ".join(_fts_string(t) for t in words),
