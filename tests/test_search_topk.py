@@ -6,10 +6,11 @@ time-ordered key) by bm25 of the query's informative words — those in at most
 ``max(COMMON_MIN, COMMON_SHARE × messages)`` messages — newer first among equals; a query
 without an informative word lists its matches newest first; substring matches follow, newest
 first: messages where every term is inside a code-like token (daemon/jsonltape_daemon/idents.py)
-of the text. The oracle below computes that from whole match sets (FTS5 ``MATCH`` without any
-ordering, limit or range, and Python over the texts the test wrote), over a corpus small enough
-to brute-force, with the thresholds lowered so that every branch (common words, ranked subsets,
-equal scores, many messages in one millisecond) happens.
+of the text -- or, in a query of several such terms, is a word of the message. The oracle
+below computes that from whole match sets (FTS5 ``MATCH`` without any ordering, limit or
+range, and Python over the texts the test wrote), over a corpus small enough to brute-force,
+with the thresholds lowered so that every branch (common words, ranked subsets, equal scores,
+many messages in one millisecond) happens.
 """
 
 from __future__ import annotations
@@ -125,10 +126,26 @@ def _substring_oracle(
             return needle in text.lower()
         return any(needle in tok.lower() for tok in idents.tokens(text))
 
+    # With several such terms, each may also be a word of the message ("TPSe error").
+    mixed = sum(t.trigram_ok for t in terms) > 1
+
+    def term_in(text: str, t: search.Term) -> bool:
+        if inside(text, t.text.lower()):
+            return True
+        if not (mixed and t.trigram_ok):
+            return False
+        have, want = rank.tokens(text), rank.tokens(t.text)
+        n = len(want)
+        return any(
+            have[i : i + n - 1] == want[:-1]
+            and (have[i + n - 1].startswith(want[-1]) if t.prefix else have[i + n - 1] == want[-1])
+            for i in range(len(have) - n + 1)
+        )
+
     out = [
         allowed[k]
         for k in sorted(allowed, reverse=True)
-        if allowed[k] not in words and all(inside(texts[allowed[k]], t.text.lower()) for t in terms)
+        if allowed[k] not in words and all(term_in(texts[allowed[k]], t) for t in terms)
     ]
     return out[: limit - len(words)]
 

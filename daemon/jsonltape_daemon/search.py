@@ -14,7 +14,9 @@ served by the cheapest index that can answer it:
    ``NotFound``, ``ound`` and ``Fou`` find ``FileNotFoundError``, ``lru_cach`` finds
    ``functools.lru_cache``; ``ound`` does not find the plain word ``found`` (plain words match
    whole, or by ``prefix*``, in pass 1). The table keeps no positions: all of a term's trigrams
-   find candidates, the text decides; newest first, after the word hits. Terms made of CJK
+   find candidates, the text decides; newest first, after the word hits. With several such
+   terms each may also be a word of the message (``NotFound prompt``): the candidates are then
+   the rarest term's matches of either kind, both tables read newest first and merged. Terms made of CJK
    characters only (any length, one character too) are served by the CJK table the same way;
 3. scan: the texts newest first, for other terms (one or two characters, or punctuation only:
    ``->``, ``#``), anywhere in the text, case folded.
@@ -35,17 +37,18 @@ messages it does not cover yet by a scan, so results stay complete; :func:`notes
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import msgspec
 
 from .cjk import is_cjk, is_cjk_term, match_expr
 from .idents import contains
-from .rank import RANKED, common_limit, is_common
+from .rank import RANKED, common_limit, is_common, tokens
 from .schema import tkey_base
 from .snippet import MARK_CLOSE, MARK_OPEN, snippet
 from .texts import Texts
@@ -250,16 +253,63 @@ _COLUMNS = "s.id, s.path, m.seq, m.time, m.role, m.type, m.status, s.title"
 _IN_CJK = " AND m.tkey IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)"
 #: A text check: the needle (lower case), and whether it must be inside a code-like token
 #: (a substring term) or anywhere in the text (a CJK term, a term of one or two characters).
-Check = tuple[str, bool]
+#: A third member, for a term of a query that mixes words and identifier parts: the term as
+#: words (folded as the word index folds them, the last one a prefix for ``word*``), which
+#: satisfy the check too.
+Check = tuple[str, bool] | tuple[str, bool, "tuple[tuple[str, ...], bool]"]
 
 
 def _passes(text: str, checks: Sequence[Check]) -> bool:
     """True when the text satisfies every check (case folded as the trigram table folds)."""
     low = text.lower()
-    for needle, ident in checks:
-        if needle not in low or (ident and not contains(text, needle)):
-            return False
+    words: list[str] | None = None
+    for check in checks:
+        needle, ident = check[0], check[1]
+        if needle in low and (not ident or contains(text, needle)):
+            continue
+        if len(check) == 3:
+            want, prefix = check[2]
+            if text.isascii() and (not want or want[-1] not in low):
+                return False  # folding changes nothing: the word is not there at all
+            if words is None:
+                words = _WORD.findall(low) if text.isascii() else tokens(text)
+            if _has_words(words, want, prefix):
+                continue
+        return False
     return True
+
+
+def _has_words(words: list[str], want: tuple[str, ...], prefix: bool) -> bool:
+    """``want`` appears in ``words`` in order (its last word as a prefix with ``prefix``)."""
+    n = len(want)
+    if not n:
+        return False
+    for i in range(len(words) - n + 1):
+        if words[i : i + n - 1] == list(want[:-1]) and (
+            words[i + n - 1].startswith(want[-1]) if prefix else words[i + n - 1] == want[-1]
+        ):
+            return True
+    return False
+
+
+_WORD = re.compile(r"[^\W_]+")  # rank.tokens without the folding, for ASCII text
+#: Matches counted per table to tell which term of a mixed query is the rarest.
+_DRIVER_CAP = 2000
+
+
+def _either_count(con: sqlite3.Connection, term: Term, cap: int) -> int:
+    """How many messages have ``term`` as a word or inside an identifier, up to ``cap`` in
+    each index (enough to tell the rarest term of a query)."""
+    n = 0
+    for table, expr in (
+        ("messages_fts", _fts_string(term)),
+        ("messages_trigram", trigram_expr(term.text)),
+    ):
+        n += con.execute(
+            f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
+            (expr, cap),
+        ).fetchone()[0]
+    return int(n)
 
 
 def trigram_expr(text: str) -> str:
@@ -418,6 +468,57 @@ def _search(
         cur.close()
         return out[:n]
 
+    def either_keys(term: Term) -> Iterator[int]:
+        """The keys of the messages holding ``term`` as a word or inside an identifier,
+        newest first: both full-text tables read in rowid order and merged, so a pass that
+        stops early reads only what it needs."""
+        rng, rng_params = in_range("rowid")
+        cursors = [
+            (
+                int(r[0])
+                for r in con.execute(
+                    f"SELECT rowid FROM {table} WHERE {table} MATCH ?{rng} ORDER BY rowid DESC",
+                    [expr, *rng_params],
+                )
+            )
+            for table, expr in (
+                ("messages_fts", _fts_string(term)),
+                ("messages_trigram", trigram_expr(term.text)),
+            )
+        ]
+        last = None
+        for k in heapq.merge(*cursors, reverse=True):
+            if k != last:
+                yield k
+                last = k
+
+    def streamed(
+        keys: Iterator[int], n: int, more: str, more_params: list[object], checks: list[Check]
+    ) -> list[int]:
+        """The first ``n`` of ``keys`` (newest first) that pass the filter and the checks."""
+        out: list[int] = []
+        step = 64
+        while len(out) < n:
+            batch = list(itertools.islice(keys, step))
+            if not batch:
+                break
+            marks = ", ".join("?" * len(batch))
+            kept = {
+                int(r[0])
+                for r in con.execute(
+                    f"SELECT m.tkey FROM messages m{join_s} WHERE m.tkey IN ({marks}) AND "
+                    f"{base_where}{more}",
+                    [*batch, *base_params, *more_params],
+                )
+            }
+            batch = [k for k in batch if k in kept and k not in seen]
+            got = texts.get(batch)
+            ok = [k for k in batch if (t := got[k]) is not None and _passes(t, checks)]
+            texts.forget(set(batch).difference(ok))
+            out += ok
+            step = min(step * 2, 2048)
+        return out[:n]
+
     def run(
         table: str | None,
         match: str | None,
@@ -426,6 +527,7 @@ def _search(
         more_params: list[object],
         checks: list[Check],
         rank: str | None = None,
+        stream: Iterator[int] | None = None,
     ) -> None:
         """Add the hits of one pass: its newest matches (``table`` None: a scan of the
         messages in time order) that pass the checks, or with ``rank`` (the informative words'
@@ -450,7 +552,9 @@ def _search(
         where = f"WHERE {cond}{base_where}{more}{not_seen}{rng} ORDER BY {key} DESC"
         args = [*head, *base_params, *more_params, *params, *rng_params]
         scores: dict[int, float] = {}
-        if rank is not None and rank == match and not checks:
+        if stream is not None:
+            keys = streamed(stream, want, more, more_params, checks)
+        elif rank is not None and rank == match and not checks:
             # Every word informative: the pass that finds the newest matches ranks them too,
             # and SQLite keeps the best (the order of the sort below) of its n.
             scores = {
@@ -536,7 +640,21 @@ def _search(
     # newest first; the candidates' texts decide.
     tri = [t for t in terms if t.trigram_ok]
     cjk = [t for t in terms if t.cjk]
-    if tri:
+    if len(tri) > 1:
+        # Several terms the substring index serves: each may be a word of the message or
+        # inside one of its identifiers ("NotFound prompt"). The rarest term's matches of
+        # either kind are the candidates, newest first; the texts decide the rest.
+        more, params, checks = as_substrings(terms)
+        checks = [  # as_substrings gives one check per term, in order
+            (c[0], c[1], (tuple(tokens(t.text)), t.prefix)) if t.trigram_ok else c
+            for t, c in zip(terms, checks, strict=True)
+        ]
+        checks.sort(key=len)  # the plain checks first: they turn most candidates down
+        driver = min(tri, key=lambda t: _either_count(con, t, _DRIVER_CAP))
+        run(None, None, "substring", more, params, checks, stream=either_keys(driver))
+        if upto is not None:
+            run(None, None, "scan", f" AND m.id > ?{more}", [upto, *params], checks)
+    elif tri:
         more, params, checks = as_substrings(terms)
         match = " ".join(trigram_expr(t.text) for t in tri)
         run("messages_trigram", match, "substring", more, params, checks)
