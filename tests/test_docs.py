@@ -34,6 +34,19 @@ def test_readme_library_example_runs(tmp_path: Path) -> None:
     assert "tool/result" in proc.stdout
 
 
+def test_readme_index_api_example_runs(tmp_path: Path) -> None:
+    code = re.findall(r"```python\n(.*?)```", _section("Library"), re.S)[1]
+    with jsonltape.open(tmp_path / "sessions" / "s.jsonl", create=True) as tape:
+        tape.tool_result("c1", "FileNotFoundError: no such file")
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    counts, sizes = proc.stdout.splitlines()
+    assert counts.startswith("1 [(") and "NotFound" in counts  # the match marked in its snippet
+    assert "messages" in sizes
+
+
 _CANNED_AGENTS_MODEL = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})

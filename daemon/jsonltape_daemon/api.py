@@ -103,6 +103,8 @@ def sync(
     read-only) once. A local index is locked for the duration (``IndexBusyError`` when a daemon
     or another sync holds it) and its substring index is finished in the foreground; a team
     index takes ``origin``'s writer lock and pushes only that origin's sessions."""
+    root = os.path.abspath(root)
+    sources = [(kind, os.path.abspath(path)) for kind, path in sources]
     if isinstance(target, PgTarget):
         return _sync_shared(target, root, sources, _need_origin(origin), should_stop)
     lock = index_lock(target.path)
