@@ -96,4 +96,6 @@ def test_a_mixed_query_honours_the_filters(
     only = api.open_reader(target).search("NotFound prompt", Filters(session=one), limit=1000)
     assert only and {h.session for h in only} == {one}
     assert len(only) == sum(h.session == one for h in every)
-    assert api.open_reader(target).search("NotFound prompt", Filters(roles=("assistant",)), 10) == []
+    assert (
+        api.open_reader(target).search("NotFound prompt", Filters(roles=("assistant",)), 10) == []
+    )

@@ -16,8 +16,9 @@ served by the cheapest index that can answer it:
    whole, or by ``prefix*``, in pass 1). The table keeps no positions: all of a term's trigrams
    find candidates, the text decides; newest first, after the word hits. With several such
    terms each may also be a word of the message (``NotFound prompt``): the candidates are then
-   the rarest term's matches of either kind, both tables read newest first and merged. Terms made of CJK
-   characters only (any length, one character too) are served by the CJK table the same way;
+   the rarest term's matches of either kind, both tables read newest first and merged. Terms
+   made of CJK characters only (any length, one character too) are served by the CJK table the
+   same way;
 3. scan: the texts newest first, for other terms (one or two characters, or punctuation only:
    ``->``, ``#``), anywhere in the text, case folded.
 
