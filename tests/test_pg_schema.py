@@ -128,11 +128,58 @@ def test_init_hands_a_single_users_schema_to_the_team(pg_server: PgServer) -> No
                 "SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = %s", (S,)
             ).fetchall()
             assert owners == [("jsonltape_owner",)]
+            functions = con.execute(
+                "SELECT DISTINCT proowner::regrole::text FROM pg_proc p JOIN pg_namespace n "
+                "ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname = 'start_bulk'",
+                (S,),
+            ).fetchall()
+            assert functions == [("jsonltape_owner",)]  # its definer rights went along
         with psycopg.connect(pg_server.url(name, writer, "w-pw")) as con:
             assert con.execute(f"SELECT count(*) FROM {S}.messages").fetchone() == (1,)
             _fill(con, "laptop", "/second.jsonl")
+            # rows pushed before the origin had a partition stay in the shared one
+            assert con.execute(f"SELECT {S}.start_bulk('laptop')").fetchone() == (False,)
     finally:
         pg_server.drop_database(name)
+
+
+@pytest.mark.parametrize("how", ["init", "migrate"])
+def test_schema_1_is_upgraded_in_place_rows_indexes_and_policies_kept(
+    pg_server: PgServer, pg_db: str, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    with monkeypatch.context() as m:  # a team index as schema 1 created it
+        m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])
+        pg_schema.init(pg_db)
+    writer = pg_server.unique("w_m1")
+    pg_server.create_role(writer, "w-pw")
+    with psycopg.connect(pg_db, autocommit=True) as con:
+        con.execute(pg_schema.grant_writer_sql(writer, "m1").encode())
+        con.execute(f"INSERT INTO {S}.origins (origin) VALUES ('m2')")
+        _fill(con, "m2")
+        words = con.execute(f"SELECT to_regclass('{S}.messages_words')::oid").fetchone()
+    with psycopg.connect(pg_server.url(_dbname(pg_db), writer, "w-pw")) as con:
+        _fill(con, "m1")
+    if how == "init":
+        pg_schema.init(pg_db)
+    else:  # the owner's own sync migrates; roles, policies and grants must carry over
+        with psycopg.connect(pg_db) as con:
+            pg_schema.migrate(con)
+    with psycopg.connect(pg_db) as con:
+        assert pg_schema.schema_version(con) == pg_schema.SCHEMA_VERSION
+        parts = con.execute(
+            f"SELECT relid::regclass::text, isleaf FROM pg_partition_tree('{S}.messages')"
+        ).fetchall()
+        assert parts == [(f"{S}.messages", False), (f"{S}.messages_shared", True)]
+        assert con.execute(f"SELECT count(*) FROM {S}.messages_shared").fetchone() == (2,)
+        # the GIN index of schema 1 is kept as it was, not built again
+        assert con.execute(f"SELECT to_regclass('{S}.messages_words')::oid").fetchone() == words
+    with psycopg.connect(pg_server.url(_dbname(pg_db), writer, "w-pw")) as con:
+        assert con.execute(f"SELECT origin FROM {S}.messages").fetchall() == [("m1",)]
+        with pytest.raises(errors.InsufficientPrivilege, match="row-level security"):
+            con.execute(
+                f"INSERT INTO {S}.messages SELECT 'm2', sid, seq + 1, type, role, time, status, "
+                f"anchor, call_id, calls, text, truncated FROM {S}.messages"
+            )
 
 
 def test_a_newer_schema_version_is_refused(pg_db: str) -> None:
@@ -153,7 +200,9 @@ def test_init_twice_is_a_no_op_and_keeps_rows(pg_db: str) -> None:
         _fill(con, "m1")
     pg_schema.init(pg_db)
     with psycopg.connect(pg_db) as con:
-        assert con.execute(f"SELECT count(*) FROM {S}.schema_migrations").fetchone() == (1,)
+        assert con.execute(f"SELECT count(*) FROM {S}.schema_migrations").fetchone() == (
+            len(pg_schema.MIGRATIONS),
+        )
         assert con.execute(f"SELECT count(*) FROM {S}.messages").fetchone() == (1,)
         owner = con.execute(
             "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = %s", (S,)

@@ -363,9 +363,11 @@ def _rows_read(con: psycopg.Connection[Any], dbname: str, run: Any) -> tuple[Any
         with psycopg.connect(con.info.dsn, autocommit=True) as other:
             other.execute("SELECT pg_stat_clear_snapshot()")
             row = other.execute(
-                "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
-                "FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'messages'",
-                (S,),
+                # messages is partitioned by origin: the rows are read from its partitions
+                "SELECT coalesce(sum(seq_tup_read), 0) + coalesce(sum(idx_tup_fetch), 0) "
+                "FROM pg_stat_user_tables "
+                "WHERE relid IN (SELECT relid FROM pg_partition_tree(%s::regclass))",
+                (f"{S}.messages",),
             ).fetchone()
             assert row is not None
             return int(row[0])

@@ -106,6 +106,23 @@ def assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
     assert got == want
 
 
+def placement(url: str, origin: str) -> tuple[int, int, bool]:
+    """(messages in the origin's own partition, in the shared one, search indexes built)."""
+    with psycopg.connect(url) as con:
+        row = con.execute(f"SELECT {S}.origin_partition(%s)", (origin,)).fetchone()
+        assert row is not None
+        part = f"{S}.{row[0]}"
+        own = 0
+        if con.execute("SELECT to_regclass(%s)", (part,)).fetchone() != (None,):
+            found = con.execute(f'SELECT count(*) FROM {S}."{row[0]}"').fetchone()
+            own = int(found[0]) if found else 0
+        shared = con.execute(
+            f"SELECT count(*) FROM {S}.messages_shared WHERE origin = %s", (origin,)
+        ).fetchone()
+        indexed = con.execute(f"SELECT {S}.origin_indexed(%s)", (origin,)).fetchone()
+    return own, int(shared[0]) if shared else 0, bool(indexed and indexed[0])
+
+
 def push(url: str, origin: str, root: Path) -> None:
     with PgStore(url, origin) as store:
         Mirror(store, str(root)).rescan()
@@ -334,6 +351,9 @@ def test_a_writer_role_pushes_its_own_origin_and_no_other(
         push(writer, "m1", a)  # reconciles (deletes) its own rows under the policies
         assert_same(pg_dump(admin, "m1"), rebuild(a))
         assert_same(pg_dump(admin, "m2"), rebuild(b))
+        # the writer's first push had a partition of its own made and indexed for it
+        own, shared, indexed = placement(admin, "m1")
+        assert own == len(pg_dump(admin, "m1")["messages"]) > 0 and shared == 0 and indexed
         with pytest.raises(IndexStateError, match="may not push origin 'm2'"):
             PgStore(writer, "m2")
         with PgStore(writer, "m1") as store:
@@ -343,6 +363,9 @@ def test_a_writer_role_pushes_its_own_origin_and_no_other(
                 con.execute(
                     f"INSERT INTO {S}.files (origin, path, status) VALUES ('m2', '/x', 'pending')"
                 )
+            for call in ("start_bulk('m2')", "index_origin('m2')"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege, match="may not push"):
+                    con.execute(f"SELECT {S}.{call}")
             n = con.execute(f"DELETE FROM {S}.sessions WHERE origin = 'm2'").rowcount
             assert n == 0
             assert con.execute(
@@ -475,3 +498,67 @@ def test_session_and_registry_rows_not_yet_sent_read_back_as_written(pg_db: str)
         assert store.file("/r/a.jsonl") == FileRow(
             path="/r/a.jsonl", status="indexed", offset=10, last_seq=4
         )
+
+
+def test_a_first_push_fills_a_partition_of_its_own_indexed_once_at_the_end(
+    tmp_path: Path, pg_db: str
+) -> None:
+    tree(tmp_path / "t")
+    push(pg_db, "m1", tmp_path / "t")
+    own, shared, indexed = placement(pg_db, "m1")
+    assert own == len(pg_dump(pg_db, "m1")["messages"]) > 0 and shared == 0 and indexed
+    with psycopg.connect(pg_db) as con:
+        con.execute("SET enable_seqscan = off")
+        part = con.execute(f"SELECT {S}.origin_partition('m1')").fetchone()
+        assert part is not None
+        options = con.execute(
+            "SELECT reloptions FROM pg_class WHERE oid = %s::regclass", (f'{S}."{part[0]}"',)
+        ).fetchone()
+        assert options == (None,)  # autovacuum, off during the load, is on again
+        for where, index in (
+            (f"words @@ to_tsquery('{S}.words', 'wording')", "words"),
+            ("idents LIKE '%NotFound%'", "idents"),
+            ("cjk @> '{東京}'", "cjk"),
+        ):
+            plan = con.execute(f"EXPLAIN SELECT seq FROM {S}.messages WHERE {where}").fetchall()
+            assert f"{part[0]}_{index}" in " ".join(r[0] for r in plan)
+        plan = con.execute(f"EXPLAIN SELECT seq FROM {S}.messages WHERE origin = 'm1'").fetchall()
+        assert "messages_shared" not in " ".join(r[0] for r in plan)  # one origin: pruned
+
+
+def test_an_interrupted_first_push_is_searchable_and_indexed_by_the_next_sync(
+    tmp_path: Path, pg_db: str
+) -> None:
+    root = tmp_path / "t"
+    tree(root)
+    with PgStore(pg_db, "m1") as store:
+        store.start_bulk()  # as a first push does; the process then dies before the indexes
+        Mirror(store, str(root)).rescan()
+        assert not store.fts_live
+    own, _, indexed = placement(pg_db, "m1")
+    assert own > 0 and not indexed
+    with psycopg.connect(pg_db) as con:  # committed rows are found meanwhile (by a scan)
+        found = con.execute(
+            f"SELECT count(*) FROM {S}.messages WHERE words @@ to_tsquery('{S}.words', 'wording')"
+        ).fetchone()
+    assert found is not None and found[0] > 0
+    push(pg_db, "m1", root)
+    assert placement(pg_db, "m1") == (own, 0, True)
+    assert_same(pg_dump(pg_db, "m1"), rebuild(root))
+
+
+def test_a_rebuilt_origin_reloads_its_partition_without_indexes_then_builds_them(
+    tmp_path: Path, pg_db: str
+) -> None:
+    root = tmp_path / "t"
+    tree(root)
+    push(pg_db, "m1", root)
+    before = placement(pg_db, "m1")
+    with PgStore(pg_db, "m1") as store:
+        store.drop_origin()
+        store.start_bulk()
+        assert not store.fts_live  # the emptied partition's indexes were dropped
+        store.abort_bulk()
+    push(pg_db, "m1", root)
+    assert placement(pg_db, "m1") == before
+    assert_same(pg_dump(pg_db, "m1"), rebuild(root))

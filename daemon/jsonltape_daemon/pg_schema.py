@@ -27,6 +27,21 @@ with three search columns:
   '{雨}'`` those of ``雨``, then checked on ``text``. An array, not a tsvector phrase: a
   tsvector's positions stop at 16383 and its parser drops CJK punctuation.
 
+Bulk first pushes (schema 2): ``messages`` is partitioned by ``origin`` (LIST). Rows of an
+origin without a partition of its own (every row of schema 1, kept in place) are in the
+DEFAULT partition ``messages_shared``, whose word, substring and CJK GIN indexes are kept in
+step by every insert. The first push of an origin (``PgStore.start_bulk``) calls
+``start_bulk(origin)``, which creates ``messages_<md5 of origin>`` with the parent's keys and
+b-trees but without the three GIN indexes (or, for an emptied partition, drops them), and
+``index_origin(origin)`` builds them once the rows are in: bulk GIN builds are several times
+faster than row-by-row maintenance, so the origin is searchable sooner. Meanwhile its committed
+rows are found by a scan; ``origin_indexed(origin)`` says whether a build is due (an interrupted
+first push leaves one for the next sync). Both functions run with the rights of the tables'
+owner (``SECURITY DEFINER``, a fixed ``search_path``) and refuse a login role that neither
+owns the tables nor is mapped to the origin (``check_pusher``). The GIN indexes are per
+partition (not on the parent): the planner uses them through the parent, and a query of one
+origin reads only its partition.
+
 Only extensions shipped with PostgreSQL are used (``pg_trgm``, ``unaccent``; both trusted, so
 a database owner may create them). Tested on PostgreSQL 15.18 (Debian 12).
 
@@ -211,9 +226,162 @@ CREATE TABLE {s}.tool_calls (
 );
 """
 
+# Messages partitioned by origin (see "Bulk first pushes" in the module docs). The table of
+# schema 1 becomes the DEFAULT partition as it is, rows and indexes kept (its b-trees are
+# attached to the parent's, its GIN indexes stay its own); its indexes are renamed first, as
+# the parent's take the old names.
+_M002 = """
+ALTER INDEX {s}.messages_pkey RENAME TO messages_shared_pkey;
+ALTER INDEX {s}.messages_time RENAME TO messages_shared_time;
+ALTER INDEX {s}.messages_surface RENAME TO messages_shared_surface;
+ALTER INDEX {s}.messages_answers RENAME TO messages_shared_answers;
+ALTER TABLE {s}.messages RENAME TO messages_shared;
+CREATE TABLE {s}.messages (LIKE {s}.messages_shared INCLUDING GENERATED)
+    PARTITION BY LIST (origin);
+ALTER TABLE {s}.messages ADD PRIMARY KEY (origin, sid, seq),
+    ADD FOREIGN KEY (origin, sid) REFERENCES {s}.sessions ON DELETE CASCADE;
+CREATE INDEX messages_time ON {s}.messages (time DESC);
+CREATE INDEX messages_surface ON {s}.messages (origin, sid, anchor) WHERE status = 'current';
+CREATE INDEX messages_answers ON {s}.messages (origin, sid, call_id)
+    WHERE status = 'current' AND call_id IS NOT NULL;
+ALTER TABLE {s}.messages ATTACH PARTITION {s}.messages_shared DEFAULT;
+
+CREATE FUNCTION {s}.origin_partition(o text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN 'messages_' || md5(o);
+
+-- True unless o has a partition lacking one of its search indexes.
+CREATE FUNCTION {s}.origin_indexed(o text) RETURNS boolean
+    LANGUAGE sql STABLE
+    RETURN to_regclass(format('{s}.%I', {s}.origin_partition(o))) IS NULL
+        OR (SELECT bool_and(to_regclass(format('{s}.%I', {s}.origin_partition(o) || x))
+                            IS NOT NULL)
+            FROM unnest(ARRAY['_words', '_idents', '_cjk']) x);
+
+-- The login role may push origin o: it owns the tables, or origin_members maps it to o.
+CREATE FUNCTION {s}.check_pusher(o text) RETURNS void
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $f$
+BEGIN
+    IF NOT (pg_has_role(session_user,
+                (SELECT relowner FROM pg_class WHERE oid = '{s}.messages'::regclass), 'USAGE')
+            OR EXISTS (SELECT FROM {s}.origin_members m
+                       WHERE m.role = session_user AND m.origin = o)) THEN
+        RAISE EXCEPTION 'role % may not push origin %', session_user, o
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+END $f$;
+
+CREATE FUNCTION {s}.start_bulk(o text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+DECLARE
+    part text := {s}.origin_partition(o);
+    filled boolean;
+BEGIN
+    PERFORM {s}.check_pusher(o);
+    IF to_regclass(format('{s}.%I', part)) IS NULL THEN
+        -- one partition made at a time: two at once would deadlock on the default's locks
+        PERFORM pg_advisory_xact_lock(hashtextextended('jsonltape-partitions', 0));
+        IF to_regclass(format('{s}.%I', part)) IS NOT NULL THEN
+            RETURN NOT {s}.origin_indexed(o);
+        END IF;
+        -- rows pushed before this origin had a partition stay where they are
+        IF EXISTS (SELECT FROM {s}.messages_shared WHERE origin = o) THEN
+            RETURN false;
+        END IF;
+        -- no autovacuum during the load (it would scan the rows as they come in, on the
+        -- cores the load needs); index_origin turns it on again after its ANALYZE
+        EXECUTE format('CREATE TABLE {s}.%I (LIKE {s}.messages INCLUDING ALL) '
+                       'WITH (autovacuum_enabled = false)', part);
+        EXECUTE format('ALTER TABLE {s}.%I ENABLE ROW LEVEL SECURITY', part);
+        -- ATTACH, not CREATE ... PARTITION OF: the parent is only SHARE UPDATE EXCLUSIVE
+        -- locked, so other origins' pushes and searches go on (the default partition is
+        -- locked while it is checked for rows of o)
+        EXECUTE format('ALTER TABLE {s}.messages ATTACH PARTITION {s}.%I FOR VALUES IN (%L)',
+                       part, o);
+        RETURN true;
+    END IF;
+    EXECUTE format('SELECT EXISTS (SELECT FROM {s}.%I)', part) INTO filled;
+    IF filled THEN
+        RETURN NOT {s}.origin_indexed(o);
+    END IF;
+    EXECUTE format('DROP INDEX IF EXISTS {s}.%I, {s}.%I, {s}.%I',
+                   part || '_cjk', part || '_words', part || '_idents');
+    EXECUTE format('ALTER TABLE {s}.%I SET (autovacuum_enabled = false)', part);
+    RETURN true;
+END $f$;
+
+-- Build o's missing search indexes: only `which` ('words', 'idents' or 'cjk': one build per
+-- connection, so that they run side by side), or every missing one then ANALYZE.
+CREATE FUNCTION {s}.index_origin(o text, which text DEFAULT NULL) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SET maintenance_work_mem = '256MB' AS $f$
+DECLARE
+    part text := {s}.origin_partition(o);
+    trgm name;
+BEGIN
+    PERFORM {s}.check_pusher(o);
+    IF to_regclass(format('{s}.%I', part)) IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT n.nspname INTO trgm FROM pg_extension e
+        JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm';
+    -- one build of an index at a time (a killed pusher's backend may still be building it):
+    -- the second waits, then finds it
+    IF which IS NULL OR which = 'words' THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended(part || '_words', 0));
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON {s}.%I USING gin (words)',
+                       part || '_words', part);
+    END IF;
+    IF which IS NULL OR which = 'idents' THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended(part || '_idents', 0));
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON {s}.%I '
+                       'USING gin (idents %I.gin_trgm_ops) WHERE idents IS NOT NULL',
+                       part || '_idents', part, trgm);
+    END IF;
+    IF which IS NULL OR which = 'cjk' THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended(part || '_cjk', 0));
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON {s}.%I USING gin (cjk) '
+                       'WHERE cjk IS NOT NULL', part || '_cjk', part);
+    END IF;
+    IF which IS NULL THEN
+        EXECUTE format('ANALYZE {s}.%I', part);
+        EXECUTE format('ALTER TABLE {s}.%I RESET (autovacuum_enabled)', part);
+    END IF;
+END $f$;
+
+-- A team's index (`index init`) keeps its row-level security, policies and grants on the new
+-- parent, even when the owner migrates without init.
+DO $$
+DECLARE r record;
+BEGIN
+    IF (SELECT relrowsecurity FROM pg_class WHERE oid = '{s}.messages_shared'::regclass) THEN
+        ALTER TABLE {s}.messages ENABLE ROW LEVEL SECURITY;
+    END IF;
+    FOR r IN SELECT * FROM pg_policies
+        WHERE schemaname = {n} AND tablename = 'messages_shared'
+    LOOP
+        EXECUTE format('CREATE POLICY %I ON {s}.messages AS %s FOR %s TO %s',
+                       r.policyname, r.permissive, r.cmd,
+                       (SELECT string_agg(quote_ident(x), ', ') FROM unnest(r.roles) x))
+            || coalesce(' USING (' || r.qual || ')', '')
+            || coalesce(' WITH CHECK (' || r.with_check || ')', '');
+    END LOOP;
+    FOR r IN SELECT grantee, privilege_type FROM information_schema.role_table_grants
+        WHERE table_schema = {n} AND table_name = 'messages_shared'
+        AND grantee <> (SELECT pg_get_userbyid(relowner) FROM pg_class
+                        WHERE oid = '{s}.messages_shared'::regclass)
+    LOOP
+        EXECUTE format('GRANT %s ON {s}.messages TO %s', r.privilege_type,
+                       CASE WHEN r.grantee = 'PUBLIC' THEN 'PUBLIC'
+                       ELSE quote_ident(r.grantee) END);
+    END LOOP;
+END $$;
+"""
+
 #: (version, name, SQL with ``{s}`` for the quoted schema name). Append only.
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial", _M001),
+    (2, "messages partitioned by origin", _M002),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -265,7 +433,7 @@ def _steps(after: int, schema: str) -> str:
     for number, name, sql in MIGRATIONS:
         if number > after:
             out.append(f"-- migration {number}: {name}")
-            out.append(sql.format(s=s).strip())
+            out.append(sql.format(s=s, n=_literal(schema)).strip())
             out.append(
                 f"INSERT INTO {s}.schema_migrations (version, name) "
                 f"VALUES ({number}, {_literal(name)});"
@@ -351,6 +519,11 @@ BEGIN
     UNION ALL SELECT format('TEXT SEARCH CONFIGURATION %s', t.oid::regconfig) FROM pg_ts_config t
         JOIN pg_namespace ns ON ns.oid = t.cfgnamespace
         WHERE ns.nspname = {n} AND t.cfgowner::regrole::text <> quote_ident({o})
+    UNION ALL SELECT format('FUNCTION %s', p.oid::regprocedure) FROM pg_proc p
+        JOIN pg_namespace ns ON ns.oid = p.pronamespace
+        WHERE ns.nspname = {n} AND p.proowner::regrole::text <> quote_ident({o})
+        AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass
+                        AND d.objid = p.oid AND d.deptype = 'e')
     LOOP
         EXECUTE format('ALTER %s OWNER TO %I', r.what, {o});
     END LOOP;

@@ -293,15 +293,19 @@ class _Search:
         return int(row[0]), [int(x) for x in row[3:]]
 
     def _messages(self) -> int:
-        """How many messages the index has: the statistics' estimate (``reltuples``, kept by
-        autovacuum), or before any, a count that stops past ``COMMON_MIN`` (below it no word
-        is common)."""
+        """How many messages the index has: the statistics' estimate (``reltuples`` of the
+        partitions, kept by autovacuum; a first push analyzes its own), or when they say no
+        more than ``COMMON_MIN`` (below it no word is common) or nothing yet, a count that
+        stops past it."""
         if self._total is None:
             row = self.con.execute(
-                "SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (f"{_S}.messages",)
+                "SELECT coalesce(sum(c.reltuples) FILTER (WHERE c.reltuples >= 0), -1) "
+                "FROM pg_partition_tree(%s::regclass) t JOIN pg_class c ON c.oid = t.relid "
+                "WHERE t.isleaf",
+                (f"{_S}.messages",),
             ).fetchone()
             total = int(row[0]) if row else -1
-            if total < 0:  # never analyzed (nor vacuumed): count, up to where it matters
+            if total <= COMMON_MIN:  # no statistics, or few: count, up to where it matters
                 row = self.con.execute(
                     f"SELECT count(*) FROM (SELECT 1 FROM {_S}.messages LIMIT {COMMON_MIN + 1}) m"
                 ).fetchone()

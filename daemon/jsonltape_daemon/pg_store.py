@@ -20,8 +20,11 @@ sessions, and two machines never touch each other's rows. What differs from SQLi
   too (the latest of each, read back from there) and written just before the batch.
 * Messages keep their text (other machines cannot read the files), with ``idents`` (the
   code-like tokens, ``idents.py``) and ``cjk`` (``cjk.grams``) computed here.
-* The bulk-load and full-text hooks do nothing: PostgreSQL keeps its indexes in step in every
-  transaction, and a partial first load is as consistent as any other sync.
+* A first push of an origin is a bulk load into a partition of its own whose word, substring
+  and CJK indexes are built once at the end (``pg_schema.py``, "Bulk first pushes"): the
+  engine's full-text hooks (``fts_live``, ``rebuild_fts``) drive it. Every transaction of it
+  commits its rows and watermarks as any other sync; an interrupted one leaves the build to
+  the next sync, and its rows are searchable meanwhile, only without those indexes.
 * A lost connection raises :class:`IndexUnreachableError` (the password never in its text); the
   next call connects again, takes the origin lock again and goes on from the committed
   watermarks.
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
@@ -91,6 +95,7 @@ class PgStore:
         self._s = pg_schema._ident(schema, "schema")
         self._con: psycopg.Connection[Any] | None = None
         self._bulk = False
+        self._indexed = True  # this origin's search indexes exist (see start_bulk)
         self._in_tx = False
         self._lost_tx = False
         self._wrote = False
@@ -191,6 +196,8 @@ class PgStore:
                 con.execute(
                     f"CREATE TEMP TABLE IF NOT EXISTS stage_{table} ({cols}) ON COMMIT DELETE ROWS"
                 )
+            row = con.execute(f"SELECT {s}.origin_indexed(%s)", (self.origin,)).fetchone()
+            self._indexed = bool(row and row[0])
         except pg.errors.InsufficientPrivilege:
             raise IndexStateError(
                 f"PostgreSQL index {redact(self._url)}: this role may not push origin "
@@ -306,7 +313,7 @@ class PgStore:
                 (msgspec.json.encode(sorted([*roots, root])).decode(), self.origin),
             )
 
-    # -- bulk loads: nothing special here ------------------------------------------------
+    # -- bulk loads: a first push fills its own partition, indexed once at the end -------
 
     def is_empty(self) -> bool:
         return not self._held_files and (
@@ -319,10 +326,20 @@ class PgStore:
         return self._bulk
 
     def start_bulk(self) -> None:
-        """Only marks the load (the engine then uses its bulk budget): rows go straight into
-        the shared tables, whose indexes PostgreSQL keeps in step, and every committed
-        transaction of a first load is as consistent as any other sync."""
+        """Start a first push of this origin: its messages go into a partition of their own
+        without the word, substring and CJK indexes, built once by :meth:`rebuild_fts` (bulk
+        GIN builds are several times faster than keeping them in step row by row). Every
+        committed transaction is visible meanwhile (searched without those indexes). A role
+        the schema's ``check_pusher`` does not recognise (its login role is not the one mapped
+        to the origin, after a ``SET ROLE``) pushes into the shared partition as before."""
         self._bulk = True
+        try:
+            row = self._one(f"SELECT {self._s}.start_bulk(%s)", (self.origin,))
+        except IndexUnreachableError:
+            raise
+        except IndexStateError:
+            return  # the incremental path is as correct, only slower
+        self._indexed = not (row and row[0])
 
     def finish_bulk(self) -> None:
         """Nothing to publish: every transaction of the load is already visible."""
@@ -529,12 +546,14 @@ class PgStore:
         with cur.copy(f"COPY pg_temp.stage_{table} ({cols}) FROM STDIN") as cp:
             for r in rows:
                 cp.write_row(r)
-        # DELETE ... RETURNING empties the stage for the next flush of this transaction.
         cur.execute(
-            f"WITH m AS (DELETE FROM pg_temp.stage_{table} RETURNING *) INSERT INTO "
-            f"{self._s}.{table} (origin, {cols}) SELECT %s, {cols} FROM m ON CONFLICT DO NOTHING",
+            f"INSERT INTO {self._s}.{table} (origin, {cols}) SELECT %s, {cols} "
+            f"FROM pg_temp.stage_{table} ON CONFLICT DO NOTHING",
             (self.origin,),
         )
+        # empty for the next flush of this transaction: cheaper than DELETE ... RETURNING
+        # (which marks every row), and as transactional
+        cur.execute(f"TRUNCATE pg_temp.stage_{table}")
 
     def line_marks(self, sid: int) -> Iterator[tuple[int, int, str]]:
         """``(offset, size, crc)`` of each indexed line of a session after its header."""
@@ -579,14 +598,38 @@ class PgStore:
 
     @property
     def fts_live(self) -> bool:
-        """Always: the word, substring and CJK indexes are updated by every insert."""
-        return True
+        """False while this origin's partition lacks its word, substring and CJK indexes (a
+        first push, or one interrupted): the engine then calls :meth:`rebuild_fts` at the
+        end of its sync. Otherwise every insert keeps them in step."""
+        return self._indexed
 
     def set_fts_stale(self) -> None:
-        """Nothing to defer: see :attr:`fts_live`."""
+        """Nothing to mark: :attr:`fts_live` is read from the database."""
 
     def rebuild_fts(self) -> None:
-        """Nothing to rebuild: see :attr:`fts_live`."""
+        """Build this origin's missing search indexes (``index_origin`` in the schema: one
+        bulk GIN build each, then ``ANALYZE``), outside a transaction. The substring index,
+        the slowest, is built on a second connection meanwhile: a build uses one core."""
+        if self._indexed:
+            return
+        self._flush_held()
+        one = f"SELECT {self._s}.index_origin(%s, %s)"
+
+        def side() -> None:
+            try:
+                with self._pg.connect(
+                    self._url, autocommit=True, connect_timeout=self.connect_timeout
+                ) as con:
+                    con.execute(one, (self.origin, "idents"))
+            except self._pg.Error:
+                pass  # the last call below builds what is still missing, or says why not
+
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(side)
+            self._exec(one, (self.origin, "words"))
+            self._exec(one, (self.origin, "cjk"))
+        self._exec(f"SELECT {self._s}.index_origin(%s)", (self.origin,))
+        self._indexed = True
 
     def substrings_pending(self) -> bool:
         """Never: ``idents`` is written with each message."""
