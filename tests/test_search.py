@@ -90,6 +90,8 @@ def q(index: Path, query: str, **kw: object) -> list[tuple[str, str]]:
         ('"config is missing"', "word", "\x02config is missing\x03"),  # phrase
         ("migr*", "word", "\x02migration\x03"),  # prefix
         ("bd-q3fy", "word", "\x02bd-q3fy\x03"),
+        ("NotFound config", "substring", "File\x02NotFound\x03Error"),  # a word and a part
+        ("ser_id here", "substring", "parse_u\x02ser_id\x03_from"),
     ],
 )
 def test_golden_queries(indexed: tuple[Path, Path], query: str, kind: str, needle: str) -> None:

@@ -244,22 +244,29 @@ class _Search:
             return []
         terms = self.terms
         words = [t for t in terms if t.wordy]
+        either: dict[int, str | None] = {}
         if words:
             found_lexemes = lexemes(self.con, words)
             queries = [tsquery(t, f) for t, f in zip(words, found_lexemes, strict=True)]
+            if sum(t.trigram_ok for t in terms) > 1:
+                # Several terms the substring index serves: each may also be a word of the
+                # message ("NotFound prompt"), as in the SQLite index.
+                either = {id(t): q for t, q in zip(words, queries, strict=True) if t.trigram_ok}
             w = self._substrings(base, [t for t in terms if not t.wordy])
             found = [q for q in queries if q is not None]
             if w is not None and found:
                 w.add("m.words @@ %s::tsquery", " & ".join(f"({q})" for q in found), via="gin")
                 self._words_pass(w, words, found_lexemes, queries)
         # Then every term as a substring (idents, the CJK array or a scan), newest first.
-        w = self._substrings(base, terms)
+        w = self._substrings(base, terms, either)
         if w is not None:
             indexed = any(t.trigram_ok or t.cjk for t in terms)
             self._pass(w, "substring" if indexed else "scan", indexed=indexed)
         return self.hits
 
-    def _substrings(self, base: Where, terms: Sequence[Term]) -> Where | None:
+    def _substrings(
+        self, base: Where, terms: Sequence[Term], either: dict[int, str | None] | None = None
+    ) -> Where | None:
         """``base`` and each term as a substring: inside a code-like token (``idents``) for
         the terms the substring index serves, anywhere in the text for the others (CJK
         terms through their bigrams); None when a term can never match (whitespace inside
@@ -268,6 +275,15 @@ class _Search:
         for t in terms:
             text = clean(t.text)
             if t.trigram_ok:
+                q = (either or {}).get(id(t))
+                if q is not None:  # a word of the message, or inside one of its identifiers
+                    w.add(
+                        "(m.words @@ %s::tsquery OR m.idents ILIKE %s)",
+                        q,
+                        like_pattern(text),
+                        via="gin",
+                    )
+                    continue
                 if any(c.isspace() for c in text):
                     return None
                 w.add("m.idents ILIKE %s", like_pattern(text), via="gin")
