@@ -34,12 +34,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
-from jsonltape_daemon.idents import idents
-from jsonltape_daemon.ingest import Ingestor, SyncStats
-from jsonltape_daemon.search import Filters, search
-from jsonltape_daemon.service import Config, Daemon
-from jsonltape_daemon.store import SqliteStore, remove_db
-from jsonltape_daemon.texts import Texts
+from jsonltape_daemon.engines.sqlite.search import Filters, search
+from jsonltape_daemon.engines.sqlite.store import SqliteStore, remove_db
+from jsonltape_daemon.engines.sqlite.texts import Texts
+from jsonltape_daemon.ingest.ingestor import Ingestor, SyncStats
+from jsonltape_daemon.service.daemon import Config, Daemon
+from jsonltape_daemon.text.idents import idents
 
 import jsonltape
 from jsonltape import _framing

@@ -42,9 +42,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jsonltape_daemon.mirror import Mirror
-from jsonltape_daemon.pg_schema import SCHEMA
-from jsonltape_daemon.pg_store import PgStore
+from jsonltape_daemon.engines.postgres.schema import SCHEMA
+from jsonltape_daemon.engines.postgres.store import PgStore
+from jsonltape_daemon.ingest.mirror import Mirror
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -206,7 +206,7 @@ def copy_same_rows(server: PgServer, bindir: Path, url: str) -> tuple[float, flo
     plain tables, and one into a fresh copy of the index's schema (sessions first: the
     foreign keys); return both times."""
     import psycopg
-    from jsonltape_daemon import pg_schema
+    from jsonltape_daemon.engines.postgres import schema as pg_schema
 
     plain = server.create_database("plain")
     indexed = server.create_database("indexed")

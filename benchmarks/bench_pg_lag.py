@@ -28,8 +28,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tests/_pg.py
 
 import psycopg  # noqa: E402
-from jsonltape_daemon import pg_search  # noqa: E402
-from jsonltape_daemon.search import search  # noqa: E402
+from jsonltape_daemon.engines.postgres import search as pg_search  # noqa: E402
+from jsonltape_daemon.engines.sqlite.search import search  # noqa: E402
 
 import jsonltape  # noqa: E402
 from tests._pg import PgServer, find_bindir  # noqa: E402

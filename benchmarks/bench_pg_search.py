@@ -41,10 +41,11 @@ sys.path.insert(0, str(HERE.parent))  # tests/_pg.py, tests/_pg_load.py
 import _search_corpus as corpus  # noqa: E402
 import psycopg  # noqa: E402
 from bench_search import load_avg, pct, timings  # noqa: E402
-from jsonltape_daemon import pg_schema, pg_search  # noqa: E402
+from jsonltape_daemon.engines.postgres import schema as pg_schema  # noqa: E402
+from jsonltape_daemon.engines.postgres import search as pg_search  # noqa: E402
+from jsonltape_daemon.engines.sqlite.schema import connect  # noqa: E402
+from jsonltape_daemon.engines.sqlite.search import Filters, search  # noqa: E402
 from jsonltape_daemon.paths import remove_db  # noqa: E402
-from jsonltape_daemon.schema import connect  # noqa: E402
-from jsonltape_daemon.search import Filters, search  # noqa: E402
 
 from tests._pg import PgServer, find_bindir  # noqa: E402
 from tests._pg_load import load  # noqa: E402

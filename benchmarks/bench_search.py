@@ -44,11 +44,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jsonltape_daemon.cjk import match_expr
+from jsonltape_daemon.engines.sqlite.schema import connect
+from jsonltape_daemon.engines.sqlite.search import (
+    Filters,
+    _passes,
+    parse_query,
+    search,
+    trigram_expr,
+)
+from jsonltape_daemon.engines.sqlite.texts import Texts
 from jsonltape_daemon.paths import remove_db
-from jsonltape_daemon.schema import connect
-from jsonltape_daemon.search import Filters, _passes, parse_query, search, trigram_expr
-from jsonltape_daemon.texts import Texts
+from jsonltape_daemon.text.cjk import match_expr
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _search_corpus as corpus
@@ -137,7 +143,7 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> Run:
 _BASELINE = r"""
 import json, os, sqlite3, sys
 import sqlite_utils
-from jsonltape_daemon.idents import idents
+from jsonltape_daemon.text.idents import idents
 nd, db = sys.argv[1], sys.argv[2]
 con = sqlite3.connect(db, isolation_level=None)
 for p in ("page_size = 8192", "locking_mode = EXCLUSIVE", "journal_mode = OFF",

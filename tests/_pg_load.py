@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from jsonltape_daemon import pg_schema
-from jsonltape_daemon.cjk import grams
-from jsonltape_daemon.idents import idents
-from jsonltape_daemon.schema import connect
-from jsonltape_daemon.texts import Texts
+from jsonltape_daemon.engines.postgres import schema as pg_schema
+from jsonltape_daemon.engines.sqlite.schema import connect
+from jsonltape_daemon.engines.sqlite.texts import Texts
+from jsonltape_daemon.text.cjk import grams
+from jsonltape_daemon.text.idents import idents
 
 __all__ = ["load", "pg_text", "push"]
 
@@ -40,8 +40,8 @@ def pg_text(text: str) -> str:
 
 def push(root: Path, url: str, origin: str) -> None:
     """Sync the sessions under ``root`` into ``url`` as ``origin`` (``PgStore``)."""
-    from jsonltape_daemon.ingest import Ingestor
-    from jsonltape_daemon.pg_store import PgStore
+    from jsonltape_daemon.engines.postgres.store import PgStore
+    from jsonltape_daemon.ingest.ingestor import Ingestor
 
     store = PgStore(url, origin)
     try:

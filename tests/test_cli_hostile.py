@@ -536,7 +536,7 @@ def run_forked(all_cases: list[Case], base: Path, jobs: int = 2) -> list[Result]
 
     for path, _cmd in leaf_commands():  # import every command module once, before forking
         cli.get_command(click.Context(cli), path[0])
-    import jsonltape_daemon.service  # noqa: F401  (watchdog, for `daemon run`)
+    import jsonltape_daemon.service.daemon  # noqa: F401  (watchdog, for `daemon run`)
 
     template, good = _template(base)
     results: list[Result | None] = [None] * len(all_cases)

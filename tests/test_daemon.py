@@ -21,15 +21,15 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from jsonltape_daemon import units
+from jsonltape_daemon.engines.sqlite.schema import connect
+from jsonltape_daemon.engines.sqlite.search import Filters, notes, search
+from jsonltape_daemon.engines.sqlite.store import SqliteStore, build_path, helper_path
 from jsonltape_daemon.errors import IndexBusyError, IndexStateError
-from jsonltape_daemon.ingest import Ingestor
+from jsonltape_daemon.ingest import units
+from jsonltape_daemon.ingest.ingestor import Ingestor
 from jsonltape_daemon.paths import pid_file
-from jsonltape_daemon.schema import connect
-from jsonltape_daemon.search import Filters, notes, search
-from jsonltape_daemon.service import Config, Daemon, daemon_status, running_pid
-from jsonltape_daemon.store import SqliteStore, build_path, helper_path
-from jsonltape_daemon.watcher import Hints
+from jsonltape_daemon.service.daemon import Config, Daemon, daemon_status, running_pid
+from jsonltape_daemon.service.watcher import Hints
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
@@ -276,7 +276,8 @@ def test_killed_rebuild_and_first_sync_leave_the_old_index_or_none(
 
 
 _LAUNCH = (
-    "import sys; from pathlib import Path; from jsonltape_daemon.service import Config, Daemon; "
+    "import sys; from pathlib import Path; "
+    "from jsonltape_daemon.service.daemon import Config, Daemon; "
     "sys.exit(Daemon(Config(Path(sys.argv[1]), Path(sys.argv[2]), helper_from=0)).run())"
 )
 
@@ -291,7 +292,10 @@ def _helpers_of(index: Path) -> list[int]:
             cmd = (d / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"jsonltape_daemon.fts_helper" in cmd and bytes(helper_path(index)) in cmd:
+        if (
+            b"jsonltape_daemon.engines.sqlite.fts_helper" in cmd
+            and bytes(helper_path(index)) in cmd
+        ):
             found.append(int(d.name))
     return found
 
@@ -419,8 +423,8 @@ def test_the_daemon_mirrors_a_foreign_tree_and_follows_its_appends(
 ) -> None:
     """daemon run --source codex:PATH: a Codex rollout is indexed read-only, and a line the
     agent appends later shows up in search (through a watcher hint)."""
-    from jsonltape_daemon import search as s
-    from jsonltape_daemon.schema import connect as connect_index
+    from jsonltape_daemon.engines.sqlite import search as s
+    from jsonltape_daemon.engines.sqlite.schema import connect as connect_index
 
     src = tmp_path / "codex"
     src.mkdir()

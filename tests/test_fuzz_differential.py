@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonltape_daemon.ingest import Ingestor
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.ingest.ingestor import Ingestor
 
 import jsonltape
 import jsonltape.interop

@@ -31,12 +31,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from jsonltape_daemon.engines.sqlite.schema import connect
+from jsonltape_daemon.engines.sqlite.search import Filters, search
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
 from jsonltape_daemon.errors import IndexStateError
-from jsonltape_daemon.ingest import Ingestor, walk
-from jsonltape_daemon.schema import connect
-from jsonltape_daemon.search import Filters, search
-from jsonltape_daemon.service import daemon_status
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.ingest.ingestor import Ingestor, walk
+from jsonltape_daemon.service.daemon import daemon_status
 
 import jsonltape
 from jsonltape import _framing

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from jsonltape_daemon.ingest import Ingestor
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.ingest.ingestor import Ingestor
 
 import jsonltape
 from jsonltape import _framing

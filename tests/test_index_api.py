@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from jsonltape_daemon import api
+from jsonltape_daemon.engines.sqlite.search import Filters
 from jsonltape_daemon.errors import IndexBusyError, IndexStateError
-from jsonltape_daemon.lock import index_lock
-from jsonltape_daemon.search import Filters
+from jsonltape_daemon.service.lock import index_lock
 from jsonltape_daemon.target import SqliteTarget
 
 import jsonltape

@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonltape_daemon.foreign import (
+from jsonltape_daemon.engines.sqlite.search import search
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.ingest.foreign import (
     ForeignIngestor,
     engine_for,
     member_path,
     parse_source,
     split_member,
 )
-from jsonltape_daemon.ingest import Ingestor
-from jsonltape_daemon.search import search
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.ingest.ingestor import Ingestor
 
 from jsonltape.interop import foreign
 from jsonltape.interop._engine import session_id_for

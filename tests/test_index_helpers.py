@@ -10,14 +10,14 @@ from typing import Any
 
 import msgspec
 import pytest
-from jsonltape_daemon.cjk import grams
-from jsonltape_daemon.idents import idents
-from jsonltape_daemon.ingest import Ingestor
-from jsonltape_daemon.rank import tokens
-from jsonltape_daemon.schema import tkey_base
-from jsonltape_daemon.search import trigram_expr
-from jsonltape_daemon.store import SqliteStore
-from jsonltape_daemon.texts import Texts
+from jsonltape_daemon.engines.sqlite.schema import tkey_base
+from jsonltape_daemon.engines.sqlite.search import trigram_expr
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.engines.sqlite.texts import Texts
+from jsonltape_daemon.ingest.ingestor import Ingestor
+from jsonltape_daemon.search.rank import tokens
+from jsonltape_daemon.text.cjk import grams
+from jsonltape_daemon.text.idents import idents
 
 import jsonltape
 from jsonltape import _framing

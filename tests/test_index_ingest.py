@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonltape_daemon import schema, surface
+from jsonltape_daemon.engines.sqlite import schema
+from jsonltape_daemon.engines.sqlite.store import FTS_TABLES, SqliteStore
 from jsonltape_daemon.errors import FeatureMissingError
-from jsonltape_daemon.ingest import Budget, Ingestor
-from jsonltape_daemon.store import FTS_TABLES, SqliteStore
+from jsonltape_daemon.ingest import surface
+from jsonltape_daemon.ingest.ingestor import Budget, Ingestor
 
 import jsonltape
 
@@ -184,7 +185,7 @@ def _texts_root(root: Path, sessions: int = 3) -> None:
 
 
 def _searches(con: sqlite3.Connection) -> list[list[tuple[str, int]]]:
-    from jsonltape_daemon.search import Filters, search
+    from jsonltape_daemon.engines.sqlite.search import Filters, search
 
     return [
         sorted((h.path, h.seq) for h in search(con, q, Filters(all=True), 1000))

@@ -20,8 +20,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from jsonltape_daemon.ingest import Budget, Ingestor
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.ingest.ingestor import Budget, Ingestor
 
 import jsonltape
 from jsonltape.errors import SurfaceError

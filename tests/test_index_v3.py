@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jsonltape_daemon import idents, search
-from jsonltape_daemon.idents import contains, tokens
-from jsonltape_daemon.ingest import Ingestor
-from jsonltape_daemon.schema import _M001, _M002, _statements, connect
-from jsonltape_daemon.search import Filters
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.engines.sqlite import search
+from jsonltape_daemon.engines.sqlite.schema import _M001, _M002, _statements, connect
+from jsonltape_daemon.engines.sqlite.search import Filters
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.ingest.ingestor import Ingestor
+from jsonltape_daemon.text import idents
+from jsonltape_daemon.text.idents import contains, tokens
 
 import jsonltape
 

@@ -70,3 +70,49 @@ def test_a_query_through_the_door_loads_only_the_framing() -> None:
         "jsonltape.interop",
         "jsonltape.events",
     } & set(loaded)
+
+
+#: Which parts of the index package each part may import (besides the shared ground:
+#: ``errors``, ``paths``, ``target``, ``origin``): dependencies run one way, so that an engine
+#: never reaches into another, and nothing below the daemon's loop knows it.
+_MAY_IMPORT = {
+    "text": set(),
+    "search.language": {"text"},
+    "search.rank": set(),
+    "search.snippet": {"search.rank"},
+    "ingest": {"text", "ingest"},
+    "engines.sqlite": {"text", "ingest", "search.language", "search.rank", "search.snippet"},
+    "engines.postgres": {"text", "ingest", "search.language", "search.rank", "search.snippet"},
+    "search.reader": {"engines.sqlite", "engines.postgres", "search.language"},
+    "service": {"ingest", "engines.sqlite", "engines.postgres", "service"},
+}
+_GROUND = {"errors", "paths", "target", "origin"}
+
+
+def _part(module: str) -> str:
+    """``jsonltape_daemon.engines.sqlite.store`` -> ``engines.sqlite``; ``...search.rank`` ->
+    ``search.rank``; ``...ingest.rows`` -> ``ingest``."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return ""
+    if parts[0] in ("engines", "search") and len(parts) > 1:
+        return ".".join(parts[:2])
+    return parts[0]
+
+
+def test_the_index_packages_depend_one_way() -> None:
+    pkg = ROOT / "daemon" / "jsonltape_daemon"
+    wrong = []
+    for path in sorted(pkg.rglob("*.py")):
+        rel = path.relative_to(pkg.parent).with_suffix("")
+        me = _part(".".join(p for p in rel.parts if p != "__init__"))
+        allowed = _MAY_IMPORT.get(me)
+        if allowed is None:
+            continue  # api and the package root: the front of the house
+        for name in _imports(path):
+            if not name.startswith("jsonltape_daemon."):
+                continue
+            other = _part(name)
+            if other and other != me and other not in allowed | _GROUND:
+                wrong.append(f"{rel}: {me} imports {name}")
+    assert wrong == []

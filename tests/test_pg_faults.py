@@ -18,8 +18,8 @@ from pathlib import Path
 import jsonltape_daemon
 import psycopg
 import pytest
-from jsonltape_daemon.ingest import Budget, Ingestor
-from jsonltape_daemon.pg_store import IndexUnreachableError, PgStore
+from jsonltape_daemon.engines.postgres.store import IndexUnreachableError, PgStore
+from jsonltape_daemon.ingest.ingestor import Budget, Ingestor
 
 import jsonltape
 
@@ -33,9 +33,9 @@ from .test_pg_store import S, assert_same, pg_dump
 #: push is many transactions. It says when it holds the origin lock and when it is done.
 PUSHER = """
 import sys, time
-from jsonltape_daemon.ingest import Budget
-from jsonltape_daemon.mirror import Mirror
-from jsonltape_daemon.pg_store import PgStore
+from jsonltape_daemon.ingest.ingestor import Budget
+from jsonltape_daemon.ingest.mirror import Mirror
+from jsonltape_daemon.engines.postgres.store import PgStore
 url, origin, root = sys.argv[1:4]
 budget = Budget(rows=int(sys.argv[4]), seconds=float(sys.argv[5]))
 store = PgStore(url, origin, lock_timeout=20)

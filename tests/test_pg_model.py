@@ -13,9 +13,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from jsonltape_daemon.ingest import Budget, Ingestor
-from jsonltape_daemon.pg_store import PgStore
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.engines.postgres.store import PgStore
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.ingest.ingestor import Budget, Ingestor
 
 import jsonltape
 

@@ -1,5 +1,5 @@
-"""The PostgreSQL team index schema (daemon/jsonltape_daemon/pg_schema.py) on a real server:
-migrations, the search columns, and roles whose limits row-level security enforces."""
+"""The PostgreSQL team index schema (jsonltape_daemon/engines/postgres/schema.py) on a real
+server: migrations, the search columns, and roles whose limits row-level security enforces."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from jsonltape_daemon import cjk, pg_schema
+from jsonltape_daemon.engines.postgres import schema as pg_schema
 from jsonltape_daemon.errors import IndexStateError
+from jsonltape_daemon.text import cjk
 from psycopg import errors
 
 from tests._pg import PgServer

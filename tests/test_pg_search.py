@@ -1,5 +1,5 @@
-"""Search over the PostgreSQL team index (daemon/jsonltape_daemon/pg_search.py) on a real
-server: the SQLite golden queries give the same hits on the same corpus, filters (origin too),
+"""Search over the PostgreSQL team index (jsonltape_daemon/engines/postgres/search.py) on a
+real server: the SQLite golden queries give the same hits on the same corpus, filters (origin too),
 hostile input is data, a reader role searches and cannot write, and a very common word is
 answered from the newest messages, not from all of its matches."""
 
@@ -12,12 +12,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from jsonltape_daemon import pg_schema, pg_search
-from jsonltape_daemon.ingest import Ingestor
-from jsonltape_daemon.schema import connect
-from jsonltape_daemon.search import Filters, Hit, search
-from jsonltape_daemon.store import SqliteStore
-from jsonltape_daemon.transcripts import resolve_session, sessions, window
+from jsonltape_daemon.engines.postgres import schema as pg_schema
+from jsonltape_daemon.engines.postgres import search as pg_search
+from jsonltape_daemon.engines.sqlite.schema import connect
+from jsonltape_daemon.engines.sqlite.search import Filters, Hit, search
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.engines.sqlite.transcripts import resolve_session, sessions, window
+from jsonltape_daemon.ingest.ingestor import Ingestor
 
 import tests.test_search as golden
 from tests._pg import PgServer

@@ -1,7 +1,7 @@
-"""The PostgreSQL engine's write side (daemon/jsonltape_daemon/pg_store.py) on a real server: a
-tree pushed through the shared ingest engine equals the same tree in the SQLite index, changes
-to files are reconciled the same way, re-sent rows add nothing, one writer per origin, and
-row-level security holds a writer role to its own origin."""
+"""The PostgreSQL engine's write side (jsonltape_daemon/engines/postgres/store.py) on a real
+server: a tree pushed through the shared ingest engine equals the same tree in the SQLite
+index, changes to files are reconciled the same way, re-sent rows add nothing, one writer per
+origin, and row-level security holds a writer role to its own origin."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from jsonltape_daemon import pg_schema
-from jsonltape_daemon._pg_rows import clean
+from jsonltape_daemon.engines.postgres import schema as pg_schema
+from jsonltape_daemon.engines.postgres._rows import clean
+from jsonltape_daemon.engines.postgres.store import IndexUnreachableError, PgStore
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
 from jsonltape_daemon.errors import EngineMissingError, IndexBusyError, IndexStateError
-from jsonltape_daemon.mirror import Mirror
-from jsonltape_daemon.pg_store import IndexUnreachableError, PgStore
-from jsonltape_daemon.rows import FileRow, SessionRow
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.ingest.mirror import Mirror
+from jsonltape_daemon.ingest.rows import FileRow, SessionRow
 
 import jsonltape
 
@@ -312,7 +312,7 @@ def test_a_lost_connection_is_one_error_without_the_password(
 def test_without_psycopg_a_postgresql_store_says_what_to_install() -> None:
     code = (
         "import sys; sys.modules['psycopg'] = None\n"
-        "from jsonltape_daemon.pg_store import PgStore\n"
+        "from jsonltape_daemon.engines.postgres.store import PgStore\n"
         "from jsonltape_daemon.errors import EngineMissingError\n"
         "try:\n    PgStore('postgresql:///x', 'o')\n"
         "except EngineMissingError as e:\n    print(e)\n"

@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
-from jsonltape_daemon.ingest import Ingestor
-from jsonltape_daemon.schema import connect
-from jsonltape_daemon.search import Filters, notes, search
-from jsonltape_daemon.store import MessageRow, SessionRow, SqliteStore
+from jsonltape_daemon.engines.sqlite.schema import connect
+from jsonltape_daemon.engines.sqlite.search import Filters, notes, search
+from jsonltape_daemon.engines.sqlite.store import MessageRow, SessionRow, SqliteStore
+from jsonltape_daemon.ingest.ingestor import Ingestor
 
 import jsonltape
 from jsonltape.cli import cli

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from jsonltape_daemon import api
-from jsonltape_daemon.idents import contains
-from jsonltape_daemon.rank import tokens
-from jsonltape_daemon.search import Filters, parse_query
+from jsonltape_daemon.engines.sqlite.search import Filters, parse_query
+from jsonltape_daemon.search.rank import tokens
 from jsonltape_daemon.target import SqliteTarget
+from jsonltape_daemon.text.idents import contains
 
 import jsonltape
 

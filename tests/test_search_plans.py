@@ -12,11 +12,11 @@ import sqlite3
 from collections.abc import Iterator
 
 import pytest
-from jsonltape_daemon import rank
-from jsonltape_daemon.ingest import Ingestor
-from jsonltape_daemon.schema import connect
-from jsonltape_daemon.search import Filters, search
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.engines.sqlite.schema import connect
+from jsonltape_daemon.engines.sqlite.search import Filters, search
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.ingest.ingestor import Ingestor
+from jsonltape_daemon.search import rank
 
 import jsonltape
 

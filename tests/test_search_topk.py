@@ -1,11 +1,11 @@
 """Top results without ranking every match (issue 16): the plans equal a brute-force ranking.
 
-The documented rule (daemon/jsonltape_daemon/rank.py, `jsonltape search --help`): the word
+The documented rule (daemon/jsonltape_daemon/search/rank.py, `jsonltape search --help`): the word
 matches of a query, under its filters, are ranked among their newest ``RANKED`` (by the
 time-ordered key) by bm25 of the query's informative words — those in at most
 ``max(COMMON_MIN, COMMON_SHARE × messages)`` messages — newer first among equals; a query
 without an informative word lists its matches newest first; substring matches follow, newest
-first: messages where every term is inside a code-like token (daemon/jsonltape_daemon/idents.py)
+first: messages where every term is inside a code-like token (jsonltape_daemon/text/idents.py)
 of the text -- or, in a query of several such terms, is a word of the message. The oracle
 below computes that from whole match sets (FTS5 ``MATCH`` without any ordering, limit or
 range, and Python over the texts the test wrote), over a corpus small enough to brute-force,
@@ -20,11 +20,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from jsonltape_daemon import idents, rank, search
-from jsonltape_daemon.ingest import Ingestor
-from jsonltape_daemon.schema import _M001, TKEY_SPAN, _statements, connect, tkey_base
-from jsonltape_daemon.search import Filters
-from jsonltape_daemon.store import SqliteStore
+from jsonltape_daemon.engines.sqlite import search
+from jsonltape_daemon.engines.sqlite.schema import _M001, TKEY_SPAN, _statements, connect, tkey_base
+from jsonltape_daemon.engines.sqlite.search import Filters
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.ingest.ingestor import Ingestor
+from jsonltape_daemon.search import rank
+from jsonltape_daemon.text import idents
 
 import jsonltape
 
@@ -95,7 +97,7 @@ Corpus = tuple[sqlite3.Connection, list[str], dict[tuple[str, int], str]]
 
 
 def _allowed(con: sqlite3.Connection, filters: Filters) -> dict[int, tuple[str, int]]:
-    where, params = filters.sql()
+    where, params = search.filter_sql(filters)
     return {
         r[0]: (r[1], r[2])
         for r in con.execute(

@@ -206,7 +206,7 @@ def test_append_loads_the_writer_but_not_the_fold_or_the_index(workspace: Path) 
 )
 def test_queries_load_only_the_read_side_of_the_index(workspace: Path, argv: list[str]) -> None:
     modules = command_imports(*argv, "--index", "index.db", cwd=workspace)
-    assert "sqlite3" in modules and "jsonltape_daemon.search" in modules
+    assert "sqlite3" in modules and "jsonltape_daemon.engines.sqlite.search" in modules
     writing_side = ("ingest", "store", "foreign", "service", "watcher", "fts_helper")
     assert loaded(modules, *(f"jsonltape_daemon.{m}" for m in writing_side)) == []
     assert loaded(modules, "watchdog", "filelock", "asyncio", "jsonltape.writer") == []
@@ -224,7 +224,11 @@ def test_queries_load_neither_the_daemon_commands_nor_the_postgresql_door(
     # Given --index, a query needs none of these: the daemon group's module (its commands and
     # the project-root helpers), the PostgreSQL connection module, the data-dir lookup.
     modules = command_imports(*argv, "--index", "index.db", cwd=workspace)
-    unneeded = ("jsonltape.cli._daemon_cmds", "jsonltape_daemon.pg_conn", "jsonltape._project")
+    unneeded = (
+        "jsonltape.cli._daemon_cmds",
+        "jsonltape_daemon.engines.postgres.conn",
+        "jsonltape._project",
+    )
     assert loaded(modules, *unneeded, "jsonltape._fs", "fcntl") == []
 
 
@@ -236,8 +240,8 @@ def test_search_loads_no_event_structs_and_no_dataclasses(workspace: Path) -> No
 
 def test_sync_does_not_load_the_daemon_watcher(workspace: Path) -> None:
     modules = command_imports("sync", "sessions", "--index", "index.db", cwd=workspace)
-    assert "jsonltape_daemon.ingest" in modules
-    assert loaded(modules, "watchdog", "asyncio", "jsonltape_daemon.service") == []
+    assert "jsonltape_daemon.ingest.ingestor" in modules
+    assert loaded(modules, "watchdog", "asyncio", "jsonltape_daemon.service.daemon") == []
 
 
 # -- the help table -----------------------------------------------------------------------

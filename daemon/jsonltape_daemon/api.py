@@ -4,10 +4,9 @@ One door for both engines: :func:`sync` brings an index up to date with a tree o
 :func:`rebuild` recreates it (one origin of a team index) from the files, :func:`optimize`
 compacts it, :func:`status` reports on it and :func:`open_reader` searches it. Each takes a
 :class:`~jsonltape_daemon.target.Target` (``parse_target`` makes one from ``--index``) and
-returns typed results; none of them prints. The SQL stays inside the engines (``store``,
-``pg_store``, ``pg_admin``, ``status``); the orchestration (locks, bulk phases, the substring
-catch-up, which trees an index holds) is here and in :class:`~jsonltape_daemon.mirror.Mirror`,
-which the daemon's loop uses too.
+returns typed results; none of them prints. The SQL stays inside the engines (``engines/``);
+the orchestration (locks, bulk phases, the substring catch-up, which trees an index holds) is
+here and in :class:`~jsonltape_daemon.ingest.mirror.Mirror`, which the daemon's loop uses too.
 """
 
 from __future__ import annotations
@@ -19,16 +18,16 @@ from typing import Any, Protocol
 
 import msgspec
 
-from .errors import IndexStateError
-from .foreign import engine_for
-from .ingest import Ingestor, SyncStats, walk
-from .lock import index_lock
-from .mirror import Mirror, add_stats
-from .query import open_reader
-from .rows import FileRow
-from .store import SqliteStore, remove_db
-from .target import PgTarget, Target
-from .target import parse as parse_target
+from jsonltape_daemon.engines.sqlite.store import SqliteStore, remove_db
+from jsonltape_daemon.errors import IndexStateError
+from jsonltape_daemon.ingest.foreign import engine_for
+from jsonltape_daemon.ingest.ingestor import Ingestor, SyncStats, walk
+from jsonltape_daemon.ingest.mirror import Mirror, add_stats
+from jsonltape_daemon.ingest.rows import FileRow
+from jsonltape_daemon.search.reader import open_reader
+from jsonltape_daemon.service.lock import index_lock
+from jsonltape_daemon.target import PgTarget, Target
+from jsonltape_daemon.target import parse as parse_target
 
 __all__ = [
     "Progress",
@@ -139,7 +138,7 @@ def _sync_shared(
     origin: str,
     should_stop: Callable[[], bool],
 ) -> SyncReport:
-    from .pg_store import PgStore
+    from jsonltape_daemon.engines.postgres.store import PgStore
 
     store = PgStore(target.url, origin)
     try:
@@ -174,8 +173,8 @@ def _finish_substrings(store: SqliteStore, engine: Ingestor, progress: Progress)
 
 def _need_origin(origin: str | None) -> str:
     if origin is None:
-        from .origin import default_origin
-        from .paths import data_dir
+        from jsonltape_daemon.origin import default_origin
+        from jsonltape_daemon.paths import data_dir
 
         return default_origin(data_dir())
     return origin
@@ -243,7 +242,7 @@ def rebuild(
 def _rebuild_shared(
     target: PgTarget, roots: Sequence[str], origin: str, default_root: str, p: Progress
 ) -> RebuildReport:
-    from .pg_store import PgStore
+    from jsonltape_daemon.engines.postgres.store import PgStore
 
     store = PgStore(target.url, origin)
     try:
@@ -266,7 +265,7 @@ def optimize(target: Target) -> list[str]:
     """Compact the index (merge the full-text segments; on PostgreSQL VACUUM ANALYZE, which
     needs the owner role); what was done, one item per table or step."""
     if isinstance(target, PgTarget):
-        from .pg_admin import optimize as pg_optimize
+        from jsonltape_daemon.engines.postgres.admin import optimize as pg_optimize
 
         return pg_optimize(target)
     if not target.path.exists():
@@ -288,8 +287,10 @@ def optimize(target: Target) -> list[str]:
 def status(target: Target, *, origin: str | None = None) -> dict[str, Any]:
     """What the index holds: counts, sizes per table, problems (local); per origin counts and
     lag (team; ``origin`` is the one whose unpushed bytes are counted)."""
-    from .status import local_status, shared_status
-
     if isinstance(target, PgTarget):
+        from jsonltape_daemon.engines.postgres.status import shared_status
+
         return shared_status(target.url, name=str(target), origin=_need_origin(origin))
+    from jsonltape_daemon.engines.sqlite.status import local_status
+
     return local_status(target.path)

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from jsonltape._index_api import fs
 from jsonltape.errors import InvalidArgumentError
-
-from .paths import ensure_private_dir
+from jsonltape_daemon.paths import ensure_private_dir
 
 __all__ = ["ORIGIN_RE", "default_origin", "validate"]
 

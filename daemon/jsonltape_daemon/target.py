@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import IndexTargetError
+from jsonltape_daemon.errors import IndexTargetError
 
 __all__ = ["PgTarget", "SqliteTarget", "Target", "default_target", "parse", "redact"]
 

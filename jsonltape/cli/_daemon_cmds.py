@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from jsonltape_daemon import paths, schema, target
+from jsonltape_daemon import paths, target
+from jsonltape_daemon.engines.sqlite import schema
 
 from .._project import make_sessions_dir, resolve_root
 from . import CliError
@@ -83,7 +84,7 @@ def reader(index: Path) -> sqlite3.Connection:
 
 def index_stats(index: Path) -> dict[str, Any]:
     """Counts and problems of a local index (``index status``, ``daemon status``)."""
-    from jsonltape_daemon.status import local_status
+    from jsonltape_daemon.engines.sqlite.status import local_status
 
     return local_status(index)
 
@@ -157,7 +158,7 @@ def _daemon_options(fn: Any) -> Any:
 
 
 def _sources(specs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    from jsonltape_daemon.foreign import parse_source
+    from jsonltape_daemon.ingest.foreign import parse_source
 
     out = []
     for spec in specs:
@@ -193,7 +194,7 @@ def daemon_run(
     index as --origin, beside its local index (--local-index): while the server is away the
     local index goes on, and the push resumes with backoff.
     """
-    from jsonltape_daemon.service import Config, Daemon
+    from jsonltape_daemon.service.daemon import Config, Daemon
 
     idx, remote = local_index_of(index_path, local_index)
     config = Config(
@@ -227,7 +228,7 @@ def daemon_start(
 
     ROOT is as for `daemon run`. Exit 0 once it is up; it is refused when one already runs.
     """
-    from jsonltape_daemon.service import start
+    from jsonltape_daemon.service.daemon import start
 
     (idx, remote), r = local_index_of(index_path, local_index), existing_root(root)
     env = None
@@ -262,7 +263,7 @@ def daemon_stop(index_path: str | None, local_index: Path | None) -> None:
     Stopping a daemon that is not running succeeds (exit 0, "not running"), as LSB init
     scripts and systemd do.
     """
-    from jsonltape_daemon.service import stop
+    from jsonltape_daemon.service.daemon import stop
 
     pid = stop(local_index_of(index_path, local_index)[0])
     click.echo(f"daemon stopped (pid {pid})" if pid else "the daemon is not running")
@@ -282,7 +283,7 @@ def daemon_status_cmd(index_path: str | None, local_index: Path | None, as_json:
     Exit codes follow LSB for a service's status: 0 running, 3 not running, 1 not running but
     its pid file remains (the daemon died without cleaning up; `daemon start` starts anew).
     """
-    from jsonltape_daemon.lock import daemon_status, running_pid  # not for every query
+    from jsonltape_daemon.service.lock import daemon_status, running_pid  # not for every query
 
     idx = local_index_of(index_path, local_index)[0]
     pid = running_pid(idx)
@@ -340,7 +341,7 @@ def daemon_status_cmd(index_path: str | None, local_index: Path | None, as_json:
 
 
 def _service_text(kind: str, root: Path, index: Path) -> str:
-    from jsonltape_daemon import units
+    from jsonltape_daemon.ingest import units
 
     if kind == "launchd":
         return units.launchd(sys.executable, str(root), str(index), str(paths.log_file(index)))
@@ -361,7 +362,7 @@ _kind_option = click.option(
 @_kind_option
 def daemon_print_service(root: Path | None, index_path: str | None, kind: str | None) -> None:
     """Print a systemd user unit or a launchd agent that runs the daemon over ROOT."""
-    from jsonltape_daemon import units
+    from jsonltape_daemon.ingest import units
 
     text = _service_text(kind or units.default_kind(), root_of(root), index_of(index_path))
     click.echo(text, nl=False)
@@ -377,7 +378,7 @@ def daemon_install_service(
 ) -> None:
     """Write the service file (the daemon over ROOT) into place and print the commands that
     enable it."""
-    from jsonltape_daemon import units
+    from jsonltape_daemon.ingest import units
 
     k = kind or units.default_kind()
     dest = units.install_path(k)

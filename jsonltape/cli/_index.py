@@ -18,8 +18,8 @@ from typing import Any
 import click
 from jsonltape_daemon import api
 from jsonltape_daemon.errors import IndexBusyError
-from jsonltape_daemon.foreign import parse_source
-from jsonltape_daemon.lock import daemon_status, running_pid
+from jsonltape_daemon.ingest.foreign import parse_source
+from jsonltape_daemon.service.lock import daemon_status, running_pid
 from jsonltape_daemon.target import PgTarget
 
 from . import CliError, one_line

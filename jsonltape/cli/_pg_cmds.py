@@ -31,7 +31,7 @@ def _pg(index_path: str | None, *, required: bool) -> target.PgTarget | None:
 
 
 def _run(t: target.PgTarget, sql: str) -> None:
-    from jsonltape_daemon.pg_conn import driver
+    from jsonltape_daemon.engines.postgres.conn import driver
 
     pg = driver()
     try:
@@ -42,13 +42,13 @@ def _run(t: target.PgTarget, sql: str) -> None:
 
 
 def _fail(t: target.PgTarget, exc: Exception) -> NoReturn:
-    from jsonltape_daemon.pg_conn import error_line
+    from jsonltape_daemon.engines.postgres.conn import error_line
 
     raise CliError(f"{t}: {error_line(exc, t.url)}", 2) from None
 
 
 def _roles(prefix: str) -> object:
-    from jsonltape_daemon.pg_schema import Roles
+    from jsonltape_daemon.engines.postgres.schema import Roles
 
     try:
         return Roles(prefix)
@@ -70,7 +70,7 @@ def index_init(index_path: str | None, prefix: str, print_only: bool) -> None:
     reader `--reader ROLE`. A single user syncing into a database they own needs none of this:
     the schema is created on first use.
     """
-    from jsonltape_daemon import pg_schema
+    from jsonltape_daemon.engines.postgres import schema as pg_schema
 
     roles = _roles(prefix)
     assert isinstance(roles, pg_schema.Roles)
@@ -79,7 +79,7 @@ def index_init(index_path: str | None, prefix: str, print_only: bool) -> None:
         click.echo(pg_schema.init_sql(roles), nl=False)
         return
     assert t is not None
-    from jsonltape_daemon.pg_conn import driver
+    from jsonltape_daemon.engines.postgres.conn import driver
 
     pg = driver()
     try:
@@ -110,7 +110,7 @@ def index_grant(
     Row-level security enforces it: a writer reads and changes only its origins' rows.
     """
     from jsonltape_daemon import origin as origins
-    from jsonltape_daemon import pg_schema
+    from jsonltape_daemon.engines.postgres import schema as pg_schema
 
     roles = _roles(prefix)
     assert isinstance(roles, pg_schema.Roles)

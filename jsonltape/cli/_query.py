@@ -20,9 +20,9 @@ from typing import Any, cast
 
 import click
 import msgspec
-from jsonltape_daemon import search as s
+from jsonltape_daemon.engines.sqlite import search as s
 from jsonltape_daemon.errors import IndexStateError
-from jsonltape_daemon.query import open_reader
+from jsonltape_daemon.search.reader import open_reader
 from jsonltape_daemon.target import SqliteTarget
 
 from .._time import MAX_TIME, format_ms
@@ -314,8 +314,10 @@ def show(
 
 
 def _window_from_file(path: Path, last: int, before: int | None) -> tuple[s.SessionInfo, Any]:
-    from jsonltape_daemon.ingest import Ingestor  # the writing side, for this rare path only
-    from jsonltape_daemon.store import SqliteStore
+    from jsonltape_daemon.engines.sqlite.store import SqliteStore
+    from jsonltape_daemon.ingest.ingestor import (
+        Ingestor,  # the writing side, for this rare path only
+    )
 
     store = SqliteStore(":memory:")
     try:

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from jsonltape_daemon import search as s
-from jsonltape_daemon.query import Reader, open_reader
+from jsonltape_daemon.engines.sqlite import search as s
+from jsonltape_daemon.search.reader import Reader, open_reader
 from jsonltape_daemon.target import SqliteTarget, Target
 from prompt_toolkit.application import Application
 from prompt_toolkit.buffer import Buffer
@@ -261,7 +261,7 @@ class _App:
         def job(index: Reader) -> object:
             t0 = time.perf_counter()
             # The word being typed is a prefix: substrings are found only inside identifiers
-            # (daemon/jsonltape_daemon/idents.py), so "quok" alone would not find "quokka".
+            # (daemon/jsonltape_daemon/text/idents.py), so "quok" alone would not find "quokka".
             typed = text if text[-1:].isspace() or text.endswith(("*", '"')) else text + "*"
             hits = index.search(typed, filters, limit, phrases=phrases, origins=origins)
             return _Found(text, hits, (time.perf_counter() - t0) * 1000)

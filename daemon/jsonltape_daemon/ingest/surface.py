@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from jsonltape.events import SURFACE_TYPES, Event, Replace, Retract
 from jsonltape.fold import tool_call_ids
-
-from .extract import message_fields
-from .store import MessageRow, Node, Store
+from jsonltape_daemon.ingest.rows import MessageRow, Node, Store
+from jsonltape_daemon.text.extract import message_fields
 
 __all__ = ["SurfaceMirror", "message_row"]
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import msgspec
 
-from .fts_helper import Helper
-from .fulltext import FTS_TABLES, FullText
-from .paths import build_path, fsync_path, helper_path, remove_db
-from .rows import EventRow, FileRow, MessageRow, Node, SessionRow, Store
-from .schema import TKEY_SPAN, connect, migrate, probe, tkey_base
+from jsonltape_daemon.engines.sqlite.fts_helper import Helper
+from jsonltape_daemon.engines.sqlite.fulltext import FTS_TABLES, FullText
+from jsonltape_daemon.engines.sqlite.schema import TKEY_SPAN, connect, migrate, probe, tkey_base
+from jsonltape_daemon.ingest.rows import EventRow, FileRow, MessageRow, Node, SessionRow, Store
+from jsonltape_daemon.paths import build_path, fsync_path, helper_path, remove_db
 
 __all__ = [
     "FTS_TABLES",

@@ -20,7 +20,7 @@ Protocol: the parent writes frames (4-byte big-endian length, msgpack) on the he
 word per line on stdout. It exits at once when its stdin closes without ``bye``: its parent is
 gone. Any failure is a non-zero exit; the parent then does the work itself.
 
-    python -m jsonltape_daemon.fts_helper HELPER.db
+    python -m jsonltape_daemon.engines.sqlite.fts_helper HELPER.db
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from .idents import idents
-from .schema import BULK_CACHE_KIB, FTS_TRIGRAM, FTS_WORDS, PAGE_SIZE
+from jsonltape_daemon.engines.sqlite.schema import BULK_CACHE_KIB, FTS_TRIGRAM, FTS_WORDS, PAGE_SIZE
+from jsonltape_daemon.text.idents import idents
 
 __all__ = ["SHADOW_TABLES", "Helper", "main"]
 
@@ -62,7 +62,7 @@ class Helper:
         self._replies: queue.Queue[str | None] = queue.Queue()
         self._pending: str | None = None
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jsonltape_daemon.fts_helper", str(path)],
+            [sys.executable, "-m", "jsonltape_daemon.engines.sqlite.fts_helper", str(path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,

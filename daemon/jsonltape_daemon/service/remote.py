@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from .ingest import Budget, SyncStats
-from .mirror import IndexStore, Mirror
+from jsonltape_daemon.ingest.ingestor import Budget, SyncStats
+from jsonltape_daemon.ingest.mirror import IndexStore, Mirror
 
 __all__ = ["Remote"]
 

@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import DaemonError
-from .ingest import Budget, SyncStats
-from .lock import daemon_status, index_lock, running_pid, write_private
-from .mirror import IndexStore, Mirror
-from .paths import ensure_private_dir, log_file, pid_file, status_file
-from .remote import Remote
-from .store import SqliteStore
-from .watcher import Hints, ObserverFactory, Watcher
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.errors import DaemonError
+from jsonltape_daemon.ingest.ingestor import Budget, SyncStats
+from jsonltape_daemon.ingest.mirror import IndexStore, Mirror
+from jsonltape_daemon.paths import ensure_private_dir, log_file, pid_file, status_file
+from jsonltape_daemon.service.lock import daemon_status, index_lock, running_pid, write_private
+from jsonltape_daemon.service.remote import Remote
+from jsonltape_daemon.service.watcher import Hints, ObserverFactory, Watcher
 
 __all__ = ["Config", "Daemon", "daemon_status", "index_lock", "running_pid", "start", "stop"]
 
@@ -192,14 +192,14 @@ class Daemon:
         cfg = self.config
         if cfg.remote is None:
             return None
-        from .origin import default_origin
-        from .paths import data_dir
-        from .target import redact
+        from jsonltape_daemon.origin import default_origin
+        from jsonltape_daemon.paths import data_dir
+        from jsonltape_daemon.target import redact
 
         url, origin = cfg.remote, cfg.origin or default_origin(data_dir())
 
         def open_store() -> IndexStore:
-            from .pg_store import PgStore
+            from jsonltape_daemon.engines.postgres.store import PgStore
 
             return PgStore(url, origin)
 

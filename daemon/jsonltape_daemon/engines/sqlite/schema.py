@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import FeatureMissingError, IndexStateError
-from .paths import ensure_private_dir
+from jsonltape_daemon.errors import FeatureMissingError, IndexStateError
+from jsonltape_daemon.paths import ensure_private_dir
 
 __all__ = [
     "FTS_CJK",

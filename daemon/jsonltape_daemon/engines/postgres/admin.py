@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .errors import IndexStateError
-from .pg_conn import error_line, read_only
-from .pg_schema import SCHEMA, TABLES, _ident
-from .target import PgTarget
+from jsonltape_daemon.engines.postgres.conn import error_line, read_only
+from jsonltape_daemon.engines.postgres.schema import SCHEMA, TABLES, _ident
+from jsonltape_daemon.errors import IndexStateError
+from jsonltape_daemon.target import PgTarget
 
 __all__ = ["optimize"]
 

@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from .foreign import engine_for
-from .ingest import Budget, Ingestor, SyncStats
-from .rows import FileRow, Store
+from jsonltape_daemon.ingest.foreign import engine_for
+from jsonltape_daemon.ingest.ingestor import Budget, Ingestor, SyncStats
+from jsonltape_daemon.ingest.rows import FileRow, Store
 
 __all__ = ["IndexStore", "Mirror", "add_stats"]
 

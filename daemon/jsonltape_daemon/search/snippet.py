@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Protocol
 
-from .rank import tokens
+from jsonltape_daemon.search.rank import tokens
 
 __all__ = ["MARK_CLOSE", "MARK_OPEN", "snippet"]
 

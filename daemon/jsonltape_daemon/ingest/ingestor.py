@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from jsonltape._index_api import checkpoint_at, crc_of
 from jsonltape.errors import CorruptError, FormatError
 from jsonltape.events import SURFACE_TYPES, Line
-
-from .source import Damage, FileKind, JsonltapeFiles
-from .store import FileRow, MessageRow, SessionRow, Store
-from .surface import SurfaceMirror
+from jsonltape_daemon.ingest.rows import FileRow, MessageRow, SessionRow, Store
+from jsonltape_daemon.ingest.source import Damage, FileKind, JsonltapeFiles
+from jsonltape_daemon.ingest.surface import SurfaceMirror
 
 __all__ = ["Budget", "Ingestor", "SyncStats", "walk"]
 

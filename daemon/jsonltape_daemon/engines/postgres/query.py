@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .pg_schema import SCHEMA
-from .search import Filters, Term
+from jsonltape_daemon.engines.postgres.schema import SCHEMA
+from jsonltape_daemon.search.language import Filters, Term
 
 if TYPE_CHECKING:
     import psycopg

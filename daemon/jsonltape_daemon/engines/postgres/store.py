@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
 
-from . import pg_schema
-from ._pg_rows import (
+from jsonltape_daemon.engines.postgres import schema as pg_schema
+from jsonltape_daemon.engines.postgres._rows import (
     FILE_COLS,
     MESSAGE_COLS,
     SESSION_COLS,
@@ -57,11 +57,11 @@ from ._pg_rows import (
     row_values,
     session_row,
 )
-from .errors import IndexBusyError, IndexStateError, IndexUnreachableError
-from .pg_conn import driver, error_line
-from .pg_schema import OriginStatus, origin_status
-from .rows import EventRow, FileRow, MessageRow, Node, SessionRow
-from .target import redact
+from jsonltape_daemon.engines.postgres.conn import driver, error_line
+from jsonltape_daemon.engines.postgres.schema import OriginStatus, origin_status
+from jsonltape_daemon.errors import IndexBusyError, IndexStateError, IndexUnreachableError
+from jsonltape_daemon.ingest.rows import EventRow, FileRow, MessageRow, Node, SessionRow
+from jsonltape_daemon.target import redact
 
 if TYPE_CHECKING:
     import psycopg

@@ -29,13 +29,13 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from .cjk import grams
-from .fts_helper import SHADOW_TABLES, Helper
-from .idents import idents
-from .paths import helper_path
-from .rows import MessageRow
-from .schema import connect
-from .texts import Texts, line_text
+from jsonltape_daemon.engines.sqlite.fts_helper import SHADOW_TABLES, Helper
+from jsonltape_daemon.engines.sqlite.schema import connect
+from jsonltape_daemon.engines.sqlite.texts import Texts, line_text
+from jsonltape_daemon.ingest.rows import MessageRow
+from jsonltape_daemon.paths import helper_path
+from jsonltape_daemon.text.cjk import grams
+from jsonltape_daemon.text.idents import idents
 
 __all__ = ["FTS_TABLES", "FullText"]
 

@@ -12,9 +12,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from . import search as s
-from .errors import IndexStateError, IndexUnreachableError
-from .target import PgTarget, SqliteTarget, Target
+from jsonltape_daemon.engines.sqlite import search as s
+from jsonltape_daemon.errors import IndexStateError, IndexUnreachableError
+from jsonltape_daemon.target import PgTarget, SqliteTarget, Target
 
 __all__ = ["Reader", "open_reader"]
 
@@ -95,7 +95,7 @@ class _PgReader:
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         import psycopg
 
-        from .pg_conn import error_line
+        from jsonltape_daemon.engines.postgres.conn import error_line
 
         try:
             return fn(*args, **kwargs)
@@ -117,7 +117,7 @@ class _PgReader:
         sort: s.Sort = "relevance",
         origins: Sequence[str] = (),
     ) -> list[s.Hit]:
-        from . import pg_search
+        from jsonltape_daemon.engines.postgres import search as pg_search
 
         return list(
             self._call(
@@ -135,19 +135,19 @@ class _PgReader:
     def sessions(
         self, *, limit: int | None = None, path: str | None = None, origins: Sequence[str] = ()
     ) -> list[s.SessionInfo]:
-        from . import pg_search
+        from jsonltape_daemon.engines.postgres import search as pg_search
 
         return list(
             self._call(pg_search.sessions, self.con, limit=limit, path=path, origins=origins)
         )
 
     def resolve(self, ref: str, *, origins: Sequence[str] = ()) -> list[tuple[Any, s.SessionInfo]]:
-        from . import pg_search
+        from jsonltape_daemon.engines.postgres import search as pg_search
 
         return list(self._call(pg_search.resolve_session, self.con, ref, origins=origins))
 
     def window(self, key: Any, *, last: int, before: int | None) -> s.Window:
-        from . import pg_search
+        from jsonltape_daemon.engines.postgres import search as pg_search
 
         result: s.Window = self._call(pg_search.window, self.con, key, last=last, before=before)
         return result
@@ -160,10 +160,12 @@ def open_reader(target: Target) -> Reader:
     """A reader of the index ``target`` names (:class:`~.errors.IndexStateError` if there is
     none yet, or it cannot be read; :class:`~.errors.EngineMissingError` without psycopg)."""
     if isinstance(target, SqliteTarget):
-        from .schema import connect
+        from jsonltape_daemon.engines.sqlite.schema import connect
 
         return _SqliteReader(connect(target.path, readonly=True), str(target.path))
     assert isinstance(target, PgTarget)
-    from .pg_conn import read_only  # the PostgreSQL driver's door: not on a local query's path
+    from jsonltape_daemon.engines.postgres.conn import (
+        read_only,  # the PostgreSQL driver's door: not on a local query's path
+    )
 
     return _PgReader(read_only(target), str(target), target.url)

@@ -43,17 +43,28 @@ import itertools
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import Literal
 
-import msgspec
-
-from .cjk import is_cjk, is_cjk_term, match_expr
-from .idents import contains
-from .rank import RANKED, common_limit, is_common, tokens
-from .schema import tkey_base
-from .snippet import MARK_CLOSE, MARK_OPEN, snippet
-from .texts import Texts
-from .transcripts import SessionInfo, Turn, Window, resolve_session, sessions, window
+from jsonltape_daemon.engines.sqlite.schema import tkey_base
+from jsonltape_daemon.engines.sqlite.texts import Texts
+from jsonltape_daemon.engines.sqlite.transcripts import (
+    resolve_session,
+    sessions,
+    window,
+)
+from jsonltape_daemon.search.language import (
+    Filters,
+    Hit,
+    SessionInfo,
+    Sort,
+    Term,
+    Turn,
+    Window,
+    parse_query,
+)
+from jsonltape_daemon.search.rank import RANKED, common_limit, is_common, tokens
+from jsonltape_daemon.search.snippet import MARK_CLOSE, MARK_OPEN, snippet
+from jsonltape_daemon.text.cjk import match_expr
+from jsonltape_daemon.text.idents import contains
 
 __all__ = [
     "MARK_CLOSE",
@@ -61,9 +72,11 @@ __all__ = [
     "Filters",
     "Hit",
     "SessionInfo",
+    "Sort",
     "Term",
     "Turn",
     "Window",
+    "filter_sql",
     "notes",
     "parse_query",
     "resolve_session",
@@ -72,177 +85,34 @@ __all__ = [
     "window",
 ]
 
-_QUERY = re.compile(r'"([^"]*)"?(\*?)|(\S+)')
 
-
-# Term, Filters and Window (transcripts.py) are plain classes, not dataclasses: building the
-# three dataclasses took ~3 ms of every `jsonltape search` start-up (benchmarks/README.md,
-# issue 11). They keep what dataclasses gave them that is used: keyword or positional
-# construction, ==, repr, and for Term immutability and a hash.
-
-
-class Term:
-    """One search term: a word (``prefix`` for ``word*``) or a quoted phrase."""
-
-    __slots__ = ("phrase", "prefix", "text")
-
-    text: str
-    prefix: bool
-    phrase: bool
-
-    def __init__(self, text: str, prefix: bool = False, phrase: bool = False) -> None:
-        object.__setattr__(self, "text", text)
-        object.__setattr__(self, "prefix", prefix)
-        object.__setattr__(self, "phrase", phrase)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r} of a Term")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r} of a Term")
-
-    def _key(self) -> tuple[str, bool, bool]:
-        return (self.text, self.prefix, self.phrase)
-
-    def __eq__(self, other: object) -> bool:
-        return self._key() == other._key() if type(other) is Term else NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return f"Term(text={self.text!r}, prefix={self.prefix!r}, phrase={self.phrase!r})"
-
-    @property
-    def wordy(self) -> bool:
-        """The unicode61 tokenizer gives this term as words (no CJK, some letter or digit)."""
-        return any(c.isalnum() for c in self.text) and not any(map(is_cjk, self.text))
-
-    @property
-    def cjk(self) -> bool:
-        """Only CJK characters: the bigram table serves it, whatever its length."""
-        return is_cjk_term(self.text)
-
-    @property
-    def trigram_ok(self) -> bool:
-        """Three characters or more, with a letter or digit: the substring index serves it
-        (inside code-like tokens, ``idents.py``); other terms of punctuation are scanned for."""
-        return len(self.text) >= 3 and self.wordy
-
-
-def parse_query(query: str) -> list[Term]:
-    """Split a query into terms: phrases in double quotes (a missing closing quote is fine)."""
-    terms: list[Term] = []
-    for m in _QUERY.finditer(query):
-        phrase, star, word = m.group(1), m.group(2), m.group(3)
-        if word is not None:
-            text = word.rstrip("*")
-            prefix = text != word
-            text = text.strip('"')
-            if text:
-                terms.append(Term(text, prefix=prefix))
-        elif phrase is not None and phrase.strip():
-            terms.append(Term(phrase.strip(), prefix=bool(star), phrase=True))
-    return terms
-
-
-class Filters:
-    """Which messages a search considers; the defaults keep every current message.
-
-    ``since`` and ``until`` are ms since the epoch (inclusive, exclusive); ``path`` is a glob
-    over the absolute path (a relative glob matches anywhere); ``all`` also takes superseded,
-    compacted, retracted and rejected messages.
-    """
-
-    __slots__ = ("all", "path", "roles", "session", "since", "types", "until")
-
-    def __init__(
-        self,
-        session: str | None = None,
-        roles: tuple[str, ...] = (),
-        types: tuple[str, ...] = (),
-        since: int | None = None,
-        until: int | None = None,
-        path: str | None = None,
-        all: bool = False,
-    ) -> None:
-        self.session = session
-        self.roles = roles
-        self.types = types
-        self.since = since
-        self.until = until
-        self.path = path
-        self.all = all
-
-    def _key(self) -> tuple[object, ...]:
-        return (
-            self.session,
-            self.roles,
-            self.types,
-            self.since,
-            self.until,
-            self.path,
-            self.all,
-        )
-
-    def __eq__(self, other: object) -> bool:
-        return self._key() == other._key() if type(other) is Filters else NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
-
-    def __repr__(self) -> str:
-        return (
-            f"Filters(session={self.session!r}, roles={self.roles!r}, types={self.types!r}, "
-            f"since={self.since!r}, until={self.until!r}, path={self.path!r}, all={self.all!r})"
-        )
-
-    @property
-    def on_sessions(self) -> bool:
-        """The filter reads the ``sessions`` row (``s``): a session or path filter. Without
-        one a pass reads only the messages (a join per candidate less)."""
-        return bool(self.session or self.path)
-
-    def sql(self) -> tuple[str, list[object]]:
-        """The filter as a WHERE condition over ``messages m`` (and ``sessions s`` when
-        :attr:`on_sessions`) and its parameters."""
-        where: list[str] = []
-        params: list[object] = []
-        if not self.all:
-            where.append("m.status = 'current'")
-        if self.session:
-            where.append("(s.id = ? OR substr(s.id, 1, length(?)) = ? OR s.path = ?)")
-            params += [self.session, self.session, self.session, self.session]
-        if self.roles:
-            where.append(f"m.role IN ({', '.join('?' * len(self.roles))})")
-            params += list(self.roles)
-        if self.types:
-            where.append("(" + " OR ".join("m.type GLOB ?" for _ in self.types) + ")")
-            params += list(self.types)
-        if self.since is not None:
-            where.append("m.time >= ?")
-            params.append(self.since)
-        if self.until is not None:
-            where.append("m.time < ?")
-            params.append(self.until)
-        if self.path:
-            glob = self.path if self.path.startswith(("/", "*")) else "*" + self.path
-            where.append("s.path GLOB ?")
-            params.append(glob)
-        return " AND ".join(where) or "1", params
-
-
-class Hit(msgspec.Struct):
-    session: str
-    path: str
-    seq: int
-    time: int
-    role: str
-    type: str
-    status: str
-    title: str | None
-    snippet: str
-    score: float
-    match: Literal["word", "substring", "scan"]
+def filter_sql(f: Filters) -> tuple[str, list[object]]:
+    """A filter as a WHERE condition over ``messages m`` (and ``sessions s`` when
+    :attr:`Filters.on_sessions`) and its parameters."""
+    where: list[str] = []
+    params: list[object] = []
+    if not f.all:
+        where.append("m.status = 'current'")
+    if f.session:
+        where.append("(s.id = ? OR substr(s.id, 1, length(?)) = ? OR s.path = ?)")
+        params += [f.session, f.session, f.session, f.session]
+    if f.roles:
+        where.append(f"m.role IN ({', '.join('?' * len(f.roles))})")
+        params += list(f.roles)
+    if f.types:
+        where.append("(" + " OR ".join("m.type GLOB ?" for _ in f.types) + ")")
+        params += list(f.types)
+    if f.since is not None:
+        where.append("m.time >= ?")
+        params.append(f.since)
+    if f.until is not None:
+        where.append("m.time < ?")
+        params.append(f.until)
+    if f.path:
+        glob = f.path if f.path.startswith(("/", "*")) else "*" + f.path
+        where.append("s.path GLOB ?")
+        params.append(glob)
+    return " AND ".join(where) or "1", params
 
 
 def _fts_string(term: Term) -> str:
@@ -358,9 +228,6 @@ def notes(con: sqlite3.Connection) -> list[str]:
     return out
 
 
-Sort = Literal["relevance", "recent"]
-
-
 def _key_range(con: sqlite3.Connection, filters: Filters) -> tuple[int | None, int | None]:
     """A full-text rowid range ``[lo, hi)`` that holds every message the filters allow (more
     too: the rows are checked): from ``since`` (a key is never below its second's base; above
@@ -370,7 +237,7 @@ def _key_range(con: sqlite3.Connection, filters: Filters) -> tuple[int | None, i
     hi = None
     if not filters.session and not filters.path:
         return lo, hi
-    where, params = Filters(session=filters.session, path=filters.path, all=True).sql()
+    where, params = filter_sql(Filters(session=filters.session, path=filters.path, all=True))
     sids = [
         r[0] for r in con.execute(f"SELECT s.sid FROM sessions s WHERE {where} LIMIT 65", params)
     ]
@@ -417,7 +284,7 @@ def _search(
     limit: int,
     sort: Sort,
 ) -> list[Hit]:
-    base_where, base_params = filters.sql()
+    base_where, base_params = filter_sql(filters)
     # the sessions row is read for the hits anyway; in a pass only when the filter needs it
     join_s = " JOIN sessions s ON s.sid = m.sid" if filters.on_sessions else ""
     lo, hi = _key_range(con, filters)

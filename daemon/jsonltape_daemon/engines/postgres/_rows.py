@@ -27,9 +27,9 @@ from typing import Any
 
 import msgspec
 
-from .cjk import grams
-from .idents import idents
-from .rows import EventRow, FileRow, MessageRow, Node, SessionRow
+from jsonltape_daemon.ingest.rows import EventRow, FileRow, MessageRow, Node, SessionRow
+from jsonltape_daemon.text.cjk import grams
+from jsonltape_daemon.text.idents import idents
 
 __all__ = [
     "FILE_COLS",

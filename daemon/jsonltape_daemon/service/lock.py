@@ -13,8 +13,8 @@ from typing import Any
 
 import filelock
 
-from .errors import IndexBusyError
-from .paths import ensure_private_dir, lock_file, pid_file, status_file
+from jsonltape_daemon.errors import IndexBusyError
+from jsonltape_daemon.paths import ensure_private_dir, lock_file, pid_file, status_file
 
 __all__ = ["daemon_status", "index_lock", "running_pid", "write_private"]
 

@@ -1,24 +1,19 @@
-"""What ``index status`` and ``daemon status`` report about an index, for each engine.
-
-A local (SQLite) index: counts, settings, the files it could not read, and how many bytes of
-its files it has not read yet. A team (PostgreSQL) index: per origin, the sessions, events and
-messages it holds, when that origin last pushed (the lag), and for this machine's origin the
-bytes of its files not pushed yet.
-"""
+"""What ``index status`` and ``daemon status`` report about a local (SQLite) index: counts,
+settings, the size of each table, the files it could not read, and how many bytes of its files
+it has not read yet."""
 
 from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from . import schema
+from jsonltape_daemon.engines.sqlite import schema
 
-__all__ = ["local_status", "shared_status", "table_sizes"]
+__all__ = ["local_status", "table_sizes"]
 
 
 def table_sizes(con: sqlite3.Connection) -> dict[str, int] | None:
@@ -101,57 +96,3 @@ def local_status(index: Path) -> dict[str, Any]:
     finally:
         con.close()
     return out
-
-
-def shared_status(url: str, *, name: str, origin: str | None) -> dict[str, Any]:
-    """Status of a PostgreSQL team index: every origin the connection may see; ``origin``
-    (this machine's) also gets its bytes not pushed yet."""
-    from . import pg_schema
-    from .pg_conn import read_only
-    from .target import PgTarget
-
-    t = PgTarget(url)
-    con = read_only(t)
-    try:
-        version = pg_schema.schema_version(con)
-        rows = pg_schema.origin_status(con) if version else []
-        behind = None
-        if origin is not None and version:
-            behind = 0
-            for path, offset, size in con.execute(
-                'SELECT path, "offset", size FROM jsonltape.files '
-                "WHERE origin = %s AND status = 'indexed'",
-                (origin,),
-            ):
-                try:
-                    now = os.stat(path).st_size
-                except OSError:
-                    continue
-                if size is None or now != size:
-                    behind += max(0, now - int(offset))
-        server = con.execute("SHOW server_version").fetchone()
-    finally:
-        con.close()
-    now = int(time.time() * 1000)
-    return {
-        "index": name,
-        "engine": "postgresql",
-        "server": server[0] if server else None,
-        "schema": version,
-        "schema_supported": pg_schema.SCHEMA_VERSION,
-        "origin": origin,
-        "bytes_behind": behind,
-        "origins": [
-            {
-                "origin": r.origin,
-                "sessions": r.sessions,
-                "events": r.events,
-                "messages": r.messages,
-                "files": r.files,
-                "pushed": r.pushed,
-                "lag_seconds": r.lag(now),
-                "roots": list(r.roots),
-            }
-            for r in rows
-        ],
-    }

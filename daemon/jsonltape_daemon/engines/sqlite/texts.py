@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from jsonltape._index_api import crc_of, frame_ok
-
-from .extract import message_fields
+from jsonltape_daemon.text.extract import message_fields
 
 if TYPE_CHECKING:
     import sqlite3

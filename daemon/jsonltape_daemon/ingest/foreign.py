@@ -41,10 +41,9 @@ from jsonltape._index_api import SOURCES, crc_of, encode_event, session_id_for
 from jsonltape.errors import FormatError, JsonltapeError
 from jsonltape.events import HeaderData, Line
 from jsonltape.interop import foreign as mapping
-
-from .ingest import _O_READ, Budget, Ingestor
-from .rows import FileRow, Store
-from .source import Damage, Header
+from jsonltape_daemon.ingest.ingestor import _O_READ, Budget, Ingestor
+from jsonltape_daemon.ingest.rows import FileRow, Store
+from jsonltape_daemon.ingest.source import Damage, Header
 
 __all__ = [
     "ForeignFiles",
@@ -113,7 +112,7 @@ def _line_ends(data: bytes) -> list[int]:
 
 
 class ForeignFiles:
-    """The :class:`~jsonltape_daemon.source.FileKind` of one foreign source (``claude-code``,
+    """The :class:`~jsonltape_daemon.ingest.source.FileKind` of one foreign source (``claude-code``,
     ``codex`` or ``pi``). Stateful: ``header`` maps the file, the calls that follow on the same
     descriptor read that mapping (the engine is single-threaded)."""
 

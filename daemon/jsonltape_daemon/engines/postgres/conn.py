@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import EngineMissingError, IndexUnreachableError
-from .target import PgTarget
+from jsonltape_daemon.errors import EngineMissingError, IndexUnreachableError
+from jsonltape_daemon.target import PgTarget
 
 __all__ = ["driver", "error_line", "read_only"]
 

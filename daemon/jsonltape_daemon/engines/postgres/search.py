@@ -69,7 +69,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .pg_query import (
+from jsonltape_daemon.engines.postgres.query import (
     SESSION_ROWS,
     SESSIONS_MAX,
     Where,
@@ -82,11 +82,19 @@ from .pg_query import (
     sessions_where,
     tsquery,
 )
-from .pg_schema import SCHEMA
-from .rank import COMMON_MIN, COMMON_SHARE, RANKED
-from .search import Filters, Hit, Sort, Term, parse_query
-from .snippet import snippet
-from .transcripts import SessionInfo, Turn, Window
+from jsonltape_daemon.engines.postgres.schema import SCHEMA
+from jsonltape_daemon.search.language import (
+    Filters,
+    Hit,
+    SessionInfo,
+    Sort,
+    Term,
+    Turn,
+    Window,
+    parse_query,
+)
+from jsonltape_daemon.search.rank import COMMON_MIN, COMMON_SHARE, RANKED
+from jsonltape_daemon.search.snippet import snippet
 
 if TYPE_CHECKING:
     import psycopg

@@ -8,26 +8,10 @@ from __future__ import annotations
 
 import sqlite3
 
-import msgspec
-
-from .texts import Texts
+from jsonltape_daemon.engines.sqlite.texts import Texts
+from jsonltape_daemon.search.language import SessionInfo, Turn, Window
 
 __all__ = ["SessionInfo", "Turn", "Window", "resolve_session", "sessions", "window"]
-
-
-class SessionInfo(msgspec.Struct):
-    session: str
-    path: str
-    title: str | None
-    cwd: str | None
-    agent: str | None
-    created: int
-    updated: int
-    events: int
-    messages: int
-    state: str
-    error: str | None
-    parent: str | None
 
 
 _SESSION_SQL = (
@@ -68,39 +52,6 @@ def resolve_session(con: sqlite3.Connection, ref: str) -> list[tuple[int, Sessio
         if rows:
             return [(int(r[0]), _info(r[1:])) for r in rows]
     return []
-
-
-class Turn(msgspec.Struct):
-    """One message of a transcript window."""
-
-    seq: int
-    time: int
-    role: str
-    type: str
-    status: str
-    text: str
-    truncated: bool
-
-
-class Window:
-    """A page of a transcript; ``more_before`` is the seq to pass as ``--before`` for the
-    previous page (None on the first)."""
-
-    __slots__ = ("messages", "more_before")
-
-    def __init__(self, messages: list[Turn] | None = None, more_before: int | None = None) -> None:
-        self.messages: list[Turn] = [] if messages is None else messages
-        self.more_before = more_before
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Window:
-            return NotImplemented
-        return (self.messages, self.more_before) == (other.messages, other.more_before)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
-
-    def __repr__(self) -> str:
-        return f"Window(messages={self.messages!r}, more_before={self.more_before!r})"
 
 
 def window(con: sqlite3.Connection, sid: int, *, last: int, before: int | None) -> Window:

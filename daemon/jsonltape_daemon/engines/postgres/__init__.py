@@ -1,0 +1,1 @@
+"""The team index on PostgreSQL (daemon/SCHEMA.md, PostgreSQL part)."""

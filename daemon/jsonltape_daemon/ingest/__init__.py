@@ -1,0 +1,1 @@
+"""From session files to index rows, the same for both engines."""

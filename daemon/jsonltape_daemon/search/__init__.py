@@ -1,0 +1,1 @@
+"""The query side shared by both engines: the reader, ranking rules, snippets."""

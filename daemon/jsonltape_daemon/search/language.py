@@ -1,0 +1,213 @@
+"""The query language both engines serve, and what a search returns.
+
+Search syntax: words are ANDed, ``"quoted phrases"`` match in order, ``prefix*`` matches word
+beginnings; everything else is literal text (there is no FTS syntax to get wrong). The engines
+(``engines/sqlite/search.py``, ``engines/postgres/search.py``) turn a list of :class:`Term`
+and a :class:`Filters` into :class:`Hit` lists by the same rules; ``sessions`` and ``show``
+return :class:`SessionInfo` and :class:`Window` of :class:`Turn`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import msgspec
+
+from jsonltape_daemon.text.cjk import is_cjk, is_cjk_term
+
+__all__ = ["Filters", "Hit", "SessionInfo", "Sort", "Term", "Turn", "Window", "parse_query"]
+
+Sort = Literal["relevance", "recent"]
+
+_QUERY = re.compile(r'"([^"]*)"?(\*?)|(\S+)')
+
+
+# Term, Filters and Window are plain classes, not dataclasses: building the
+# three dataclasses took ~3 ms of every `jsonltape search` start-up (benchmarks/README.md,
+# issue 11). They keep what dataclasses gave them that is used: keyword or positional
+# construction, ==, repr, and for Term immutability and a hash.
+
+
+class Term:
+    """One search term: a word (``prefix`` for ``word*``) or a quoted phrase."""
+
+    __slots__ = ("phrase", "prefix", "text")
+
+    text: str
+    prefix: bool
+    phrase: bool
+
+    def __init__(self, text: str, prefix: bool = False, phrase: bool = False) -> None:
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "prefix", prefix)
+        object.__setattr__(self, "phrase", phrase)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r} of a Term")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of a Term")
+
+    def _key(self) -> tuple[str, bool, bool]:
+        return (self.text, self.prefix, self.phrase)
+
+    def __eq__(self, other: object) -> bool:
+        return self._key() == other._key() if type(other) is Term else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Term(text={self.text!r}, prefix={self.prefix!r}, phrase={self.phrase!r})"
+
+    @property
+    def wordy(self) -> bool:
+        """The unicode61 tokenizer gives this term as words (no CJK, some letter or digit)."""
+        return any(c.isalnum() for c in self.text) and not any(map(is_cjk, self.text))
+
+    @property
+    def cjk(self) -> bool:
+        """Only CJK characters: the bigram table serves it, whatever its length."""
+        return is_cjk_term(self.text)
+
+    @property
+    def trigram_ok(self) -> bool:
+        """Three characters or more, with a letter or digit: the substring index serves it
+        (inside code-like tokens, ``idents.py``); other terms of punctuation are scanned for."""
+        return len(self.text) >= 3 and self.wordy
+
+
+def parse_query(query: str) -> list[Term]:
+    """Split a query into terms: phrases in double quotes (a missing closing quote is fine)."""
+    terms: list[Term] = []
+    for m in _QUERY.finditer(query):
+        phrase, star, word = m.group(1), m.group(2), m.group(3)
+        if word is not None:
+            text = word.rstrip("*")
+            prefix = text != word
+            text = text.strip('"')
+            if text:
+                terms.append(Term(text, prefix=prefix))
+        elif phrase is not None and phrase.strip():
+            terms.append(Term(phrase.strip(), prefix=bool(star), phrase=True))
+    return terms
+
+
+class Filters:
+    """Which messages a search considers; the defaults keep every current message.
+
+    ``since`` and ``until`` are ms since the epoch (inclusive, exclusive); ``path`` is a glob
+    over the absolute path (a relative glob matches anywhere); ``all`` also takes superseded,
+    compacted, retracted and rejected messages.
+    """
+
+    __slots__ = ("all", "path", "roles", "session", "since", "types", "until")
+
+    def __init__(
+        self,
+        session: str | None = None,
+        roles: tuple[str, ...] = (),
+        types: tuple[str, ...] = (),
+        since: int | None = None,
+        until: int | None = None,
+        path: str | None = None,
+        all: bool = False,
+    ) -> None:
+        self.session = session
+        self.roles = roles
+        self.types = types
+        self.since = since
+        self.until = until
+        self.path = path
+        self.all = all
+
+    def _key(self) -> tuple[object, ...]:
+        return (
+            self.session,
+            self.roles,
+            self.types,
+            self.since,
+            self.until,
+            self.path,
+            self.all,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return self._key() == other._key() if type(other) is Filters else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        return (
+            f"Filters(session={self.session!r}, roles={self.roles!r}, types={self.types!r}, "
+            f"since={self.since!r}, until={self.until!r}, path={self.path!r}, all={self.all!r})"
+        )
+
+    @property
+    def on_sessions(self) -> bool:
+        """The filter reads the ``sessions`` row (``s``): a session or path filter. Without
+        one a pass reads only the messages (a join per candidate less)."""
+        return bool(self.session or self.path)
+
+
+class Hit(msgspec.Struct):
+    session: str
+    path: str
+    seq: int
+    time: int
+    role: str
+    type: str
+    status: str
+    title: str | None
+    snippet: str
+    score: float
+    match: Literal["word", "substring", "scan"]
+
+
+class SessionInfo(msgspec.Struct):
+    session: str
+    path: str
+    title: str | None
+    cwd: str | None
+    agent: str | None
+    created: int
+    updated: int
+    events: int
+    messages: int
+    state: str
+    error: str | None
+    parent: str | None
+
+
+class Turn(msgspec.Struct):
+    """One message of a transcript window."""
+
+    seq: int
+    time: int
+    role: str
+    type: str
+    status: str
+    text: str
+    truncated: bool
+
+
+class Window:
+    """A page of a transcript; ``more_before`` is the seq to pass as ``--before`` for the
+    previous page (None on the first)."""
+
+    __slots__ = ("messages", "more_before")
+
+    def __init__(self, messages: list[Turn] | None = None, more_before: int | None = None) -> None:
+        self.messages: list[Turn] = [] if messages is None else messages
+        self.more_before = more_before
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Window:
+            return NotImplemented
+        return (self.messages, self.more_before) == (other.messages, other.more_before)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        return f"Window(messages={self.messages!r}, more_before={self.more_before!r})"

@@ -1,0 +1,1 @@
+"""The daemon: the watch loop, the push to a team index, its lock and status."""
