@@ -48,6 +48,7 @@ from jsonltape_daemon.engines.sqlite.schema import connect
 from jsonltape_daemon.engines.sqlite.search import (
     Filters,
     _passes,
+    filter_sql,
     parse_query,
     search,
     trigram_expr,
@@ -261,7 +262,7 @@ def filters_for(name: str, m: dict[str, object]) -> tuple[Filters, list[str]]:
 def count_hits(con: sqlite3.Connection, q: str, f: Filters) -> int:
     """Every message the query matches (word pass, then the substring pass), counted from
     whole match sets, texts read back from the files where the text decides."""
-    where, params = f.sql()
+    where, params = filter_sql(f)
     terms = parse_query(q)
     base = "SELECT m.tkey FROM messages m JOIN sessions s ON s.sid = m.sid WHERE " + where
 

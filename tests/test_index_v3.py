@@ -17,7 +17,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from jsonltape_daemon.engines.sqlite import search
-from jsonltape_daemon.engines.sqlite.schema import _M001, _M002, _statements, connect
+from jsonltape_daemon.engines.sqlite.schema import (
+    _M001,
+    _M002,
+    SCHEMA_VERSION,
+    _statements,
+    connect,
+)
 from jsonltape_daemon.engines.sqlite.search import Filters
 from jsonltape_daemon.engines.sqlite.store import SqliteStore
 from jsonltape_daemon.ingest.ingestor import Ingestor
@@ -244,7 +250,7 @@ def test_a_version_2_index_is_emptied_and_filled_again_by_the_next_sync(tmp_path
         store.close()
     con = connect(index, readonly=True)
     try:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert [h.seq for h in search.search(con, "migration")] == [1]
         assert [h.seq for h in search.search(con, "NotFound")] == [1]  # scanned meanwhile
         assert "text" not in {r[1] for r in con.execute("PRAGMA table_info(messages)")}
@@ -261,3 +267,30 @@ def test_the_search_check_looks_only_inside_code_like_tokens(text: str, needle: 
     """The fast check (only the tokens around each occurrence) equals the rule's tokens."""
     needle = needle.lower()
     assert contains(text, needle) == any(needle in t.lower() for t in tokens(text))
+
+
+def test_a_filtered_search_reads_its_filter_from_the_covering_index(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    _messages(root / "a.jsonl", ["the migration fails", "the migration works"])
+    index = tmp_path / "index.db"
+    store = SqliteStore(index)
+    try:
+        Ingestor(store, root).rescan()
+    finally:
+        store.close()
+    con = connect(index, readonly=True)
+    try:
+        plan = " ".join(
+            str(r[3])
+            for r in con.execute(
+                "EXPLAIN QUERY PLAN SELECT f.rowid FROM messages_fts f JOIN messages m "
+                "ON m.tkey = f.rowid WHERE messages_fts MATCH ? AND m.status = 'current' "
+                "AND m.role IN ('user') ORDER BY f.rowid DESC",
+                ('"migration"',),
+            )
+        )
+        assert "COVERING INDEX messages_filter" in plan
+        assert [h.role for h in search.search(con, "migration", search.Filters(roles=("user",)))]
+    finally:
+        con.close()

@@ -271,11 +271,20 @@ UPDATE meta SET value = 'live' WHERE key = 'fts';
 UPDATE meta SET value = '0' WHERE key = 'substrings';
 """
 
+# A filtered search (--role, --type, since/until) checks each match's messages row; this
+# index holds what the filters read beside the key, so the check is one lookup without the
+# row (1M events: `stand --role user` p50 17.2 -> 11.3 ms, `migr* --role user` 18.4 -> 12.7;
+# 32 MB, the index 1.33x -> 1.41x the session files).
+_M004 = """
+CREATE INDEX messages_filter ON messages (tkey, status, role, type, time, sid);
+"""
+
 #: (version, name, SQL). Append only; never edit a released step.
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial", _M001),
     (2, "time-ordered message keys", _M002),
     (3, "texts from the files", _M003),
+    (4, "a covering index for filters", _M004),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
