@@ -383,6 +383,12 @@ def main() -> int:
     ap.add_argument(
         "--ingest", action="store_true", help="only the sync and its baseline, no queries"
     )
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="only the in-process queries, on the index a previous run left (brought up to "
+        "date by one `jsonltape sync` first: a newer schema migrates it)",
+    )
     ap.add_argument("--runs", type=int, default=15, help="in-process runs per query")
     ap.add_argument("--shell-runs", type=int, default=10, help="shell runs per query")
     ap.add_argument(
@@ -390,7 +396,8 @@ def main() -> int:
     )
     args = ap.parse_args()
     runs, shell_runs, budget = (5, 3, 0.5) if args.quick else (args.runs, args.shell_runs, 3.0)
-    cold_runs = 0 if args.quick or args.ingest or not drop_caches() else args.cold_runs
+    quiet_cache = args.quick or args.ingest or args.in_process
+    cold_runs = 0 if quiet_cache or not drop_caches() else args.cold_runs
     work = args.work.absolute()
     root = work / f"tree-{args.events}"
     t = time.perf_counter()
@@ -414,8 +421,10 @@ def main() -> int:
 
     # sync into an empty index, as a user's first `jsonltape sync`
     index = work / f"index-{args.events}.db"
-    remove_db(index)
     jt = str(Path(sys.executable).with_name("jsonltape"))
+    if args.in_process:
+        return in_process_only(jt, root, index, m, runs, budget)
+    remove_db(index)
     env = dict(os.environ, JSONLTAPE_INDEX=str(index))
     sync = run_measured([jt, "sync", str(root), "--index", str(index), "--json"], env)
     stats = json.loads(sync.out)
@@ -538,6 +547,36 @@ def main() -> int:
         f"\nworst in-process p95: {ms(pct(worst[4], 95))} ms ({worst[0]}, filter {worst[2]}); "
         f"load {load_avg()}"
     )
+    return 0
+
+
+def in_process_only(
+    jt: str, root: Path, index: Path, m: dict[str, object], runs: int, budget: float
+) -> int:
+    """The in-process query table alone, on an index left by an earlier run."""
+    if not index.exists():
+        print(f"{index}: no index yet; run without --in-process first", file=sys.stderr)
+        return 2
+    subprocess.run([jt, "sync", str(root), "--index", str(index)], check=True)
+    con = connect(index, readonly=True)
+    print(
+        "\n| query class | query | filter | hits | p50 | p95 | max |"
+        "\n|---|---|---|---:|---:|---:|---:|"
+    )
+    worst = 0.0
+    for q in queries(m):
+        for fname in FILTERS:
+            f, _opts = filters_for(fname, m)
+            hits = count_hits(con, q.text, f)
+            ts = timings(lambda: search(con, q.text, f, 20), runs, budget)  # noqa: B023
+            worst = max(worst, pct(ts, 95))
+            print(
+                f"| {q.cls} | `{q.text}` | {fname} | {hits:,} | {pct(ts, 50) * 1000:.1f} | "
+                f"{pct(ts, 95) * 1000:.1f} | {max(ts) * 1000:.1f} |",
+                flush=True,
+            )
+    con.close()
+    print(f"\nworst in-process p95: {worst * 1000:.1f} ms; load {load_avg()}")
     return 0
 
 

@@ -179,7 +179,8 @@ def _oracle(
             )
         return min(counts) if counts else 0
 
-    informative = [t for t in words if df(t) <= common]
+    # a phrase informs only while its rarest word is in at most COMMON_MIN messages
+    informative = [t for t in words if df(t) <= rank.term_limit(common, len(rank.tokens(t.text)))]
     if informative:
         expr = " ".join(search._fts_string(t) for t in informative)
         score = dict(

@@ -152,8 +152,10 @@ def search(
 
     Word matches come first, best first: bm25 of the query's words among its newest 1,000
     matches, newer first among equals; a word in more than 5% of the messages (and 20,000)
-    only filters, and a query of such words only lists its matches newest first. Substring and
-    CJK matches follow, newest first. --sort recent lists every match newest first.
+    only filters, as does a phrase whose rarest word is in more than 20,000, and a query of
+    such terms only lists its matches newest first. Substring and CJK matches follow, newest
+    first; in a query of several terms each may be a word or inside an identifier. --sort
+    recent lists every match newest first.
     """
     text = " ".join(query)
     if interactive and as_json:

@@ -93,7 +93,7 @@ from jsonltape_daemon.search.language import (
     Window,
     parse_query,
 )
-from jsonltape_daemon.search.rank import COMMON_MIN, COMMON_SHARE, RANKED
+from jsonltape_daemon.search.rank import COMMON_MIN, COMMON_SHARE, RANKED, term_limit
 from jsonltape_daemon.search.snippet import snippet
 
 if TYPE_CHECKING:
@@ -365,7 +365,7 @@ class _Search:
         cap = max(COMMON_MIN, int(total * COMMON_SHARE))
         common = {i for i, _ in judged}
         for (i, _), k in zip(judged, counts[1:], strict=True):
-            if k * total <= cap * max(sampled, 1):
+            if k * total <= term_limit(cap, len(found[i])) * max(sampled, 1):
                 common.discard(i)
         informative = [q for i, q in enumerate(queries) if q is not None and i not in common]
         rank = " & ".join(f"({q})" for q in informative) or None
