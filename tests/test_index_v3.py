@@ -294,3 +294,37 @@ def test_a_filtered_search_reads_its_filter_from_the_covering_index(tmp_path: Pa
         assert [h.role for h in search.search(con, "migration", search.Filters(roles=("user",)))]
     finally:
         con.close()
+
+
+def test_a_search_reads_a_version_3_index_before_the_sync_that_migrates_it(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    _messages(root / "a.jsonl", ["the migration fails in FileNotFoundError"])
+    index = tmp_path / "index.db"
+    store = SqliteStore(index)
+    try:
+        Ingestor(store, root).rescan()
+    finally:
+        store.close()
+    con = sqlite3.connect(index)  # as an index written by the jsonltape before schema 4 left it
+    con.execute("DROP INDEX messages_filter")
+    con.execute("DELETE FROM migrations WHERE version = 4")
+    con.execute("PRAGMA user_version = 3")
+    con.commit()
+    con.close()
+    ro = connect(index, readonly=True)
+    try:
+        assert [h.seq for h in search.search(ro, "migration", search.Filters(roles=("user",)))]
+        assert [h.seq for h in search.search(ro, "NotFound")] == [1]
+    finally:
+        ro.close()
+    SqliteStore(index).close()  # the next writer migrates it
+    ro = connect(index, readonly=True)
+    try:
+        assert ro.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        names = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert "messages_filter" in names
+    finally:
+        ro.close()

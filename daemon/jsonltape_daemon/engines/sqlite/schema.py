@@ -26,6 +26,7 @@ __all__ = [
     "FTS_TRIGRAM",
     "FTS_WORDS",
     "MIGRATIONS",
+    "READABLE_FROM",
     "SCHEMA_VERSION",
     "TKEY_SPAN",
     "connect",
@@ -287,6 +288,9 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (4, "a covering index for filters", _M004),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+#: The oldest schema a search can read as it is: the steps after it only add indexes, so a
+#: `jsonltape search` right after an upgrade works before a sync (or the daemon) migrates.
+READABLE_FROM = 3
 
 
 def probe(connect_: Callable[[], sqlite3.Connection] | None = None) -> None:
@@ -389,10 +393,10 @@ def connect(
             f"{p}: index schema version {version} was written by a newer jsonltape (this one "
             f"reads up to {SCHEMA_VERSION}); upgrade jsonltape or run `jsonltape index rebuild`"
         )
-    if readonly and version < SCHEMA_VERSION:
+    if readonly and version < READABLE_FROM:
         con.close()
         raise IndexStateError(
-            f"{p}: index schema version {version} is older than {SCHEMA_VERSION}; "
+            f"{p}: index schema version {version} is older than {READABLE_FROM}; "
             "run `jsonltape sync` (or the daemon) once to migrate it"
         )
     return con
