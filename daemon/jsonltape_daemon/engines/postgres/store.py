@@ -1,20 +1,21 @@
 """The PostgreSQL implementation of the index's storage interface (``rows.Store``): one origin.
 
 A :class:`PgStore` is the writer of one origin (a machine and user) in a shared database whose
-schema ``pg_schema.py`` describes: every statement is scoped to that origin, so the same ingest
-engine, registry and continuity logic as the SQLite index (``ingest.py``) push this machine's
-sessions, and two machines never touch each other's rows. What differs from SQLite:
+schema ``schema.py`` describes: every statement is scoped to that origin, so the same ingest
+engine, registry and continuity logic as the SQLite index (``ingest/``) push this machine's
+sessions, and two machines never touch each other's rows. Its connection (connecting,
+migrating, the origin lock, errors) is :class:`~.link.OriginLink`. What differs from SQLite:
 
 * Opening one migrates the schema on first use (a database owner syncing alone needs nothing
   else), registers the origin if the role may, and takes a *session-level advisory lock* keyed
   on the origin: one writer per origin, as one writer per SQLite index. The server drops the
   lock with the connection, so a killed pusher never blocks the next one.
-* Event, message and tool-call rows are buffered (``_pg_rows.Pending``) and sent with ``COPY``
+* Event, message and tool-call rows are buffered (``_rows.Pending``) and sent with ``COPY``
   into temporary staging tables (``COPY FROM`` is refused on tables with row-level security),
   then moved with ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``: a re-sent row adds nothing.
   The buffer is flushed at commit, so the file watermark (``files``) is committed in the same
   transaction as its rows. The surface look-ups of the fold do not flush it: they combine the
-  database's rows with the held-back ones (``_pg_rows.Lookups``), one statement each, so a
+  database's rows with the held-back ones (``_rows.Lookups``), one statement each, so a
   session full of revisions is still sent in a few large batches, not one per tool call.
   Session and registry rows, which a sync rewrites after every chunk of a file, are held back
   too (the latest of each, read back from there) and written just before the batch.
@@ -38,7 +39,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -48,7 +49,6 @@ from jsonltape_daemon.engines.postgres._rows import (
     MESSAGE_COLS,
     SESSION_COLS,
     SESSION_NAMES,
-    STAGE,
     Lookups,
     Pending,
     clean,
@@ -57,9 +57,9 @@ from jsonltape_daemon.engines.postgres._rows import (
     row_values,
     session_row,
 )
-from jsonltape_daemon.engines.postgres.conn import driver, error_line
+from jsonltape_daemon.engines.postgres.link import OriginLink
 from jsonltape_daemon.engines.postgres.schema import OriginStatus, origin_status
-from jsonltape_daemon.errors import IndexBusyError, IndexStateError, IndexUnreachableError
+from jsonltape_daemon.errors import IndexStateError, IndexUnreachableError
 from jsonltape_daemon.ingest.rows import EventRow, FileRow, MessageRow, Node, SessionRow
 from jsonltape_daemon.target import redact
 
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 __all__ = ["IndexUnreachableError", "OriginStatus", "PgStore", "origin_status"]
 
 
-class PgStore:
+class PgStore(OriginLink):
     """:class:`~.rows.Store` of one origin in a PostgreSQL database (see the module docs).
 
     ``url`` is handed to libpq as it is (credentials may also come from ``.pgpass`` or the
@@ -86,18 +86,10 @@ class PgStore:
         lock_timeout: float = 0.0,
         connect_timeout: int = 10,
     ) -> None:
-        self._pg = driver()
-        self._url = url
-        self.origin = origin
-        self.schema = schema
-        self.lock_timeout = lock_timeout
-        self.connect_timeout = connect_timeout
-        self._s = pg_schema._ident(schema, "schema")
-        self._con: psycopg.Connection[Any] | None = None
+        super().__init__(
+            url, origin, schema=schema, lock_timeout=lock_timeout, connect_timeout=connect_timeout
+        )
         self._bulk = False
-        self._indexed = True  # this origin's search indexes exist (see start_bulk)
-        self._in_tx = False
-        self._lost_tx = False
         self._wrote = False
         self._pending = Pending()
         # registry and session rows written at the next flush (the latest of each), as the
@@ -111,145 +103,10 @@ class PgStore:
     def __str__(self) -> str:
         return f"{redact(self._url)} (origin {self.origin})"
 
-    # -- the connection ------------------------------------------------------------------
-
-    def _text(self, exc: BaseException) -> str:
-        """The error's first line, without the password even if libpq echoed it."""
-        return error_line(exc, self._url)
-
-    def _fail(self, exc: Exception) -> NoReturn:
-        """Raise the index error that ``exc`` (a driver error) means."""
-        con = self._con
-        if con is None or con.closed or con.broken or isinstance(exc, self._pg.OperationalError):
-            self._drop()
-            raise IndexUnreachableError(
-                f"PostgreSQL index {redact(self._url)} unreachable: {self._text(exc)}"
-            ) from None
-        raise IndexStateError(f"PostgreSQL index {redact(self._url)}: {self._text(exc)}") from None
-
-    def _drop(self) -> None:
-        """Forget a connection (the server rolls its transaction back and frees its lock)."""
-        con, self._con = self._con, None
-        # Statements after a transaction was lost must not run on a new connection outside
-        # it: only a rollback (what the engine does) or a new transaction clears this.
-        self._lost_tx = self._lost_tx or self._in_tx
-        self._in_tx = False
-        self._forget_held()
-        if con is not None:
-            try:
-                con.close()
-            except self._pg.Error:  # pragma: no cover - closing a dead socket
-                pass
-
     def _forget_held(self) -> None:
         self._pending.clear()
         self._held_files.clear()
         self._held_sessions.clear()
-
-    def _connection(self) -> psycopg.Connection[Any]:
-        if self._con is not None:
-            return self._con
-        pg = self._pg
-        try:
-            con: psycopg.Connection[Any] = pg.connect(
-                self._url, autocommit=True, connect_timeout=self.connect_timeout
-            )
-        except pg.Error as exc:
-            raise IndexUnreachableError(
-                f"PostgreSQL index {redact(self._url)} unreachable: {self._text(exc)}"
-            ) from None
-        self._con = con
-        try:
-            self._setup(con)
-        except BaseException:
-            self._drop()
-            raise
-        return con
-
-    def _setup(self, con: psycopg.Connection[Any]) -> None:
-        pg, s = self._pg, self._s
-        version = 0
-        try:
-            version = pg_schema.schema_version(con, self.schema)
-            if version != pg_schema.SCHEMA_VERSION:
-                pg_schema.migrate(con, self.schema)
-        except pg.errors.InsufficientPrivilege as exc:
-            state = "missing" if version == 0 else f"at version {version}"
-            raise IndexStateError(
-                f"PostgreSQL index {redact(self._url)}: its schema is {state} and this role "
-                f"cannot migrate it ({self._text(exc)}); run `jsonltape index init --index URL` "
-                "as its owner"
-            ) from None
-        except pg.Error as exc:
-            self._fail(exc)
-        self._lock(con)
-        try:
-            found = con.execute(
-                f"SELECT 1 FROM {s}.origins WHERE origin = %s", (self.origin,)
-            ).fetchone()
-            if found is None:
-                con.execute(
-                    f"INSERT INTO {s}.origins (origin) VALUES (%s) ON CONFLICT DO NOTHING",
-                    (self.origin,),
-                )
-            for table, cols in STAGE.items():
-                con.execute(
-                    f"CREATE TEMP TABLE IF NOT EXISTS stage_{table} ({cols}) ON COMMIT DELETE ROWS"
-                )
-            row = con.execute(f"SELECT {s}.origin_indexed(%s)", (self.origin,)).fetchone()
-            self._indexed = bool(row and row[0])
-        except pg.errors.InsufficientPrivilege:
-            raise IndexStateError(
-                f"PostgreSQL index {redact(self._url)}: this role may not push origin "
-                f"{self.origin!r}; its DBA grants it (see `jsonltape index init --print`)"
-            ) from None
-        except pg.Error as exc:
-            self._fail(exc)
-
-    def _lock(self, con: psycopg.Connection[Any]) -> None:
-        key = f"jsonltape-origin:{self.schema}:{self.origin}"
-        deadline = time.monotonic() + self.lock_timeout
-        while True:
-            try:
-                row = con.execute(
-                    "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)
-                ).fetchone()
-            except self._pg.Error as exc:
-                self._fail(exc)
-            if row is not None and row[0]:
-                return
-            if time.monotonic() >= deadline:
-                raise IndexBusyError(
-                    f"another writer is pushing origin {self.origin!r} into {redact(self._url)}"
-                )
-            time.sleep(0.05)
-
-    def _live(self) -> psycopg.Connection[Any]:
-        """The connection for the next statement (connecting again if it was lost)."""
-        if self._lost_tx:
-            raise IndexUnreachableError(
-                f"PostgreSQL index {redact(self._url)}: the connection was lost in a transaction "
-                "(roll it back first)"
-            )
-        return self._connection()
-
-    def _exec(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
-        con = self._live()
-        try:
-            return con.execute(sql, params or None)
-        except self._pg.Error as exc:
-            self._fail(exc)
-
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        cur = self._exec(sql, params)
-        try:
-            return cur.fetchall()
-        except self._pg.Error as exc:  # pragma: no cover - rows are fetched with the result
-            self._fail(exc)
-
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        rows = self._all(sql, params)
-        return rows[0] if rows else None
 
     # -- transactions --------------------------------------------------------------------
 
@@ -269,30 +126,6 @@ class PgStore:
         self._exec("COMMIT")
         self._in_tx = False
         self.commits += 1
-
-    def rollback(self) -> None:
-        """Throw the open transaction away (a connection lost meanwhile is just forgotten)."""
-        self._lost_tx = False
-        self._forget_held()
-        con = self._con
-        if con is None or not self._in_tx:
-            return
-        self._in_tx = False
-        try:
-            con.execute(b"ROLLBACK")
-        except self._pg.Error:
-            self._drop()
-
-    def close(self) -> None:
-        """Roll back what is not committed and let the origin's lock go."""
-        self.rollback()
-        con = self._con
-        if con is not None:
-            try:
-                con.execute(b"SELECT pg_advisory_unlock_all()")
-            except self._pg.Error:
-                pass
-        self._drop()
 
     def __enter__(self) -> PgStore:
         return self
