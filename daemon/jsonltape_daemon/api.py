@@ -18,9 +18,10 @@ from typing import Any, Protocol
 
 import msgspec
 
+from jsonltape.errors import InvalidArgumentError, SessionNotFoundError
 from jsonltape_daemon.engines.sqlite.store import SqliteStore, remove_db
 from jsonltape_daemon.errors import IndexStateError
-from jsonltape_daemon.ingest.foreign import engine_for
+from jsonltape_daemon.ingest.foreign import IN_PLACE, engine_for
 from jsonltape_daemon.ingest.ingestor import Ingestor, SyncStats, walk
 from jsonltape_daemon.ingest.mirror import Mirror, add_stats
 from jsonltape_daemon.ingest.rows import FileRow
@@ -104,6 +105,7 @@ def sync(
     index takes ``origin``'s writer lock and pushes only that origin's sessions."""
     root = os.path.abspath(root)
     sources = [(kind, os.path.abspath(path)) for kind, path in sources]
+    _check_trees(root, sources)  # before the index is created or locked
     if isinstance(target, PgTarget):
         return _sync_shared(target, root, sources, _need_origin(origin), should_stop)
     lock = index_lock(target.path)
@@ -129,6 +131,18 @@ def sync(
             store.close()
     finally:
         lock.release()
+
+
+def _check_trees(root: str, sources: Sequence[tuple[str, str]]) -> None:
+    if not os.path.isdir(root):
+        raise SessionNotFoundError("no such directory (the root to sync)", path=root)
+    for kind, path in sources:
+        if kind not in IN_PLACE:
+            raise InvalidArgumentError(
+                f"unknown source kind {kind!r} (one of {', '.join(IN_PLACE)})", field="sources"
+            )
+        if not os.path.isdir(path):
+            raise SessionNotFoundError(f"no such directory (the {kind} source)", path=path)
 
 
 def _sync_shared(

@@ -79,9 +79,10 @@ class Term:
 
 
 def parse_query(query: str) -> list[Term]:
-    """Split a query into terms: phrases in double quotes (a missing closing quote is fine)."""
+    """Split a query into terms: phrases in double quotes (a missing closing quote is fine).
+    A NUL is U+FFFD, as in the texts a team index holds (SQLite's FTS5 refuses one)."""
     terms: list[Term] = []
-    for m in _QUERY.finditer(query):
+    for m in _QUERY.finditer(query.replace("\x00", "\ufffd")):
         phrase, star, word = m.group(1), m.group(2), m.group(3)
         if word is not None:
             text = word.rstrip("*")

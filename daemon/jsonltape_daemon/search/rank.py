@@ -43,12 +43,33 @@ COMMON_SHARE = 0.05
 _TOKEN = re.compile(r"[^\W_]+")
 
 
+#: The blocks of combining diacritics, which ``remove_diacritics`` drops (other marks are not
+#: token characters to unicode61: they end a word).
+_DIACRITICS = (
+    (0x0300, 0x036F),
+    (0x1AB0, 0x1AFF),
+    (0x1DC0, 0x1DFF),
+    (0x20D0, 0x20FF),
+    (0xFE20, 0xFE2F),
+)
+
+
 def tokens(text: str) -> list[str]:
-    """The words unicode61 (diacritics removed) makes of ``text``."""
-    folded = "".join(
-        c for c in unicodedata.normalize("NFD", text.lower()) if not unicodedata.combining(c)
-    )
-    return _TOKEN.findall(folded)
+    """The words unicode61 (diacritics removed) makes of ``text``: combining diacritics are
+    dropped (``café`` is ``cafe``); other marks, such as the vowel signs of Devanagari,
+    separate words as they do in unicode61 (``नमस्ते`` is ``नमस`` and ``त``)."""
+    low = text.lower()
+    if low.isascii():
+        return _TOKEN.findall(low)
+    out = []
+    for c in unicodedata.normalize("NFD", low):
+        if unicodedata.category(c)[0] == "M":
+            o = ord(c)
+            if not any(lo <= o <= hi for lo, hi in _DIACRITICS):
+                out.append(" ")
+            continue
+        out.append(c)
+    return _TOKEN.findall("".join(out))
 
 
 def is_common(con: sqlite3.Connection, text: str, prefix: bool, cap: int) -> bool:

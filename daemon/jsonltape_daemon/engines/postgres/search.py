@@ -284,6 +284,9 @@ class _Search:
             text = clean(t.text)
             if t.trigram_ok:
                 q = (either or {}).get(id(t))
+                if q is not None and any(c.isspace() for c in text):
+                    w.add("m.words @@ %s::tsquery", q, via="gin")  # never inside one identifier
+                    continue
                 if q is not None:  # a word of the message, or inside one of its identifiers
                     w.add(
                         "(m.words @@ %s::tsquery OR m.idents ILIKE %s)",
