@@ -28,6 +28,9 @@ class _Recorder:
     def end(self) -> None:
         self.calls.append(("end", None))
 
+    def note(self, text: str) -> None:
+        self.calls.append(("note", text))
+
 
 def _tree(root: Path, sessions: int = 3, first: int = 0) -> None:
     root.mkdir(exist_ok=True)

@@ -55,6 +55,9 @@ class Progress(Protocol):
     def end(self) -> None:
         """The step is over (finished or stopped)."""
 
+    def note(self, text: str) -> None:
+        """A step with nothing to count (another process does it) starts."""
+
 
 class _Silent:
     def begin(self, label: str, total: int) -> None:
@@ -64,6 +67,9 @@ class _Silent:
         pass
 
     def end(self) -> None:
+        pass
+
+    def note(self, text: str) -> None:
         pass
 
 
@@ -168,18 +174,16 @@ def _finish_substrings(store: SqliteStore, engine: Ingestor, progress: Progress)
     helper process builds it (there are no steps to count then)."""
     done, total = store.substring_progress()
     if store.substrings_waiting():
-        progress.begin("substring index (helper process)", total - done)
-        try:
-            return engine.build_substrings(tx_seconds=1.0)
-        finally:
-            progress.end()
+        progress.note(f"substring index: building in a helper process ({total} messages)")
+        return engine.build_substrings(tx_seconds=1.0)
     stats = SyncStats()
     progress.begin("substring index", max(total - done, 1))
     try:
         while store.substrings_pending() and not engine.should_stop():
             add_stats(stats, engine.build_substrings(2.0, tx_seconds=1.0))
-            progress.advance(store.substring_progress()[0] - done)
-            done = store.substring_progress()[0]
+            now = store.substring_progress()[0]  # a count over every message: once a step
+            progress.advance(now - done)
+            done = now
     finally:
         progress.end()
     return stats

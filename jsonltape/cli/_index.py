@@ -66,18 +66,19 @@ class _GracefulStop:
 
 
 class _Bar:
-    """An :class:`api.Progress` drawn as a click progress bar on stderr (``shown`` False: only
-    a helper process's one line, on a terminal)."""
+    """An :class:`api.Progress` drawn as a click progress bar on stderr (``shown`` False:
+    nothing is drawn)."""
 
     def __init__(self, shown: bool) -> None:
         self.shown = shown
         self._bar: Any = None
 
+    def note(self, text: str) -> None:
+        if self.shown:
+            click.echo(text, err=True)
+
     def begin(self, label: str, total: int) -> None:
         if not self.shown:
-            return
-        if "helper" in label:  # built in another process: no steps to count
-            click.echo(f"{label}: {total} messages", err=True)
             return
         self._bar = click.progressbar(length=total, label=label, file=sys.stderr, show_eta=True)
         self._bar.__enter__()
@@ -165,26 +166,25 @@ def sync(
 def _report(
     r: Path, report: api.SyncReport, *, as_json: bool, stopped: bool, to: str | None = None
 ) -> None:
-    stats, total, searchable, errors = (
-        report.stats,
-        report.sessions,
-        report.searchable_seconds,
-        report.errors,
+    stats = report.stats
+    searchable = (
+        f" (searchable after {report.searchable_seconds:.2f} s)"
+        if "substrings" in stats.phases
+        else ""
     )
     if as_json:
         echo_json(stats)
     else:
         click.echo(
-            f"{r}: {_n(total, 'session')} indexed{f' in {to}' if to else ''}; "
+            f"{r}: {_n(report.sessions, 'session')} indexed{f' in {to}' if to else ''}; "
             f"{stats.files} files read, "
             f"{stats.sessions_added} sessions added, {stats.sessions_removed} removed, "
             f"+{stats.events} events, "
-            f"+{stats.messages} messages in {stats.seconds:.2f} s"
-            + (f" (searchable after {searchable:.2f} s)" if "substrings" in stats.phases else "")
+            f"+{stats.messages} messages in {stats.seconds:.2f} s{searchable}"
         )
     if stopped:
         click.echo("jsonltape: stopped early; the next sync (or the daemon) goes on", err=True)
-    for f in errors:
+    for f in report.errors:
         click.echo(f"jsonltape: warning: {f.path}: {f.error}", err=True)
 
 

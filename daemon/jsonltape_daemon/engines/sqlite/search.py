@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 
@@ -143,7 +142,7 @@ def _passes(text: str, checks: Sequence[Check]) -> bool:
             if text.isascii() and (not want or want[-1] not in low):
                 return False  # folding changes nothing: the word is not there at all
             if words is None:
-                words = _WORD.findall(low) if text.isascii() else tokens(text)
+                words = tokens(text)
             if _has_words(words, want, prefix):
                 continue
         return False
@@ -163,7 +162,6 @@ def _has_words(words: list[str], want: tuple[str, ...], prefix: bool) -> bool:
     return False
 
 
-_WORD = re.compile(r"[^\W_]+")  # rank.tokens without the folding, for ASCII text
 #: Matches counted per table to tell which term of a mixed query is the rarest.
 _DRIVER_CAP = 2000
 
