@@ -12,11 +12,11 @@ import sqlite3
 from collections.abc import Iterator
 
 import pytest
+from jsonltape_daemon.engines.sqlite import common
 from jsonltape_daemon.engines.sqlite.schema import connect
 from jsonltape_daemon.engines.sqlite.search import Filters, search
 from jsonltape_daemon.engines.sqlite.store import SqliteStore
 from jsonltape_daemon.ingest.ingestor import Ingestor
-from jsonltape_daemon.search import rank
 
 import jsonltape
 
@@ -62,22 +62,22 @@ def test_a_word_is_common_exactly_when_more_messages_than_the_limit_hold_it(
     for word, n in COUNTS.items():
         assert _count(con, f'"{word}"') == n
         for cap in (0, n - 1, n, n + 1, 100):
-            assert rank.is_common(con, word, False, cap) is (n > cap), (word, cap)
+            assert common.is_common(con, word, False, cap) is (n > cap), (word, cap)
 
 
 def test_a_phrase_is_as_rare_as_its_rarest_word_and_a_prefix_counts_every_word_it_starts(
     con: sqlite3.Connection,
 ) -> None:
     # "gamma alpha": gamma in 9, alpha in 7: common only when both are
-    assert rank.is_common(con, "gamma alpha", False, 6)
-    assert not rank.is_common(con, "gamma alpha", False, 7)
-    assert not rank.is_common(con, "alpha gamma", False, 8)
+    assert common.is_common(con, "gamma alpha", False, 6)
+    assert not common.is_common(con, "gamma alpha", False, 7)
+    assert not common.is_common(con, "alpha gamma", False, 8)
     migr = _count(con, '"migr"*')  # every message: migration0..9 (user), migration (replies)
     assert migr == 40
-    assert rank.is_common(con, "migr", True, migr - 1)
-    assert not rank.is_common(con, "migr", True, migr)
-    assert not rank.is_common(con, "migr", False, 0)  # the whole word "migr" is nowhere
-    assert not rank.is_common(con, "--", False, 0)  # no word at all: nothing to rank by
+    assert common.is_common(con, "migr", True, migr - 1)
+    assert not common.is_common(con, "migr", True, migr)
+    assert not common.is_common(con, "migr", False, 0)  # the whole word "migr" is nowhere
+    assert not common.is_common(con, "--", False, 0)  # no word at all: nothing to rank by
 
 
 def _statements(con: sqlite3.Connection, query: str, filters: Filters, limit: int) -> list[str]:

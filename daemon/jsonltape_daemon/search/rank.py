@@ -4,33 +4,31 @@ The full-text tables' rowid is a key in time order (``messages.tkey``), so FTS5 
 query's matches newest first and a query can stop after the ones it needs. Ranking is what
 would still read every match: ``bm25`` counts, for each phrase of its expression, every message
 that contains it. So a search ranks by the query's *informative* words only — those in at most
-:func:`common_limit` messages, whose counts are cheap — and among its :data:`RANKED` newest
-matches; a word in more messages (``the``, ``error`` in a big archive) only filters, as a stop
-word does, and a query without an informative word lists its matches newest first. A phrase (a
-term of several words) counts as informative only while its rarest word is in at most
-:data:`COMMON_MIN` messages whatever the archive's size (:func:`term_limit`): bm25 checks the
-positions of every match of a phrase over the whole table, 120k of them for ``"most recent call
-last"`` at 5M events (60 ms), so a common phrase filters too.
+``max(COMMON_MIN, COMMON_SHARE × messages)`` messages (``engines/sqlite/common.py`` tells),
+whose counts are cheap — and among its :data:`RANKED` newest matches; a word in more messages
+(``the``, ``error`` in a big archive) only filters, as a stop word does, and a query without
+an informative word lists its matches newest first. A phrase (a term of several words) counts
+as informative only while its rarest word is in at most :data:`COMMON_MIN` messages whatever
+the archive's size (:func:`term_limit`): bm25 checks the positions of every match of a phrase
+over the whole table, 120k of them for ``"most recent call last"`` at 5M events (60 ms), so a
+common phrase filters too.
 
 Whether a word is common is read from the word index by asking for its match one past the
 limit (FTS5 keeps no count per word: its vocabulary table would read the whole doclist of
-``the``). Query words are folded the way the ``unicode61 remove_diacritics 2`` tokenizer folds
-text (lower case, combining marks removed, split at everything that is not a letter or a
-digit).
+``the``; ``engines/sqlite/common.py``). Query words are folded the way the ``unicode61
+remove_diacritics 2`` tokenizer folds text (lower case, combining diacritics removed, split at
+everything else that is not a letter or a digit, other marks included).
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
 import unicodedata
 
 __all__ = [
     "COMMON_MIN",
     "COMMON_SHARE",
     "RANKED",
-    "common_limit",
-    "is_common",
     "term_limit",
     "tokens",
 ]
@@ -72,32 +70,7 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall("".join(out))
 
 
-def is_common(con: sqlite3.Connection, text: str, prefix: bool, cap: int) -> bool:
-    """True when the term is in more than ``cap`` messages, as far as the rule tells: a phrase
-    is as rare as its rarest word (``prefix``: the last one as a prefix), so it is common when
-    each of its words is. A word is common when its ``cap + 1``-th match exists: FTS5 steps
-    over the first ``cap`` matches (nothing is counted or handed back for them) and the first
-    word within ``cap`` ends the test (each test reads up to ``cap`` entries of a doclist)."""
-    words = tokens(text)
-    for n, w in enumerate(words):
-        pattern = '"' + w + '"' + ("*" if prefix and n == len(words) - 1 else "")
-        beyond = con.execute(
-            "SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT 1 OFFSET ?",
-            (pattern, cap),
-        ).fetchone()
-        if beyond is None:
-            return False
-    return bool(words)
-
-
 def term_limit(common: int, words: int) -> int:
     """The document count above which a term of ``words`` words is common: ``common`` for a
     word, at most :data:`COMMON_MIN` for a phrase (module docs)."""
     return common if words < 2 else min(common, COMMON_MIN)
-
-
-def common_limit(con: sqlite3.Connection) -> int:
-    """The document count above which a word is common."""
-    r = con.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
-    total = int(r[0]) if r else 0
-    return max(COMMON_MIN, int(total * COMMON_SHARE))

@@ -26,8 +26,9 @@ What differs from SQLite, and why:
   substrings, then scans; newest first where not ranked), the order of unequal word hits may
   differ;
 * "common": a word counts as common when its share of the newest :data:`SAMPLE` messages,
-  times the number of messages, is above ``rank.common_limit`` (SQLite counts its matches up
-  to the limit; here that would read up to 50k rows at 1M messages). Below
+  times the number of messages, is above ``max(COMMON_MIN, COMMON_SHARE × messages)``
+  (SQLite asks its word index for the match past the limit; here that would read up to 50k
+  rows at 1M messages). Below
   ``rank.COMMON_MIN`` messages no word is common, in both engines;
 * newest first is ``time`` (ms) then ``(origin, sid, seq)``; SQLite's key orders by second,
   then by insertion;

@@ -43,6 +43,7 @@ import itertools
 import sqlite3
 from collections.abc import Iterator, Sequence
 
+from jsonltape_daemon.engines.sqlite.common import common_limit, is_common
 from jsonltape_daemon.engines.sqlite.schema import tkey_base
 from jsonltape_daemon.engines.sqlite.texts import Texts
 from jsonltape_daemon.engines.sqlite.transcripts import (
@@ -60,7 +61,7 @@ from jsonltape_daemon.search.language import (
     Window,
     parse_query,
 )
-from jsonltape_daemon.search.rank import RANKED, common_limit, is_common, term_limit, tokens
+from jsonltape_daemon.search.rank import RANKED, term_limit, tokens
 from jsonltape_daemon.search.snippet import MARK_CLOSE, MARK_OPEN, snippet
 from jsonltape_daemon.text.cjk import match_expr
 from jsonltape_daemon.text.idents import contains
