@@ -261,3 +261,10 @@ def test_text_over_the_limit_is_shown_preformatted_and_closed() -> None:
     out = _md_message(text)
     assert out.startswith("`" * 8 + "\n# not a heading") and out.endswith("\n" + "`" * 8)
     assert rendered_tags(out) == ["pre", "code"]
+
+
+def test_an_underlined_heading_over_a_pipe_does_not_turn_into_a_table() -> None:
+    # Found by the property test above: "---" under a line with a pipe is a GFM table.
+    for text in ("<\n|\n- ", "plan\nstep | done\n---"):
+        assert _normal(_PLAIN.render(_md_message(text))) == _normal(_PLAIN.render(text))
+        assert "<table>" not in _PLAIN.render(_md_message(text))

@@ -173,6 +173,9 @@ def _md_blocks(nodes: Sequence[SyntaxTreeNode], *, tight: bool = False) -> list[
     return out
 
 
+_ESCAPE = re.compile(r"\\(.)")  # one backslash escape, read left to right
+
+
 def _md_block(n: SyntaxTreeNode) -> list[str]:
     kind = n.type
     if kind == "paragraph":
@@ -181,7 +184,11 @@ def _md_block(n: SyntaxTreeNode) -> list[str]:
         level = int(n.tag[1:])
         text = _md_inline(n.children[0], heading=True) if n.children else ""
         if "\n" in text and level <= 2:  # only an underlined heading spans lines
-            return [*text.split("\n"), "===" if level == 1 else "---"]
+            lines = text.split("\n")
+            # A last line holding a | over "---" reads as a table header (GFM): the pipe as an
+            # entity there, which no table rule counts.
+            lines[-1] = _ESCAPE.sub(lambda m: "&#124;" if m[1] == "|" else m[0], lines[-1])
+            return [*lines, "===" if level == 1 else "---"]
         return [f"{'#' * level} {text}".rstrip().replace("\n", " ")]
     if kind in ("fence", "code_block"):
         lang = _LANG.sub("", n.info.split()[0])[:40] if kind == "fence" and n.info.split() else ""
