@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from jsonltape_daemon.engines.postgres import schema as pg_schema
 from jsonltape_daemon.engines.postgres import search as pg_search
+from jsonltape_daemon.engines.postgres import sessions as pg_sessions
 from jsonltape_daemon.engines.sqlite.schema import connect
 from jsonltape_daemon.engines.sqlite.search import Filters, Hit, search
 from jsonltape_daemon.engines.sqlite.store import SqliteStore
@@ -209,12 +210,12 @@ def test_origin_filter_keeps_each_machine_apart(indexed: tuple[Path, Path], pg_d
         ci = pg_search.search(pg, "NotFound", Filters(), 50, origins=["ci-runner"])
         assert [h.origin for h in ci] == ["ci-runner"]
         assert pg_search.search(pg, "NotFound", Filters(), 50, origins=["nobody"]) == []
-        listed = pg_search.sessions(pg, origins=["laptop"])
+        listed = pg_sessions.sessions(pg, origins=["laptop"])
         assert len(listed) == 2 and {s.origin for s in listed} == {"laptop"}
-        assert len(pg_search.sessions(pg)) == 4
+        assert len(pg_sessions.sessions(pg)) == 4
         path = str(indexed[0] / "b" / "b.jsonl")
-        assert len(pg_search.resolve_session(pg, path)) == 2
-        [(key, info)] = pg_search.resolve_session(pg, path, origins=["ci-runner"])
+        assert len(pg_sessions.resolve_session(pg, path)) == 2
+        [(key, info)] = pg_sessions.resolve_session(pg, path, origins=["ci-runner"])
         assert key[0] == "ci-runner" and info.origin == "ci-runner"
         with_path = Filters(path="*/b/*")
         assert {h.origin for h in pg_search.search(pg, "reply", with_path, 50)} == {
@@ -233,20 +234,20 @@ def test_sessions_and_show_match_sqlite(
     def row(info: Any) -> tuple[object, ...]:
         return tuple(getattr(info, f) for f in fields)
 
-    assert [row(s) for s in pg_search.sessions(pg)] == [row(s) for s in sessions(lite)]
-    assert [row(s) for s in pg_search.sessions(pg, limit=1, path="*/b/*")] == [
+    assert [row(s) for s in pg_sessions.sessions(pg)] == [row(s) for s in sessions(lite)]
+    assert [row(s) for s in pg_sessions.sessions(pg, limit=1, path="*/b/*")] == [
         row(s) for s in sessions(lite, limit=1, path="*/b/*")
     ]
     path = str(_root(golden_pg) / "b" / "b.jsonl")
     [(sid, _)] = resolve_session(lite, path)
-    [(key, info)] = pg_search.resolve_session(pg, path)
+    [(key, info)] = pg_sessions.resolve_session(pg, path)
     assert info.origin == "laptop"
     for last, before in ((2, None), (3, 5), (100, None)):
         want = window(lite, sid, last=last, before=before)
-        got = pg_search.window(pg, key, last=last, before=before)
+        got = pg_sessions.window(pg, key, last=last, before=before)
         assert got == want and got.messages
-    assert [k for k, _ in pg_search.resolve_session(pg, info.session)] == [key]
-    assert len(pg_search.resolve_session(pg, info.session[:1])) == 2  # both ids start so
+    assert [k for k, _ in pg_sessions.resolve_session(pg, info.session)] == [key]
+    assert len(pg_sessions.resolve_session(pg, info.session[:1])) == 2  # both ids start so
 
 
 @pytest.mark.parametrize("query", HOSTILE)
@@ -295,7 +296,7 @@ def test_a_reader_role_searches_and_cannot_write(
     with psycopg.connect(pg_server.url(dbname, reader, "s3cret pw")) as con:
         hits = pg_search.search(con, "NotFound")
         assert hits and hits[0].snippet.startswith("raise File\x02NotFound\x03Error")
-        assert pg_search.sessions(con) and pg_search.search(con, "雨")
+        assert pg_sessions.sessions(con) and pg_search.search(con, "雨")
         con.rollback()
         for sql in (
             f"DELETE FROM {S}.messages",

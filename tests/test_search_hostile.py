@@ -1,13 +1,11 @@
-"""A hostile pass over the mixed word/identifier queries, the phrase ranking rule, the
-read-only schema floor and the public index API: each query is checked against a brute force
-over the texts written, on SQLite and on PostgreSQL."""
+"""A hostile pass over the mixed word/identifier queries, the phrase ranking rule and the
+read-only schema floor: each query is checked against a brute force over the texts written, on
+SQLite and on PostgreSQL (the public API's errors: test_index_api_errors.py; the phrase rule at
+its boundary: test_search_phrase_rule.py)."""
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
-import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,24 +15,14 @@ import pytest
 from jsonltape_daemon import api
 from jsonltape_daemon.engines.sqlite import search
 from jsonltape_daemon.engines.sqlite.schema import READABLE_FROM, SCHEMA_VERSION, connect
-from jsonltape_daemon.errors import IndexBusyError, IndexStateError
+from jsonltape_daemon.errors import IndexStateError
 from jsonltape_daemon.search.language import Filters, Term, parse_query
 from jsonltape_daemon.search.rank import COMMON_MIN, term_limit, tokens
 from jsonltape_daemon.target import SqliteTarget
 from jsonltape_daemon.text import idents
 
 import jsonltape
-from jsonltape.errors import JsonltapeError
-
-T0 = 1_780_000_000_000
-REPO = Path(__file__).resolve().parent.parent
-PY = str(REPO / ".venv" / "bin" / "python")
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PY, "-m", "jsonltape", *args], capture_output=True, text=True, timeout=120, cwd=REPO
-    )
+from tests._search_cases import T0, cli, cli_search, event
 
 
 @dataclass
@@ -45,21 +33,6 @@ class Msg:
     time: int
     text: str
     current: bool = True
-
-
-def _event(role: str, text: str, n: int, time: int) -> dict[str, Any]:
-    return {
-        "type": f"{role}/message",
-        "surface": "append",
-        "time": time,
-        "data": {
-            "message": {
-                "id": f"m{n}",
-                "role": role,
-                "parts": [{"type": "text", "content": text}],
-            }
-        },
-    }
 
 
 #: Texts that put each query's terms as words, inside identifiers, in both, or near misses.
@@ -116,7 +89,7 @@ def _write_corpus(root: Path) -> list[Msg]:
             for i, text in enumerate(TEXTS):
                 role = "assistant" if (i + s) % 3 == 0 else "user"
                 t = T0 + n * 1000
-                ev = tape.append(**_event(role, text, n, t))
+                ev = tape.append(**event(role, text, n, t))
                 msgs.append(Msg(str(path), ev.seq, role, t, text))
                 n += 1
             if s == 1:  # retract two messages of this session
@@ -327,7 +300,7 @@ def test_retracted_messages_are_left_out_unless_all(
 
 @pytest.fixture
 def pg_corpus(corpus: tuple[Path, Path, list[Msg]], pg_db: str) -> str:
-    r = _cli("sync", str(corpus[0]), "--index", pg_db, "--origin", "lap")
+    r = cli("sync", str(corpus[0]), "--index", pg_db, "--origin", "lap")
     assert r.returncode == 0, r.stderr
     return pg_db
 
@@ -445,10 +418,6 @@ def _copy_at_version(index: Path, dst: Path, version: int) -> Path:
     return dst
 
 
-def _cli_search(index: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return _cli("search", "--index", str(index), *args)
-
-
 def test_readable_from_is_three_and_below_the_current_schema() -> None:
     assert READABLE_FROM == 3 and SCHEMA_VERSION >= READABLE_FROM
 
@@ -469,7 +438,7 @@ def test_a_schema_3_index_is_searched_read_only_with_mixed_queries(
         assert {_key(h) for h in hits} == want
     finally:
         ro.close()
-    r = _cli_search(v3, "NotFound", "migr*", "--role", "user")
+    r = cli_search(v3, "NotFound", "migr*", "--role", "user")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
 
@@ -480,7 +449,7 @@ def test_a_schema_2_index_is_refused_with_one_clear_line(
     v2 = _copy_at_version(corpus[1], tmp_path / "v2.db", 2)
     with pytest.raises(IndexStateError, match="schema version 2 is older than 3"):
         connect(v2, readonly=True)
-    r = _cli_search(v2, "NotFound")
+    r = cli_search(v2, "NotFound")
     assert r.returncode != 0
     assert "Traceback" not in r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
@@ -495,150 +464,9 @@ def test_a_newer_schema_is_refused_by_the_cli_without_a_traceback(
     corpus: tuple[Path, Path, list[Msg]], tmp_path: Path
 ) -> None:
     v = _copy_at_version(corpus[1], tmp_path / "v99.db", 99)
-    r = _cli_search(v, "NotFound")
+    r = cli_search(v, "NotFound")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "newer jsonltape" in r.stderr
-
-
-# -- the public API ----------------------------------------------------------------------------
-
-
-def test_api_sync_of_a_root_that_does_not_exist_is_one_clear_error(tmp_path: Path) -> None:
-    target = SqliteTarget(tmp_path / "index.db")
-    with pytest.raises(JsonltapeError, match="nowhere"):  # SessionNotFoundError, exit 2
-        api.sync(target, str(tmp_path / "nowhere"))
-    assert not target.path.exists()
-
-
-def test_the_cli_refuses_a_root_or_source_that_does_not_exist(tmp_path: Path) -> None:
-    for extra in ([str(tmp_path / "nowhere")], [str(tmp_path), "--source", "codex:/nope/x"]):
-        r = _cli("sync", *extra, "--index", str(tmp_path / "i.db"))
-        assert r.returncode == 2 and "no such directory" in r.stderr, r.stderr
-        assert "Traceback" not in r.stderr
-    assert not (tmp_path / "i.db").exists()
-
-
-def test_api_sync_with_an_unknown_source_kind_fails_before_touching_the_index(
-    tmp_path: Path,
-) -> None:
-    root = tmp_path / "root"
-    root.mkdir()
-    index = tmp_path / "index.db"
-    with pytest.raises(JsonltapeError, match="nosuch"):  # InvalidArgumentError, exit 2
-        api.sync(SqliteTarget(index), str(root), [("nosuch", str(tmp_path))])
-    assert not index.exists()
-
-
-def test_a_file_where_the_index_should_be_is_one_clear_error(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    root.mkdir()
-    _write_few(root)
-    bad = tmp_path / "index.db"
-    bad.write_text("not a database at all\n" * 100)
-    with pytest.raises(IndexStateError, match=r"index\.db"):
-        api.sync(SqliteTarget(bad), str(root))
-    assert bad.read_text().startswith("not a database")  # left as it was
-    with pytest.raises(IndexStateError, match=r"index\.db"):
-        api.open_reader(SqliteTarget(bad))
-    with pytest.raises(IndexStateError, match=r"index\.db"):
-        api.optimize(SqliteTarget(bad))
-    r = _cli_search(bad, "x")
-    assert r.returncode != 0 and "Traceback" not in r.stderr
-
-
-def test_a_directory_where_the_index_should_be_is_one_clear_error(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    root.mkdir()
-    _write_few(root)
-    d = tmp_path / "index.db"
-    d.mkdir()
-    r = _cli("sync", str(root), "--index", str(d))
-    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
-    r = _cli_search(d, "x")
-    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
-
-
-def _write_few(root: Path) -> None:
-    with jsonltape.open(root / "a.jsonl", create=True, durability="manual") as tape:
-        tape.append(**_event("user", "the migration raised FileNotFoundError", 0, T0))
-        tape.append(**_event("assistant", "retry_count is 3", 1, T0 + 1000))
-
-
-def test_a_relative_root_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = tmp_path / "root"
-    root.mkdir()
-    _write_few(root)
-    monkeypatch.chdir(tmp_path)
-    target = SqliteTarget(tmp_path / "index.db")
-    report = api.sync(target, "root")
-    assert report.sessions == 1
-    reader = api.open_reader(target)
-    try:
-        hits = reader.search("NotFound migr*", Filters(), 10)
-        assert [h.path for h in hits] == [str(root / "a.jsonl")]
-    finally:
-        reader.close()
-    monkeypatch.chdir(root)  # syncing again from elsewhere with an absolute root: no doubles
-    assert api.sync(target, str(root)).sessions == 1
-    status = api.status(target)
-    assert status
-
-
-def _sync_in_child(index: str, root: str, out: Any, hold: float) -> None:
-    """Sync; with ``hold``, stop once inside the sync (the lock taken) to tell the parent,
-    then wait that long before going on, so that the other sync surely meets the lock."""
-    told = False
-
-    def should_stop() -> bool:
-        nonlocal told
-        if hold and not told:
-            told = True
-            out.put("started")
-            time.sleep(hold)
-        return False
-
-    try:
-        api.sync(SqliteTarget(Path(index)), root, should_stop=should_stop)
-        out.put("ok")
-    except IndexBusyError as exc:
-        out.put(f"busy {exc}")
-    except Exception as exc:  # reported to the parent
-        out.put(f"error {type(exc).__name__}: {exc}")
-
-
-def test_two_concurrent_syncs_one_is_busy_nothing_is_corrupted(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    root.mkdir()
-    for s in range(20):
-        with jsonltape.open(root / f"s{s}.jsonl", create=True, durability="manual") as tape:
-            tape.append_batch(
-                _event("user", f"message {i} run_migrations_{s} NotFoundError", i, T0 + i)
-                for i in range(200)
-            )
-    index = tmp_path / "index.db"
-    ctx = multiprocessing.get_context("spawn")
-    first_out, second_out = ctx.Queue(), ctx.Queue()
-    first = ctx.Process(target=_sync_in_child, args=(str(index), str(root), first_out, 3.0))
-    first.start()
-    assert first_out.get(timeout=30) == "started"
-    second = ctx.Process(target=_sync_in_child, args=(str(index), str(root), second_out, 0.0))
-    second.start()
-    second.join(30)
-    busy = second_out.get(timeout=5)
-    first.join(60)
-    assert first_out.get(timeout=5) == "ok"
-    assert busy.startswith("busy ") and str(index) in busy, busy
-    con = sqlite3.connect(index)
-    try:
-        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        assert con.execute("SELECT count(*) FROM sessions").fetchone()[0] == 20
-    finally:
-        con.close()
-    reader = api.open_reader(SqliteTarget(index))
-    try:
-        assert len(reader.search("run_migrations_7 NotFound", Filters(), 1000)) == 200
-    finally:
-        reader.close()
 
 
 def test_rebuild_keeps_the_same_hits(corpus: tuple[Path, Path, list[Msg]], tmp_path: Path) -> None:
@@ -655,18 +483,6 @@ def test_rebuild_keeps_the_same_hits(corpus: tuple[Path, Path, list[Msg]], tmp_p
             assert {_key(h) for h in search.search(ro, q, limit=1000)} == want, q
     finally:
         ro.close()
-
-
-def test_optimize_of_a_missing_index_is_clear(tmp_path: Path) -> None:
-    with pytest.raises(IndexStateError, match="no index here"):
-        api.optimize(SqliteTarget(tmp_path / "none.db"))
-    assert not (tmp_path / "none.db").exists()
-
-
-def test_status_of_a_missing_index_is_clear_and_creates_nothing(tmp_path: Path) -> None:
-    with pytest.raises(IndexStateError, match="no index here yet"):
-        api.status(SqliteTarget(tmp_path / "none.db"))
-    assert not (tmp_path / "none.db").exists()
 
 
 def test_a_mixed_query_is_complete_while_the_substring_index_is_rebuilt(
@@ -693,100 +509,3 @@ def test_a_mixed_query_is_complete_while_the_substring_index_is_rebuilt(
             assert len(hits) == len(want)
     finally:
         ro.close()
-
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection]:
-    root = tmp_path_factory.mktemp("small") / "root"
-    root.mkdir()
-    with jsonltape.open(root / "a.jsonl", create=True, durability="manual") as tape:
-        tape.append(**_event("user", "नमस्ते NotFoundError", 0, T0))
-        tape.append(**_event("user", "the migration raised FileNotFoundError", 1, T0 + 1000))
-    index = root.parent / "index.db"
-    api.sync(SqliteTarget(index), str(root))
-    con = connect(index, readonly=True)
-    try:
-        yield con
-    finally:
-        con.close()
-
-
-def test_a_word_the_word_index_finds_is_a_word_in_a_mixed_query(
-    small: sqlite3.Connection,
-) -> None:
-    alone = [h.seq for h in search.search(small, "नमस")]
-    assert alone  # the word index has it as a word
-    assert [h.seq for h in search.search(small, "नमस NotFoundError")] == alone  # two words
-    assert [h.seq for h in search.search(small, "नमस NotFound")] == alone  # mixed: lost
-
-
-@pytest.mark.parametrize("query", ["nul\x00byte", "nul\x00byte NotFound", "NotFound a\x00"])
-def test_a_nul_in_a_query_is_data(small: sqlite3.Connection, query: str) -> None:
-    assert search.search(small, query) == []
-
-
-# -- the phrase rule at its boundary ----------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def phrase_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection]:
-    """COMMON_MIN + 1 messages with "alpha beta", COMMON_MIN of them with "delta epsilon", a
-    few with "gamma"; the message counter then set as at 10M messages (a word's limit 500k,
-    far above a phrase's), which is all ``common_limit`` reads."""
-    base = tmp_path_factory.mktemp("phrase")
-    root = base / "root"
-    root.mkdir()
-    with jsonltape.open(root / "p.jsonl", create=True, durability="manual") as tape:
-        tape.append_batch(
-            _event(
-                "user",
-                "alpha beta"
-                + (" delta epsilon" if i < COMMON_MIN else "")
-                + (" gamma" if i % 5000 == 0 else "")
-                + (" x" * (i % 7)),
-                i,
-                T0 + i,
-            )
-            for i in range(COMMON_MIN + 1)
-        )
-    index = base / "index.db"
-    api.sync(SqliteTarget(index), str(root))
-    con = sqlite3.connect(index)
-    con.execute("UPDATE sqlite_sequence SET seq = 10000000 WHERE name = 'messages'")
-    con.commit()
-    con.close()
-    ro = connect(index, readonly=True)
-    try:
-        yield ro
-    finally:
-        ro.close()
-
-
-def _ranked(hits: list[search.Hit]) -> bool:
-    return any(h.score != 0.0 for h in hits)
-
-
-def test_a_word_in_more_than_common_min_messages_still_ranks_in_a_big_archive(
-    phrase_index: sqlite3.Connection,
-) -> None:
-    assert _ranked(search.search(phrase_index, "alpha", limit=5))
-
-
-def test_a_phrase_whose_rarest_word_is_in_more_than_common_min_only_filters(
-    phrase_index: sqlite3.Connection,
-) -> None:
-    hits = search.search(phrase_index, '"alpha beta"', limit=5)
-    assert len(hits) == 5 and not _ranked(hits)
-    assert [h.seq for h in hits] == sorted((h.seq for h in hits), reverse=True)  # newest first
-
-
-def test_a_phrase_whose_rarest_word_is_in_exactly_common_min_ranks(
-    phrase_index: sqlite3.Connection,
-) -> None:
-    assert _ranked(search.search(phrase_index, '"delta epsilon"', limit=5))
-
-
-def test_a_phrase_with_a_rare_word_ranks(phrase_index: sqlite3.Connection) -> None:
-    hits = search.search(phrase_index, '"epsilon gamma"', limit=10)
-    assert len(hits) == 4 and _ranked(hits)
-    assert not _ranked(search.search(phrase_index, '"epsilon gamma"', limit=10, sort="recent"))

@@ -135,21 +135,21 @@ class _PgReader:
     def sessions(
         self, *, limit: int | None = None, path: str | None = None, origins: Sequence[str] = ()
     ) -> list[s.SessionInfo]:
-        from jsonltape_daemon.engines.postgres import search as pg_search
+        from jsonltape_daemon.engines.postgres import sessions as pg_sessions
 
         return list(
-            self._call(pg_search.sessions, self.con, limit=limit, path=path, origins=origins)
+            self._call(pg_sessions.sessions, self.con, limit=limit, path=path, origins=origins)
         )
 
     def resolve(self, ref: str, *, origins: Sequence[str] = ()) -> list[tuple[Any, s.SessionInfo]]:
-        from jsonltape_daemon.engines.postgres import search as pg_search
+        from jsonltape_daemon.engines.postgres import sessions as pg_sessions
 
-        return list(self._call(pg_search.resolve_session, self.con, ref, origins=origins))
+        return list(self._call(pg_sessions.resolve_session, self.con, ref, origins=origins))
 
     def window(self, key: Any, *, last: int, before: int | None) -> s.Window:
-        from jsonltape_daemon.engines.postgres import search as pg_search
+        from jsonltape_daemon.engines.postgres import sessions as pg_sessions
 
-        result: s.Window = self._call(pg_search.window, self.con, key, last=last, before=before)
+        result: s.Window = self._call(pg_sessions.window, self.con, key, last=last, before=before)
         return result
 
     def close(self) -> None:

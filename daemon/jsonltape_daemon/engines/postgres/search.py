@@ -1,4 +1,5 @@
-"""Queries over the PostgreSQL team index: full-text search, the session list, transcripts.
+"""Full-text search over the PostgreSQL team index (the session list and transcripts are in
+``sessions.py``).
 
 The query language is the SQLite index's (``search.py``: :func:`parse_query`, :class:`Term`,
 :class:`Filters`), and so are the passes and their order; only the indexes differ
@@ -80,18 +81,14 @@ from jsonltape_daemon.engines.postgres.query import (
     glob_regex,
     lexemes,
     like_pattern,
-    sessions_where,
     tsquery,
 )
 from jsonltape_daemon.engines.postgres.schema import SCHEMA
 from jsonltape_daemon.search.language import (
     Filters,
     Hit,
-    SessionInfo,
     Sort,
     Term,
-    Turn,
-    Window,
     parse_query,
 )
 from jsonltape_daemon.search.rank import COMMON_MIN, COMMON_SHARE, RANKED, term_limit
@@ -109,15 +106,10 @@ __all__ = [
     "TIME_COST",
     "WINDOW_MARGIN",
     "PgHit",
-    "PgSessionInfo",
-    "SessionKey",
     "glob_regex",
     "lexemes",
-    "resolve_session",
     "search",
-    "sessions",
     "tsquery",
-    "window",
 ]
 
 #: Newest messages a pass looks at to choose its plan (and to tell common words).
@@ -150,18 +142,10 @@ _PLANS = {
     "sessions": "SET LOCAL enable_bitmapscan = on; SET LOCAL enable_indexscan = on; "
     "SET LOCAL enable_seqscan = off",
 }
-#: A session of the team index: ``(origin, sid)``.
-SessionKey = tuple[str, int]
 
 
 class PgHit(Hit):
     """A search hit of the team index: :class:`~search.Hit` and the origin that pushed it."""
-
-    origin: str
-
-
-class PgSessionInfo(SessionInfo):
-    """A session of the team index: :class:`~transcripts.SessionInfo` and its origin."""
 
     origin: str
 
@@ -542,76 +526,3 @@ class _Search:
                     origin=key[0],
                 )
             )
-
-
-# -- sessions and transcripts --------------------------------------------------------------
-
-_SESSION_COLS = (
-    "s.id, s.path, s.title, s.cwd, s.agent, s.created, s.updated, s.events, s.messages, "
-    "s.state, s.error, s.parent, s.origin"
-)
-
-
-def _info(r: Sequence[Any]) -> PgSessionInfo:
-    return PgSessionInfo(*r)
-
-
-def sessions(
-    con: psycopg.Connection[Any],
-    *,
-    limit: int | None = None,
-    path: str | None = None,
-    origins: Sequence[str] = (),
-) -> list[PgSessionInfo]:
-    """Every session (of ``origins``, when given), most recent activity first."""
-    where, params = sessions_where(None, path, origins)
-    sql = f"SELECT {_SESSION_COLS} FROM {_S}.sessions s WHERE {where} "
-    sql += "ORDER BY s.updated DESC, s.path, s.origin"
-    if limit is not None:
-        sql += " LIMIT %s"
-        params.append(limit)
-    return [_info(r) for r in con.execute(sql, params)]
-
-
-def resolve_session(
-    con: psycopg.Connection[Any], ref: str, *, origins: Sequence[str] = ()
-) -> list[tuple[SessionKey, PgSessionInfo]]:
-    """Sessions matching a path, an id or an id prefix (best match kind only); the same path
-    or id may be found on several origins."""
-    extra, extra_params = sessions_where(None, None, origins)
-    ref = clean(ref)
-    for where, params in (
-        ("s.path = %s", [ref]),
-        ("s.id = %s", [ref]),
-        ("starts_with(s.id, %s)", [ref]),
-    ):
-        rows = con.execute(
-            f"SELECT s.origin, s.sid, {_SESSION_COLS} FROM {_S}.sessions s "
-            f"WHERE {where} AND {extra} ORDER BY s.updated DESC, s.origin",
-            [*params, *extra_params],
-        ).fetchall()
-        if rows:
-            return [((str(r[0]), int(r[1])), _info(r[2:])) for r in rows]
-    return []
-
-
-def window(
-    con: psycopg.Connection[Any], session: SessionKey, *, last: int, before: int | None
-) -> Window:
-    """The ``last`` messages before seq ``before`` (all statuses), oldest first."""
-    params: list[object] = [session[0], session[1]]
-    sql = (
-        f"SELECT seq, time, role, type, status, text, truncated FROM {_S}.messages "
-        "WHERE origin = %s AND sid = %s"
-    )
-    if before is not None:
-        sql += " AND seq < %s"
-        params.append(before)
-    sql += " ORDER BY seq DESC LIMIT %s"
-    params.append(last + 1)
-    rows = con.execute(sql, params).fetchall()
-    more = len(rows) > last
-    rows = rows[:last]
-    rows.reverse()
-    turns = [Turn(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5], bool(r[6])) for r in rows]
-    return Window(turns, turns[0].seq if more and turns else None)

@@ -1,0 +1,40 @@
+"""What the hostile search tests share: a message event as a writer appends it, and the CLI
+run in a subprocess from the checkout's venv."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+PY = str(REPO / ".venv" / "bin" / "python")
+#: A time inside the corpora's range (2026-05-28).
+T0 = 1_780_000_000_000
+
+
+def event(role: str, text: str, n: int, time: int) -> dict[str, Any]:
+    """A ``role/message`` event with one text part, id ``m{n}``, appended at ``time``."""
+    return {
+        "type": f"{role}/message",
+        "surface": "append",
+        "time": time,
+        "data": {
+            "message": {
+                "id": f"m{n}",
+                "role": role,
+                "parts": [{"type": "text", "content": text}],
+            }
+        },
+    }
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``jsonltape ARGS`` run as the user runs it, output captured."""
+    return subprocess.run(
+        [PY, "-m", "jsonltape", *args], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+
+
+def cli_search(index: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return cli("search", "--index", str(index), *args)
