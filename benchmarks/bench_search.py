@@ -46,23 +46,18 @@ from pathlib import Path
 
 from jsonltape_daemon.engines.sqlite.schema import connect
 from jsonltape_daemon.engines.sqlite.search import (
-    Filters,
-    _passes,
-    filter_sql,
-    parse_query,
     search,
-    trigram_expr,
 )
 from jsonltape_daemon.engines.sqlite.texts import Texts
 from jsonltape_daemon.paths import remove_db
-from jsonltape_daemon.text.cjk import match_expr
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _search_corpus as corpus
+from _installed import installed_command
+from _search_queries import FILTERS, count_hits, filters_for, queries
 
 DAY_MS = 86_400_000
 WORD_TOKENIZER = "unicode61 remove_diacritics 2"
-FILTERS = ("none", "role", "session", "since")
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -217,96 +212,6 @@ def table_sizes(index: Path) -> dict[str, int] | None:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-# -- queries -------------------------------------------------------------------------------
-
-
-class Query:
-    def __init__(self, cls: str, text: str, must_hit: bool = True) -> None:
-        self.cls, self.text, self.must_hit = cls, text, must_hit
-
-
-def queries(m: dict[str, object]) -> list[Query]:
-    words: list[str] = m["words"]  # type: ignore[assignment]
-    counts: list[int] = m["counts"]  # type: ignore[assignment]
-    rarest = max(i for i, c in enumerate(counts) if c > 0)
-    out = [Query(f"rank {r}", words[r]) for r in (0, 10, 100, 1000)]
-    out.append(Query(f"rarest (rank {rarest})", words[rarest]))
-    out += [
-        Query("phrase", '"most recent call last"'),
-        Query("substring 3", "Fou"),  # inside FileNotFoundError
-        Query("substring 4", "ound"),
-        Query("substring 6", "NotFou"),
-        Query("CJK 1", "京"),
-        Query("CJK 2", "天气"),
-        Query("CJK 3", "数据库"),
-        Query("CJK 4", "ファイル"),
-        Query("prefix", "migr*"),
-    ]
-    return out
-
-
-def filters_for(name: str, m: dict[str, object]) -> tuple[Filters, list[str]]:
-    """A filter and the same as ``jsonltape search`` options."""
-    if name == "role":
-        return Filters(roles=("user",)), ["--role", "user"]
-    if name == "session":
-        sid = f"bench-{int(m['sessions']) // 2:06d}"  # type: ignore[call-overload]
-        return Filters(session=sid), ["--session", sid]
-    if name == "since":
-        since = corpus.T_END - 30 * DAY_MS
-        day = time.strftime("%Y-%m-%d", time.gmtime(since / 1000))
-        return Filters(since=since), ["--since", day]
-    return Filters(), []
-
-
-def count_hits(con: sqlite3.Connection, q: str, f: Filters) -> int:
-    """Every message the query matches (word pass, then the substring pass), counted from
-    whole match sets, texts read back from the files where the text decides."""
-    where, params = filter_sql(f)
-    terms = parse_query(q)
-    base = "SELECT m.tkey FROM messages m JOIN sessions s ON s.sid = m.sid WHERE " + where
-
-    def keys(extra: str, args: list[object]) -> set[int]:
-        return {r[0] for r in con.execute(base + extra, [*params, *args])}
-
-    def checked(cands: set[int], checks: list[tuple[str, bool]]) -> set[int]:
-        if not checks:
-            return cands
-        with Texts(con) as texts:
-            out = set()
-            for k, t in texts.iter(sorted(cands)):
-                if t is not None and _passes(t, checks):
-                    out.add(k)
-            return out
-
-    words = [t for t in terms if t.wordy]
-    found: set[int] = set()
-    if words:
-        match = " ".join(
-            '"' + t.text.replace('"', '""') + '"' + ("*" if t.prefix else "") for t in words
-        )
-        found = keys(
-            " AND m.tkey IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)", [match]
-        )
-        found = checked(found, [(t.text.lower(), False) for t in terms if not t.wordy])
-    checks = [(t.text.lower(), t.trigram_ok) for t in terms]
-    tri = [t for t in terms if t.trigram_ok]
-    cjk = [t for t in terms if t.cjk]
-    if tri:
-        c = keys(
-            " AND m.tkey IN (SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH ?)",
-            [" ".join(trigram_expr(t.text) for t in tri)],
-        )
-    elif cjk:
-        c = keys(
-            " AND m.tkey IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)",
-            [" AND ".join(match_expr(t.text) for t in cjk)],
-        )
-    else:
-        c = set()
-    return len(found | checked(c - found, checks))
-
-
 def timings(fn: Callable[[], object], runs: int, budget: float) -> list[float]:
     """At least 3 runs after a warm-up, up to ``runs`` while within ``budget`` seconds."""
     fn()
@@ -389,6 +294,13 @@ def main() -> int:
         help="only the in-process queries, on the index a previous run left (brought up to "
         "date by one `jsonltape sync` first: a newer schema migrates it)",
     )
+    ap.add_argument(
+        "--shell",
+        choices=("installed", "editable"),
+        default="installed",
+        help="the `jsonltape` timed from the shell: this checkout installed from a wheel into "
+        "a fresh venv, as users get it (default), or the development venv's editable install",
+    )
     ap.add_argument("--runs", type=int, default=15, help="in-process runs per query")
     ap.add_argument("--shell-runs", type=int, default=10, help="shell runs per query")
     ap.add_argument(
@@ -422,8 +334,11 @@ def main() -> int:
     # sync into an empty index, as a user's first `jsonltape sync`
     index = work / f"index-{args.events}.db"
     jt = str(Path(sys.executable).with_name("jsonltape"))
+    wheel = args.shell == "installed" and not (args.quick or args.ingest or shell_runs == 0)
+    jts = installed_command(work) if wheel else jt
+    print(f"# shell runs: {jts} ({'installed from a wheel' if wheel else 'editable install'})")
     if args.in_process:
-        return in_process_only(jt, root, index, m, runs, budget)
+        return in_process_only(jt, root, index, m, runs, budget, jts, shell_runs)
     remove_db(index)
     env = dict(os.environ, JSONLTAPE_INDEX=str(index))
     sync = run_measured([jt, "sync", str(root), "--index", str(index), "--json"], env)
@@ -459,7 +374,7 @@ def main() -> int:
     py_cpu: list[float] = []
     none_cpu: list[float] = []
     py = timings(quiet([sys.executable, "-c", "pass"], py_cpu), shell_runs, budget)
-    nowhere = [jt, "search", "--index", str(index), "zqxjkvb"]
+    nowhere = [jts, "search", "--index", str(index), "zqxjkvb"]
     none = timings(quiet(nowhere, none_cpu), shell_runs, budget)
     print(
         f"\nfrom the shell, the floor: `python -c pass` p50 {pct(py, 50) * 1000:.0f} ms "
@@ -481,7 +396,7 @@ def main() -> int:
             ts = timings(lambda: search(con, q.text, f, 20), runs, budget)  # noqa: B023
             shell = timings(
                 lambda: subprocess.run(
-                    [jt, "search", "--index", str(index), *opts, q.text],  # noqa: B023
+                    [jts, "search", "--index", str(index), *opts, q.text],  # noqa: B023
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,  # "no matches" for filtered-out queries
                     env=SHELL_ENV,
@@ -502,7 +417,7 @@ def main() -> int:
                 )
             if fname == "none" and cold_runs:
                 colds[q.text] = (
-                    cold([jt, "search", "--index", str(index), q.text], cold_runs),
+                    cold([jts, "search", "--index", str(index), q.text], cold_runs),
                     cold([*grep, literal(q.text), str(root)], cold_runs),
                 )
             rows.append((q.cls, q.text, fname, hits, ts, shell, rg))
@@ -551,32 +466,50 @@ def main() -> int:
 
 
 def in_process_only(
-    jt: str, root: Path, index: Path, m: dict[str, object], runs: int, budget: float
+    jt: str,
+    root: Path,
+    index: Path,
+    m: dict[str, object],
+    runs: int,
+    budget: float,
+    jts: str,
+    shell_runs: int,
 ) -> int:
-    """The in-process query table alone, on an index left by an earlier run."""
+    """The in-process query table alone, on an index left by an earlier run, with the shell
+    p50/p95 of ``jts`` beside it unless ``shell_runs`` is 0."""
     if not index.exists():
         print(f"{index}: no index yet; run without --in-process first", file=sys.stderr)
         return 2
     subprocess.run([jt, "sync", str(root), "--index", str(index)], check=True)
     con = connect(index, readonly=True)
     print(
-        "\n| query class | query | filter | hits | p50 | p95 | max |"
-        "\n|---|---|---|---:|---:|---:|---:|"
+        "\n| query class | query | filter | hits | p50 | p95 | max | shell p50 | shell p95 |"
+        "\n|---|---|---|---:|---:|---:|---:|---:|---:|"
     )
-    worst = 0.0
+    worst = worst_shell = 0.0
     for q in queries(m):
         for fname in FILTERS:
-            f, _opts = filters_for(fname, m)
+            f, opts = filters_for(fname, m)
             hits = count_hits(con, q.text, f)
             ts = timings(lambda: search(con, q.text, f, 20), runs, budget)  # noqa: B023
             worst = max(worst, pct(ts, 95))
+            sh = ""
+            if shell_runs:
+                cpu: list[float] = []
+                cmd = [jts, "search", "--index", str(index), *opts, q.text]
+                st = timings(quiet(cmd, cpu), shell_runs, budget)
+                worst_shell = max(worst_shell, pct(st, 95))
+                sh = f"{pct(st, 50) * 1000:.0f} | {pct(st, 95) * 1000:.0f}"
             print(
                 f"| {q.cls} | `{q.text}` | {fname} | {hits:,} | {pct(ts, 50) * 1000:.1f} | "
-                f"{pct(ts, 95) * 1000:.1f} | {max(ts) * 1000:.1f} |",
+                f"{pct(ts, 95) * 1000:.1f} | {max(ts) * 1000:.1f} | {sh} |",
                 flush=True,
             )
     con.close()
-    print(f"\nworst in-process p95: {worst * 1000:.1f} ms; load {load_avg()}")
+    print(
+        f"\nworst in-process p95: {worst * 1000:.1f} ms; worst shell p95: "
+        f"{worst_shell * 1000:.0f} ms; load {load_avg()}"
+    )
     return 0
 
 

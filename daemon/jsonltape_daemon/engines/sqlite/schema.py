@@ -52,6 +52,12 @@ BULK_CACHE_KIB = 32 * 1024
 #: `jsonltape search` uses only what it reads.
 READER_CACHE_KIB = 128 * 1024
 
+#: Read-only connections map the index instead of copying its pages: a one-shot `jsonltape
+#: search` starts with an empty page cache, and reading its first pages through `pread` cost
+#: 2-7 ms of the first query at 1M events (`migr*` 15 -> 9 ms, `Fou` 5 -> 3). SQLite caps the
+#: size at its compile-time maximum (2 GiB by default); pages past it are read as before.
+READER_MMAP_BYTES = 1 << 40
+
 #: The full-text tables, contentless (``content=''``): the index keeps no copy of the message
 #: texts, the session files hold them (``texts.py`` reads them back). Their rowid is
 #: ``messages.tkey``, a key in time order, so that FTS5's own rowid order is newest first: a
@@ -380,6 +386,8 @@ def connect(
             con.execute("PRAGMA synchronous = NORMAL")
         if not bulk:
             con.execute(f"PRAGMA cache_size = {-(READER_CACHE_KIB if readonly else CACHE_KIB)}")
+        if readonly:
+            con.execute(f"PRAGMA mmap_size = {READER_MMAP_BYTES}")
         con.execute("PRAGMA temp_store = MEMORY")
         version = con.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as exc:
