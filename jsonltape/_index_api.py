@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from . import _fs as fs
+    from ._display import shown
     from ._framing import crc_of, frame_ok, iter_lines, iter_lines_reverse
     from ._lines import Bad, checkpoint_at, scan
     from ._prepare import encode_event
@@ -40,6 +41,7 @@ __all__ = [
     "read_header",
     "scan",
     "session_id_for",
+    "shown",
     "witness_after",
 ]
 
@@ -53,6 +55,7 @@ _HOME = {
     "scan": "jsonltape._lines",
     "encode_event": "jsonltape._prepare",
     "data_dir": "jsonltape._project",
+    "shown": "jsonltape._display",
     "TOO_DEEP": "jsonltape._scan",
     "read_header": "jsonltape._scan",
     "witness_after": "jsonltape._scan",

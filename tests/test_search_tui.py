@@ -329,10 +329,11 @@ def test_a_newer_query_interrupts_a_slow_one_and_only_the_latest_is_delivered(in
     assert not worker.is_alive()
 
 
-def test_clean_removes_escape_sequences_and_control_characters() -> None:
+def test_clean_drops_escape_sequences_and_shows_other_controls_escaped() -> None:
     from jsonltape.cli._search_tui import clean
 
-    assert clean("a\x1b[31mred\x1b[0m\x1b]0;title\x07b\x00\x7f\x9b\u202e") == "aredb"
+    got = clean("a\x1b[31mred\x1b[0m\x1b]0;title\x07b\x00\x7f\x9b\u202e")
+    assert got == "aredb\\x00\\x7f\\x9b\\u202e"  # visible, none of them raw
     assert clean("one\ttwo\r\nthree") == "one    two three"
     assert clean("one\nthree", keep_newlines=True) == "one\nthree"
 

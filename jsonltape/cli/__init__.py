@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import click
 
+from .._display import shown
 from ..errors import (
     ConcurrentModificationError,
     CorruptError,
@@ -184,9 +185,7 @@ def one_line(text: str) -> str:
     A diagnostic is one line whatever a file name or a value holds, and a terminal never
     receives an escape sequence from one.
     """
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return shown(text)
 
 
 def _usage_line(exc: click.UsageError) -> CliError:

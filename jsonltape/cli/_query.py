@@ -25,6 +25,7 @@ from jsonltape_daemon.errors import IndexStateError
 from jsonltape_daemon.search.reader import open_reader
 from jsonltape_daemon.target import SqliteTarget
 
+from .._display import shown
 from .._time import MAX_TIME, format_ms
 from . import CliError
 from ._params import (
@@ -203,9 +204,10 @@ def search(
         title = f"  {hit.title}" if hit.title else ""
         origin = getattr(hit, "origin", None)
         where = f"  {origin}" if origin else ""
-        out.append(f"{hit.session}{where}  {_when(hit.time)}  {hit.role}{status}{title}")
+        # the snippet is already shown safe (the index's rule); the rest is made so here
+        out.append(shown(f"{hit.session}{where}  {_when(hit.time)}  {hit.role}{status}{title}"))
         out.append(f"    {mark(hit.snippet)}")
-        out.append(f"    {hit.path}:{hit.seq}")
+        out.append(shown(f"    {hit.path}:{hit.seq}"))
     echo_lines(out)
 
 
@@ -240,25 +242,30 @@ def sessions(
         origin = getattr(info, "origin", None)
         where = f"  {origin}" if origin else ""
         out.append(
-            f"{_when(info.updated)}  {info.session}{where}  {info.messages:>5} msgs{state}  "
-            f"{info.title or '(untitled)'}  {info.path}"
+            shown(
+                f"{_when(info.updated)}  {info.session}{where}  {info.messages:>5} msgs{state}  "
+                f"{info.title or '(untitled)'}  {info.path}"
+            )
         )
     echo_lines(out)
 
 
 def _print_window(info: s.SessionInfo, turns: list[s.Turn], more: int | None, ref: str) -> None:
+    """A transcript window as text, everything from the session :func:`shown` safe (a turn's
+    line breaks and tabs kept)."""
     out = [
-        f"{info.session}  {info.title or '(untitled)'}",
-        f"{info.path}  ·  {info.events} events  ·  {info.state}",
+        shown(f"{info.session}  {info.title or '(untitled)'}"),
+        shown(f"{info.path}  ·  {info.events} events  ·  {info.state}"),
     ]
     if more is not None:
-        out.append(f"… older messages: jsonltape show {ref} --before {more}")
+        out.append(shown(f"… older messages: jsonltape show {ref} --before {more}"))
     for t in turns:
         status = "" if t.status == "current" else f" [{t.status}]"
         cut = " [truncated]" if t.truncated else ""
         stamp = format_ms(t.time, utc=False)
-        out.append(f"\n#{t.seq}  {stamp}  {t.role}{status}{cut}")
-        out.extend(f"    {line}" for line in (t.text or "(no text)").splitlines() or [""])
+        out.append("\n" + shown(f"#{t.seq}  {stamp}  {t.role}{status}{cut}"))
+        lines = (t.text or "(no text)").splitlines() or [""]
+        out.extend("    " + shown(line, newlines=True, sequences=True) for line in lines)
     echo_lines(out)
 
 

@@ -42,6 +42,7 @@ from prompt_toolkit.layout import (
 from prompt_toolkit.layout.processors import BeforeInput
 from prompt_toolkit.styles import Style
 
+from .._display import shown
 from .._time import format_ms
 from . import CliError
 
@@ -50,8 +51,6 @@ __all__ = ["clean", "interactive_search"]
 #: Messages shown around a hit: up to this many events after it, this many messages in all.
 _AFTER_EVENTS = 30
 _WINDOW_MESSAGES = 40
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _STYLE = Style.from_dict(
     {
         "prompt": "bold",
@@ -66,13 +65,14 @@ _STYLE = Style.from_dict(
 
 
 def clean(text: str, *, keep_newlines: bool = False) -> str:
-    """``text`` safe to draw: terminal escape sequences (colours, titles) removed, tabs as
-    spaces, other control (and bidi override) characters dropped; line breaks kept only when
+    """``text`` safe to draw: whole terminal escape sequences (colours, titles) removed, tabs
+    as spaces, any other character that is not printable escaped as everywhere else
+    (:func:`~jsonltape._display.shown`: ``\x07``, ``\u202e``); line breaks kept only when
     asked, else turned into spaces."""
     text = text.replace("\t", "    ").replace("\r\n", "\n").replace("\r", "\n")
     if not keep_newlines:
         text = text.replace("\n", " ")
-    return _CONTROLS.sub("", _ANSI.sub("", text))
+    return shown(text, newlines=True, sequences=True)
 
 
 def _marked(snippet: str, style: str = "") -> StyleAndTextTuples:

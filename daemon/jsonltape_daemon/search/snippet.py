@@ -3,7 +3,10 @@
 Each query term is marked where it matches: a word term (or a phrase of words) where the word
 index matched it -- whole words, folded like the ``unicode61 remove_diacritics 2`` tokenizer
 folds them (``naive`` marks ``naïve``), a ``prefix*`` to the end of its word -- else as a
-substring, case folded. The snippet is the text around the first mark, on one line.
+substring, case folded. The snippet is the text around the first mark, on one line, shown as
+a terminal may show it (``jsonltape._display``: whole terminal sequences dropped, any other
+control or bidi character escaped, ``\x1b``), so a ``MARK_OPEN`` in a snippet is always a
+mark.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Protocol
 
+from jsonltape._index_api import shown
 from jsonltape_daemon.search.rank import tokens
 
 __all__ = ["MARK_CLOSE", "MARK_OPEN", "snippet"]
@@ -34,13 +38,22 @@ class _Term(Protocol):
 
 
 class _Folds(dict[int, str]):
-    """``str.translate`` table: a character to its letter without diacritics, when that is
-    one character (so that positions in the folded text are positions in the text)."""
+    """``str.translate`` table: a character to its lower case without diacritics, always one
+    character, so that positions in the folded text are positions in the text. A letter whose
+    lower case is longer (``İ`` -> ``i̇``) folds through its base letter (``İ`` -> ``I`` ->
+    ``i``), one whose bare form is longer stays itself."""
 
     def __missing__(self, code: int) -> str:
         c = chr(code)
-        bare = "".join(x for x in unicodedata.normalize("NFD", c) if not unicodedata.combining(x))
-        self[code] = out = bare if len(bare) == 1 else c
+        low = c.lower()
+        for base in (low, c):
+            bare = "".join(
+                x for x in unicodedata.normalize("NFD", base) if not unicodedata.combining(x)
+            ).lower()
+            if len(bare) == 1:
+                self[code] = bare
+                return bare
+        self[code] = out = low if len(low) == 1 else c
         return out
 
 
@@ -48,10 +61,8 @@ _FOLDS = _Folds()
 
 
 def _fold(text: str) -> str:
-    low = text.lower()
-    if len(low) != len(text):  # a letter whose lower case is longer (rare): no case folding
-        low = text
-    return low if low.isascii() else low.translate(_FOLDS)
+    """``text`` case- and diacritic-folded, character for character (the same length)."""
+    return text.lower() if text.isascii() else text.translate(_FOLDS)
 
 
 def _spans(text: str, folded: str, term: _Term) -> list[tuple[int, int]]:
@@ -84,7 +95,7 @@ def snippet(text: str, terms: Sequence[_Term]) -> str:
         folded = _fold(text)
         spans = sorted(s for t in terms for s in _spans(text, folded, t))
     if not spans:
-        return _one_line(text[: 2 * _CONTEXT])
+        return _one_line(text[: 2 * _CONTEXT]).strip()
     first = spans[0][0]
     lo = max(0, first - _CONTEXT)
     hi = min(len(text), max(first + _CONTEXT, spans[0][1]))
@@ -93,13 +104,13 @@ def snippet(text: str, terms: Sequence[_Term]) -> str:
     for i, j in spans:
         if i < pos or i >= hi:
             continue
-        out += [text[pos:i], MARK_OPEN, text[i:j], MARK_CLOSE]
+        out += [_one_line(text[pos:i]), MARK_OPEN, _one_line(text[i:j]), MARK_CLOSE]
         pos = j
-    out.append(text[pos:hi] if pos < hi else "")
-    return _one_line(
-        ("…" if lo > 0 else "") + "".join(out) + ("…" if max(hi, pos) < len(text) else "")
-    )
+    out.append(_one_line(text[pos:hi]) if pos < hi else "")
+    more = "…" if max(hi, pos) < len(text) else ""
+    return (("…" if lo > 0 else "") + "".join(out) + more).strip()
 
 
 def _one_line(text: str) -> str:
-    return _SPACE.sub(" ", text).strip()
+    """A piece of the snippet: white space runs as one space, the rest :func:`shown`."""
+    return shown(_SPACE.sub(" ", text), sequences=True)

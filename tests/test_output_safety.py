@@ -1,0 +1,78 @@
+"""What an agent wrote never drives the terminal: `search`, `sessions` and `show` print text,
+titles and paths from sessions with every control, escape sequence and bidi override made
+visible or dropped, and a snippet's highlight marks are only ever the index's own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import jsonltape
+
+#: Colours, a window-title change, a bell, fake highlight marks, a right-to-left override.
+EVIL = "look \x1b[31mRED\x1b[0m \x1b]0;pwned\x07 and \x02fake\x03 marks NotFoundError \u202eevil"
+RAW = [b"\x1b", b"\x07", b"\x02", b"\x03", "\u202e".encode()]
+
+
+#: A session file name with a clear-screen sequence in it.
+NAME = "a\x1b[2Jb.jsonl"
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("evil")
+    path = root / NAME
+    with jsonltape.open(path, create=True, title="title \x1b]0;owned\x07 \u202ex") as tape:
+        message = {"id": "m1", "role": "user", "parts": [{"type": "text", "content": EVIL}]}
+        tape.append("user/message", {"message": message})
+    index = root.parent / f"{root.name}.db"
+    _run("sync", str(root), "--index", str(index))
+    return index
+
+
+def _run(*args: str) -> bytes:
+    r = subprocess.run(
+        [sys.executable, "-m", "jsonltape", *args],
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["search", "NotFoundError"],
+        ["search", "fake"],
+        ["search", "pwned"],
+        ["sessions"],
+        ["show"],
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_no_control_or_bidi_character_reaches_the_terminal(index: Path, args: list[str]) -> None:
+    if args == ["show"]:
+        args = ["show", str(index.with_suffix("") / NAME)]
+    out = _run(*args, "--index", str(index))
+    assert out.strip()
+    for raw in RAW:
+        assert raw not in out, (raw, out)
+
+
+def test_a_mark_in_the_text_is_shown_escaped_not_as_a_highlight(index: Path) -> None:
+    out = _run("search", "NotFoundError", "--index", str(index)).decode()
+    assert "[NotFoundError]" in out  # the index's mark, as brackets off a terminal
+    assert "[fake]" not in out and "\\x02fake\\x03" in out
+    assert "\\u202eevil" in out  # the override is visible, and reorders nothing
+
+
+def test_a_path_and_a_title_are_escaped_exactly_not_dropped(index: Path) -> None:
+    out = _run("sessions", "--index", str(index)).decode()
+    assert "a\\x1b[2Jb.jsonl" in out  # the name as it is, readable
+    assert "title \\x1b]0;owned\\x07 \\u202ex" in out
