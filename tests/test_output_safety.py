@@ -76,3 +76,33 @@ def test_a_path_and_a_title_are_escaped_exactly_not_dropped(index: Path) -> None
     out = _run("sessions", "--index", str(index)).decode()
     assert "a\\x1b[2Jb.jsonl" in out  # the name as it is, readable
     assert "title \\x1b]0;owned\\x07 \\u202ex" in out
+
+
+@pytest.fixture(scope="module")
+def evil_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sessions root and a session whose names hold a title-setting sequence and a bell."""
+    root = tmp_path_factory.mktemp("r") / "root\x1b]0;x\x07"
+    root.mkdir()
+    with jsonltape.open(root / NAME, create=True) as tape:
+        message = {"id": "m1", "role": "user", "parts": [{"type": "text", "content": EVIL}]}
+        tape.append("user/message", {"message": message})
+    return root
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["verify"], ["repair"], ["info"], ["sync"], ["index", "status"]],
+    ids=lambda a: " ".join(a),
+)
+def test_every_command_shows_a_hostile_path_escaped(evil_root: Path, args: list[str]) -> None:
+    index = str(evil_root.parent / "i.db")
+    if args[0] == "index":
+        _run("sync", str(evil_root), "--index", index)
+        out = _run(*args, "--index", index)
+    elif args == ["sync"]:
+        out = _run("sync", str(evil_root), "--index", index)
+    else:
+        out = _run(*args, str(evil_root / NAME))
+    assert out.strip()
+    for raw in RAW:
+        assert raw not in out, (raw, out)

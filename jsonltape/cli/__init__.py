@@ -27,7 +27,7 @@ from ..errors import (
     StorageError,
 )
 
-__all__ = ["EXIT_CODES", "LazyCommands", "cli", "main"]
+__all__ = ["EXIT_CODES", "LazyCommands", "cli", "main", "one_line", "say"]
 
 # name -> (module under jsonltape.cli, attribute, the first paragraph of its help). The help
 # text lives here too so that `jsonltape --help` lists every command without importing any;
@@ -177,6 +177,12 @@ class CliError(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"jsonltape: error: {one_line(self.format_message())}", err=True)
+
+
+def say(text: str, *, err: bool = False) -> None:
+    """One line of human output (``err``: on stderr), whatever a path, name or value in it
+    holds made safe to show (:func:`one_line`)."""
+    click.echo(shown(text), err=err)
 
 
 def one_line(text: str) -> str:

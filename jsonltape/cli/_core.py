@@ -20,7 +20,7 @@ from .. import reader
 from .._scan import TOO_DEEP
 from .._time import format_ms
 from ..errors import InvalidEventError, JsonltapeError
-from . import CliError, fail, one_line
+from . import CliError, fail, one_line, say
 from ._params import SECONDS, SEQ, JsonObject, parse_json
 
 if TYPE_CHECKING:
@@ -366,7 +366,7 @@ def verify(paths: tuple[Path, ...], as_json: bool) -> None:
                 where = f" at line {report.line} (byte {report.offset}): {report.reason}"
             elif report.state == "open-turn":
                 where = f": turn started at seq {report.open_turn} never ended"
-            click.echo(f"{p}: {report.state}, {report.events} events{where}")
+            say(f"{p}: {report.state}, {report.events} events{where}")
     sys.exit(worst)
 
 
@@ -388,12 +388,10 @@ def repair(path: Path, force: bool, as_json: bool, wait: float) -> None:
         return
     said = False
     if result.sidecar:
-        click.echo(
-            f"cut {result.cut_bytes} bytes at offset {result.cut_offset}; kept in {result.sidecar}"
-        )
+        say(f"cut {result.cut_bytes} bytes at offset {result.cut_offset}; kept in {result.sidecar}")
         said = True
     if result.closers:
-        click.echo(f"closed the interrupted turn with seqs {result.closers}")
+        say(f"closed the interrupted turn with seqs {result.closers}")
         said = True
     if not said:
-        click.echo(f"{path}: {result.state_before}, nothing to repair")
+        say(f"{path}: {result.state_before}, nothing to repair")

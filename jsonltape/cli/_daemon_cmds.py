@@ -21,7 +21,7 @@ from jsonltape_daemon import paths, target
 from jsonltape_daemon.engines.sqlite import schema
 
 from .._project import make_sessions_dir, resolve_root
-from . import CliError
+from . import CliError, say
 from ._params import Seconds, echo_json, index_of, index_option, origins_option, target_of
 
 __all__ = [
@@ -251,7 +251,7 @@ def daemon_start(
     for kind, path in _sources(sources):
         args += ["--source", f"{kind}:{path}"]
     pid = start(args, idx, env=env)
-    click.echo(f"daemon started (pid {pid}); log: {paths.log_file(idx)}")
+    say(f"daemon started (pid {pid}); log: {paths.log_file(idx)}")
 
 
 @daemon.command("stop")
@@ -266,7 +266,7 @@ def daemon_stop(index_path: str | None, local_index: Path | None) -> None:
     from jsonltape_daemon.service.daemon import stop
 
     pid = stop(local_index_of(index_path, local_index)[0])
-    click.echo(f"daemon stopped (pid {pid})" if pid else "the daemon is not running")
+    say(f"daemon stopped (pid {pid})" if pid else "the daemon is not running")
 
 
 #: ``daemon status`` exit codes, LSB's for a service's status action.
@@ -308,33 +308,31 @@ def daemon_status_cmd(index_path: str | None, local_index: Path | None, as_json:
     if as_json:
         echo_json(info)
     elif stale:
-        click.echo(
+        say(
             f"the daemon is not running, but its pid file {paths.pid_file(idx)} remains "
             "(it died without stopping)"
         )
     elif pid is None:
-        click.echo("the daemon is not running")
+        say("the daemon is not running")
     else:
         ago = (time.time() * 1000 - status.get("last_sync", 0)) / 1000
-        click.echo(f"running:  pid {pid} ({status.get('watcher', '?')})")
-        click.echo(f"root:     {status.get('root')}")
-        click.echo(f"index:    {idx}")
-        click.echo(
-            f"files:    {info.get('files', 0)} tracked, {info.get('problems', 0)} with problems"
-        )
-        click.echo(f"events:   {info.get('events_indexed', 0)} indexed")
+        say(f"running:  pid {pid} ({status.get('watcher', '?')})")
+        say(f"root:     {status.get('root')}")
+        say(f"index:    {idx}")
+        say(f"files:    {info.get('files', 0)} tracked, {info.get('problems', 0)} with problems")
+        say(f"events:   {info.get('events_indexed', 0)} indexed")
         sub = info.get("substrings") or {}
         if sub and sub["indexed"] < sub["messages"]:
-            click.echo(f"building: substring index, {sub['indexed']} of {sub['messages']} messages")
-        click.echo(f"lag:      {status.get('lag', 0):.3f} s pending, last sync {ago:.1f} s ago")
+            say(f"building: substring index, {sub['indexed']} of {sub['messages']} messages")
+        say(f"lag:      {status.get('lag', 0):.3f} s pending, last sync {ago:.1f} s ago")
         remote = status.get("remote")
         if remote:  # a PostgreSQL team index the daemon pushes into
             state = "connected" if remote.get("connected") else f"retrying ({remote.get('error')})"
             pushed = status.get("pushed")
             when = f", last push {(time.time() * 1000 - pushed) / 1000:.1f} s ago" if pushed else ""
-            click.echo(f"push:     {remote.get('index')}: {state}{when}")
+            say(f"push:     {remote.get('index')}: {state}{when}")
         for err in status.get("errors") or []:
-            click.echo(f"error:    {err}")
+            say(f"error:    {err}")
     sys.exit(
         STATUS_RUNNING if pid is not None else STATUS_DEAD_PIDFILE if stale else STATUS_NOT_RUNNING
     )
@@ -386,13 +384,13 @@ def daemon_install_service(
         raise CliError(f"{dest} exists; --force overwrites it", 2)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(_service_text(k, root_of(root), index_of(index_path)))
-    click.echo(f"wrote {dest}")
+    say(f"wrote {dest}")
     if k == "systemd":
-        click.echo(
+        say(
             f"enable it:  systemctl --user daemon-reload && "
             f"systemctl --user enable --now {units.SYSTEMD_NAME}"
         )
-        click.echo("keep it running after logout:  loginctl enable-linger $USER")
+        say("keep it running after logout:  loginctl enable-linger $USER")
     else:
-        click.echo(f"enable it:  launchctl bootstrap gui/$(id -u) {dest}")
-        click.echo(f"stop it:    launchctl bootout gui/$(id -u)/{units.LAUNCHD_LABEL}")
+        say(f"enable it:  launchctl bootstrap gui/$(id -u) {dest}")
+        say(f"stop it:    launchctl bootout gui/$(id -u)/{units.LAUNCHD_LABEL}")

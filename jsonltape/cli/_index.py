@@ -22,7 +22,7 @@ from jsonltape_daemon.ingest.foreign import parse_source
 from jsonltape_daemon.service.lock import daemon_status, running_pid
 from jsonltape_daemon.target import PgTarget
 
-from . import CliError, one_line
+from . import CliError, one_line, say
 from ._core import describe_root, root_here
 from ._daemon_cmds import (
     daemon,
@@ -75,7 +75,7 @@ class _Bar:
 
     def note(self, text: str) -> None:
         if self.shown:
-            click.echo(text, err=True)
+            say(text, err=True)
 
     def begin(self, label: str, total: int) -> None:
         if not self.shown:
@@ -152,15 +152,13 @@ def sync(
             if pid is None or status.get("root") != str(r):
                 raise
             os.kill(pid, signal.SIGUSR1)
-            click.echo(
-                f"the daemon (pid {pid}) keeps {t.path} in sync with {r}; asked it to rescan"
-            )
+            say(f"the daemon (pid {pid}) keeps {t.path} in sync with {r}; asked it to rescan")
             return
     _report(
         r, report, as_json=as_json, stopped=stop(), to=str(t) if isinstance(t, PgTarget) else None
     )
     if report.substrings_pending and not stop():  # pragma: no cover - a cut-short build
-        click.echo("jsonltape: the substring index is not complete yet", err=True)
+        say("jsonltape: the substring index is not complete yet", err=True)
 
 
 def _report(
@@ -175,7 +173,7 @@ def _report(
     if as_json:
         echo_json(stats)
     else:
-        click.echo(
+        say(
             f"{r}: {_n(report.sessions, 'session')} indexed{f' in {to}' if to else ''}; "
             f"{stats.files} files read, "
             f"{stats.sessions_added} sessions added, {stats.sessions_removed} removed, "
@@ -183,9 +181,9 @@ def _report(
             f"+{stats.messages} messages in {stats.seconds:.2f} s{searchable}"
         )
     if stopped:
-        click.echo("jsonltape: stopped early; the next sync (or the daemon) goes on", err=True)
+        say("jsonltape: stopped early; the next sync (or the daemon) goes on", err=True)
     for f in report.errors:
-        click.echo(f"jsonltape: warning: {f.path}: {f.error}", err=True)
+        say(f"jsonltape: warning: {f.path}: {f.error}", err=True)
 
 
 def _n(n: int, noun: str) -> str:
@@ -214,7 +212,7 @@ _add_pg_commands()
 @index_option
 def index_path_cmd(index_path: str | None) -> None:
     """Print where the index is."""
-    click.echo(str(index_of(index_path)))
+    say(str(index_of(index_path)))
 
 
 @index.command("status")
@@ -237,38 +235,34 @@ def index_status(index_path: str | None, as_json: bool) -> None:
         echo_json(info)
         return
     files = info["files"]
-    click.echo(
+    say(
         f"index:     {idx} ({info['bytes'] / 1e6:.1f} MB, schema {info['schema']}, "
         f"SQLite {info['sqlite']})"
     )
-    click.echo(f"roots:     {', '.join(info['roots']) or '-'}")
+    say(f"roots:     {', '.join(info['roots']) or '-'}")
     click.echo(one_line(f"root here: {describe_root(here, refused)}"))
-    click.echo(
-        f"sessions:  {info['sessions']} ({info['events']} events, {info['messages']} messages)"
-    )
-    click.echo("files:     " + (", ".join(f"{n} {k}" for k, n in sorted(files.items())) or "0"))
+    say(f"sessions:  {info['sessions']} ({info['events']} events, {info['messages']} messages)")
+    say("files:     " + (", ".join(f"{n} {k}" for k, n in sorted(files.items())) or "0"))
     if info["tables"]:
-        click.echo(
-            "tables:    " + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in info["tables"].items())
-        )
+        say("tables:    " + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in info["tables"].items()))
     if info["bytes_behind"]:
-        click.echo(f"behind:    {info['bytes_behind']} bytes not indexed yet")
+        say(f"behind:    {info['bytes_behind']} bytes not indexed yet")
     if info["fts"] != "live":
-        click.echo("search:    the word index is still being built")
+        say("search:    the word index is still being built")
     sub = info["substrings"]
     if sub["indexed"] < sub["messages"]:
-        click.echo(
+        say(
             f"search:    substring index {sub['indexed']} of {sub['messages']} messages "
             "(the rest is scanned)"
         )
     d = info["daemon"]
-    click.echo(
+    say(
         f"daemon:    running (pid {pid}, {d.get('watcher', '?')})"
         if d
         else "daemon:    not running"
     )
     for p in info["problems"]:
-        click.echo(f"  {p['status']}: {p['path']}: {p['error']}")
+        say(f"  {p['status']}: {p['path']}: {p['error']}")
 
 
 def _shared_status(t: PgTarget, as_json: bool) -> None:
@@ -277,19 +271,19 @@ def _shared_status(t: PgTarget, as_json: bool) -> None:
     if as_json:
         echo_json(info)
         return
-    click.echo(f"index:     {info['index']} (PostgreSQL {info['server']}, schema {info['schema']})")
+    say(f"index:     {info['index']} (PostgreSQL {info['server']}, schema {info['schema']})")
     if not info["schema"]:
-        click.echo(
+        say(
             "           no team index here yet: `jsonltape sync ROOT --index URL` or "
             "`jsonltape index init`"
         )
-    click.echo(f"origin:    {mine} (this machine)")
+    say(f"origin:    {mine} (this machine)")
     if info["bytes_behind"]:
-        click.echo(f"behind:    {info['bytes_behind']} bytes of this machine's files not pushed")
+        say(f"behind:    {info['bytes_behind']} bytes of this machine's files not pushed")
     for o in info["origins"]:
         lag = o["lag_seconds"]
         since = "never pushed" if lag is None else f"last push {_ago(lag)} ago"
-        click.echo(
+        say(
             f"  {o['origin']}: {o['sessions']} sessions, {o['events']} events, "
             f"{o['messages']} messages; {since}"
         )
@@ -326,11 +320,9 @@ def index_rebuild(roots: tuple[Path, ...], index_path: str | None, origin: str |
     )
     chosen = ", ".join(report.roots)
     if isinstance(t, PgTarget):
-        click.echo(
-            f"{t}: origin {origin_of(origin)} rebuilt from {chosen}: {report.sessions} sessions"
-        )
+        say(f"{t}: origin {origin_of(origin)} rebuilt from {chosen}: {report.sessions} sessions")
     else:
-        click.echo(f"{t.path}: rebuilt from {chosen}: {report.sessions} sessions")
+        say(f"{t.path}: rebuilt from {chosen}: {report.sessions} sessions")
 
 
 @index.command("optimize")
@@ -345,6 +337,6 @@ def index_optimize(index_path: str | None) -> None:
         raise CliError(f"{t.path}: no index here yet", 2)
     done = api.optimize(t)
     if isinstance(t, PgTarget):
-        click.echo(f"{t}: optimized ({', '.join(done)})")
+        say(f"{t}: optimized ({', '.join(done)})")
     else:
-        click.echo(f"{t.path}: optimized")
+        say(f"{t.path}: optimized")

@@ -8,7 +8,7 @@ from typing import NoReturn
 import click
 from jsonltape_daemon import target
 
-from . import CliError
+from . import CliError, say
 from ._daemon_cmds import index_option, target_of
 
 __all__ = ["index_grant", "index_init"]
@@ -86,7 +86,7 @@ def index_init(index_path: str | None, prefix: str, print_only: bool) -> None:
         pg_schema.init(t.url, roles)
     except pg.Error as exc:
         _fail(t, exc)
-    click.echo(f"{t}: team index ready (roles {roles.owner}, {roles.writer}, {roles.reader})")
+    say(f"{t}: team index ready (roles {roles.owner}, {roles.writer}, {roles.reader})")
 
 
 @click.command("grant")
@@ -129,8 +129,8 @@ def index_grant(
         raise CliError(str(exc), 2) from None
     t = _pg(index_path, required=not print_only)
     if print_only:
-        click.echo(sql)
+        say(sql)
         return
     assert t is not None
     _run(t, sql)
-    click.echo(f"{t}: granted" + (f" {writer} origin {origin}" if writer else f" {reader} read"))
+    say(f"{t}: granted" + (f" {writer} origin {origin}" if writer else f" {reader} read"))
