@@ -10,7 +10,7 @@ import click
 import msgspec
 
 from .. import fold
-from . import CliError
+from . import CliError, say
 from ._params import SECONDS, SEQ
 
 _json = msgspec.json.Decoder()
@@ -146,7 +146,7 @@ def messages(
             body["messages"] = list(body["messages"])
             problems += [f"{path}: {name}: {p}" for p in checker(body)]
         for line in problems:
-            click.echo(line)
+            say(line)  # a problem names PATH, and may quote an id from the session
         if problems:
             raise SystemExit(1)
         return
@@ -274,7 +274,7 @@ def fork(
     if as_json:
         _print_json(info)
     else:
-        click.echo(info.path)
+        say(str(info.path))
 
 
 @click.command()
@@ -353,4 +353,4 @@ def todo(path: Path, at: int | None, parent_specs: tuple[str, ...], as_json: boo
         click.echo("no todos", err=True)
         return
     for item in todos:
-        click.echo(f"[{_MARK.get(item.get('status', ''), '?')}] {item.get('content', '')}")
+        say(f"[{_MARK.get(item.get('status', ''), '?')}] {item.get('content', '')}")

@@ -12,12 +12,13 @@ from typing import Any, cast
 import click
 import msgspec
 
+from .._display import shown
 from .._project import make_sessions_dir, resolve_root
 from ..interop import SOURCES, FileReport, discover, import_file
 from ..interop._source import Unit
 from ..interop.export import FORMATS, ExportFormat
 from ..interop.export import export as export_session
-from . import CliError
+from . import CliError, say
 from ._params import SECONDS
 
 _enc = msgspec.json.Encoder()
@@ -42,7 +43,9 @@ def _import_root(root: Path | None) -> Path:
 
 
 def _err(text: str) -> None:
-    click.echo(text, err=True)
+    """A diagnostic line on stderr: the paths, ids, record types and errors it quotes come
+    from the sources."""
+    say(text, err=True)
 
 
 @click.command("import")
@@ -117,7 +120,7 @@ def import_(
                 click.echo(_enc.encode(report).decode())
             elif report.status == "imported":  # what changed; the unchanged are only counted
                 for s in report.sessions:
-                    click.echo(s)
+                    say(str(s))
     _report(reports, len(files) == 1)
 
 
@@ -245,7 +248,12 @@ def export(
     for note in result.notes:
         _err(f"jsonltape: note: {note}")
     if output is None:
-        sys.stdout.write(result.text)
+        text = result.text
+        if fmt in ("markdown", "html") and sys.stdout.isatty():
+            # Markup is escaped, terminal controls are not: a transcript read on the terminal
+            # is shown by the display rule (a pipe or -o gets the transcript byte for byte).
+            text = shown(text, newlines=True)
+        sys.stdout.write(text)
         sys.stdout.flush()
     else:
         _write_private(output, result.text)
