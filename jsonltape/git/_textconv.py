@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import msgspec
 
 from .. import _framing, _fs
+from .._display import shown
 from .._lines import Bad, scan
 from .._scan import read_header, witness_after
 from .._time import format_ms
@@ -49,21 +50,11 @@ _enc = msgspec.json.Encoder()
 def escape(text: str, width: int = TEXT_WIDTH) -> str:
     """``text`` as one line of at most ``width`` characters (see the module doc)."""
     piece = text[: width + 1]
-    if not piece.isprintable():
-        piece = "".join(_shown(c) for c in piece)
+    if not piece.isprintable():  # the display rule, a line break shown as ⏎
+        piece = shown(piece.replace("\n", "⏎"))
     if len(piece) > width or len(text) > width + 1:
         return piece[: width - 1] + "…"
     return piece
-
-
-def _shown(c: str) -> str:
-    if c.isprintable():
-        return c
-    if c == "\n":
-        return "⏎"
-    if c == "\t":
-        return "\\t"
-    return ascii(c)[1:-1]
 
 
 def _json(value: Any, width: int) -> str:
