@@ -86,6 +86,30 @@ def test_print_gives_the_sql_that_init_runs(pg_server: PgServer, pg_db: str) -> 
     assert {"sessions", "messages"} <= _tables(pg_db)
 
 
+def test_printed_grants_run_in_psql_as_they_are(pg_server: PgServer, pg_db: str) -> None:
+    prefix = pg_server.unique("dbg")
+    assert _cli("index", "init", "--index", pg_db, "--prefix", prefix).returncode == 0
+    writer = pg_server.unique("w")
+    pg_server.create_role(writer, "pw")
+    printed = _cli(
+        "index", "grant", "--print", "--prefix", prefix, "--writer", writer, "--origin", "lab-1"
+    )
+    assert printed.returncode == 0 and "\\n" not in printed.stdout, printed.stdout
+    run = subprocess.run(
+        [str(pg_server.bindir / "psql"), "-v", "ON_ERROR_STOP=1", "-q", "-d", pg_db, "-f", "-"],
+        input=printed.stdout,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    with psycopg.connect(pg_db, autocommit=True) as con:
+        got = con.execute(
+            "SELECT role FROM jsonltape.origin_members WHERE origin = 'lab-1'"
+        ).fetchall()
+    assert got == [(writer,)]
+
+
 def test_a_password_in_the_url_never_appears_in_errors(
     pg_server: PgServer, pg_db: str, tmp_path: Path
 ) -> None:

@@ -128,8 +128,8 @@ def index_grant(
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     t = _pg(index_path, required=not print_only)
-    if print_only:
-        say(sql)
+    if print_only:  # SQL for psql -f, as it is: built here from validated names
+        click.echo(sql)
         return
     assert t is not None
     _run(t, sql)
