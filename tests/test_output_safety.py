@@ -106,3 +106,14 @@ def test_every_command_shows_a_hostile_path_escaped(evil_root: Path, args: list[
     assert out.strip()
     for raw in RAW:
         assert raw not in out, (raw, out)
+
+
+def test_joiners_of_emoji_and_persian_stay_while_controls_and_overrides_are_escaped() -> None:
+    from jsonltape._display import shown
+
+    family, persian = "👨\u200d👩\u200d👧", "می\u200cخواهم"  # ZWJ, ZWNJ: part of the writing
+    assert shown(f"{family} {persian}") == f"{family} {persian}"
+    got = shown("a\u202eb\u2066c\x1bd\x9be\u2028f\x7f")
+    assert got == "a\\u202eb\\u2066c\\x1bd\\x9be\\u2028f\\x7f"
+    assert shown("one\ttwo\nthree", newlines=True) == "one\ttwo\nthree"
+    assert shown("x\x1b]0;t\x07y\x1b[1mz", sequences=True) == "xyz"
