@@ -267,15 +267,17 @@ SHELL_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECOD
 
 
 def quiet(cmd: list[str], cpu: list[float]) -> Callable[[], object]:
-    """A run of ``cmd`` from the shell, output discarded; its own CPU time (user + system, from
-    ``wait4``) is appended to ``cpu``."""
+    """A run of ``cmd`` from the shell, output discarded, exit status checked; its own CPU time
+    (user + system, from ``wait4``) is appended to ``cpu``."""
 
     def run() -> None:
         proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=SHELL_ENV
         )
-        usage = os.wait4(proc.pid, 0)[2]
-        proc.returncode = 0  # reaped above: keep Popen from waiting for it again
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped: Popen must not wait
+        if proc.returncode != 0:  # a failing command would be timed as a fast success
+            raise subprocess.CalledProcessError(proc.returncode, cmd)
         cpu.append(usage.ru_utime + usage.ru_stime)
 
     return run

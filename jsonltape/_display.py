@@ -1,15 +1,18 @@
 """Text from sessions made safe to show on a terminal: the one rule every human-readable
 output follows (diagnostics, ``search``, ``sessions``, ``show``, snippets, the interactive
-search).
+search, ``export`` to a terminal, git's textconv).
 
-A control character (ESC, BEL, the C1 range), a line or paragraph separator, a bidi control
-(U+202E and its kin, which reorder what follows) or any other character that is not printable
-is shown as Python escapes it (``\\x1b``, ``\\u202e``), so no escape sequence, title change
-or reordering kept in an agent's output reaches the terminal, and what was there stays
-visible. Other format characters are text and stay: the zero-width joiners of emoji sequences
-and of Persian or Indic writing (U+200D, U+200C), a soft hyphen. Message texts (a
-snippet, a transcript) may instead drop whole terminal sequences (colours, a window title: a
-tool's formatting, not its words); names and paths never do, they must be read exactly.
+Escaped, as Python escapes them (``\\x1b``, ``\\u202e``): control characters (ESC, BEL, the C1
+range), surrogates, line and paragraph separators, and format characters — bidi controls that
+reorder what follows, zero-width spaces, word joiners, tag characters that hide text — except
+the three that are part of writing: the zero-width non-joiner and joiner (Persian and Indic
+text, emoji sequences) and the soft hyphen. Everything else is text and stays as it is: every
+kind of space (U+00A0, U+202F, U+3000), private-use characters and characters newer than this
+Python's Unicode table, which terminals draw as glyphs. So no escape sequence, title change or
+reordering kept in an agent's output reaches the terminal, and what was there stays visible.
+Message texts (a snippet, a transcript) may instead drop whole terminal sequences (colours, a
+window title: a tool's formatting, not its words); names and paths never do, they must be read
+exactly.
 """
 
 from __future__ import annotations
@@ -19,15 +22,18 @@ import unicodedata
 
 __all__ = ["shown"]
 
-#: The bidi controls (embeddings, overrides, isolates, marks): format characters that reorder.
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: Categories escaped: controls, surrogates, line and paragraph separators, format characters.
+_ESCAPED = frozenset({"Cc", "Cs", "Zl", "Zp", "Cf"})
+#: The format characters that are writing: ZWNJ, ZWJ, soft hyphen.
+_WRITING = frozenset("\u200c\u200d\u00ad")
 
-#: A CSI sequence (colours, cursor moves) or an OSC one (window title, hyperlink), whole.
-_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
+#: A CSI sequence (colours, cursor moves) or an OSC one (window title, hyperlink), whole and
+#: terminated: a sequence start without its end is escaped, so what follows stays visible.
+_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 
 
 def shown(text: str, *, newlines: bool = False, sequences: bool = False) -> str:
-    """``text`` with every character that is not printable escaped; with ``newlines``, line
+    """``text`` with the characters of the module's rule escaped; with ``newlines``, line
     breaks and tabs are kept as they are (a transcript's lines), else escaped too; with
     ``sequences``, whole terminal sequences are dropped first."""
     if text.isprintable():
@@ -39,5 +45,5 @@ def shown(text: str, *, newlines: bool = False, sequences: bool = False) -> str:
 
 
 def _text(c: str) -> bool:
-    """A format character that is part of writing, not a control: joiners, soft hyphen."""
-    return unicodedata.category(c) == "Cf" and c not in _BIDI
+    """A character ``str.isprintable`` refuses that is text all the same (see the module)."""
+    return c in _WRITING or unicodedata.category(c) not in _ESCAPED

@@ -117,3 +117,27 @@ def test_joiners_of_emoji_and_persian_stay_while_controls_and_overrides_are_esca
     assert got == "a\\u202eb\\u2066c\\x1bd\\x9be\\u2028f\\x7f"
     assert shown("one\ttwo\nthree", newlines=True) == "one\ttwo\nthree"
     assert shown("x\x1b]0;t\x07y\x1b[1mz", sequences=True) == "xyz"
+
+
+def test_every_kind_of_space_and_new_characters_stay_text() -> None:
+    from jsonltape._display import shown
+
+    text = "prix\xa0: 10\u202f€ 東京\u3000タワー 🫨 \ue000"  # NBSP, NNBSP, ideographic, U15, PUA
+    assert shown(text) == text
+
+
+def test_invisible_format_characters_that_hide_text_are_escaped() -> None:
+    from jsonltape._display import shown
+
+    tags = "".join(chr(0xE0000 + ord(c)) for c in "ignore")  # invisible "ignore"
+    assert shown("ok" + tags) == "ok" + "".join(f"\\U{0xE0000 + ord(c):08x}" for c in "ignore")
+    assert shown("z\u200bw\u2060x\ufeff") == "z\\u200bw\\u2060x\\ufeff"
+
+
+def test_an_unterminated_sequence_hides_nothing_after_it() -> None:
+    from jsonltape._display import shown
+    from jsonltape.cli._search_tui import clean
+
+    assert shown("second \x1b] hidden", sequences=True) == "second \\x1b] hidden"
+    kept = clean("line one\nsecond \x1b] hidden\nthird line", keep_newlines=True)
+    assert kept == "line one\nsecond \\x1b] hidden\nthird line"

@@ -43,3 +43,18 @@ def test_an_identifier_inside_any_text_is_marked_exactly(before: str, after: str
     marks = _marks(text, "NotFound")
     assert marks and all(_fold(m) == "notfound" for m in marks)
     assert len(_fold(text)) == len(text)
+
+
+def test_a_greek_final_sigma_is_marked_whatever_the_case() -> None:
+    assert _marks("Η ΟΔΟΣ είναι κλειστή", "οδος") == ["ΟΔΟΣ"]
+    assert _marks("η οδος", "ΟΔΟΣ") == ["οδος"]
+
+
+def test_a_dropped_colour_sequence_leaves_one_space() -> None:
+    text = "x" * 60 + " \x1b]0;t\x07 needle here"
+    assert "  " not in snippet(text, parse_query("needle"))
+
+
+def test_a_sequence_start_without_its_end_hides_nothing() -> None:
+    got = snippet("second \x1b] hidden instruction needle", parse_query("needle"))
+    assert "hidden instruction" in got and "\\x1b]" in got

@@ -41,7 +41,8 @@ class _Folds(dict[int, str]):
     """``str.translate`` table: a character to its lower case without diacritics, always one
     character, so that positions in the folded text are positions in the text. A letter whose
     lower case is longer (``İ`` -> ``i̇``) folds through its base letter (``İ`` -> ``I`` ->
-    ``i``), one whose bare form is longer stays itself."""
+    ``i``), one whose bare form is longer stays itself; case folding that stays one character
+    applies too (a final ``ς`` is ``σ``, as ``ΟΔΟΣ`` lowers to ``οδοσ`` letter by letter)."""
 
     def __missing__(self, code: int) -> str:
         c = chr(code)
@@ -51,10 +52,15 @@ class _Folds(dict[int, str]):
                 x for x in unicodedata.normalize("NFD", base) if not unicodedata.combining(x)
             ).lower()
             if len(bare) == 1:
-                self[code] = bare
-                return bare
-        self[code] = out = low if len(low) == 1 else c
+                self[code] = out = _casefold(bare)
+                return out
+        self[code] = out = _casefold(low if len(low) == 1 else c)
         return out
+
+
+def _casefold(c: str) -> str:
+    folded = c.casefold()
+    return folded if len(folded) == 1 else c
 
 
 _FOLDS = _Folds()
@@ -67,7 +73,7 @@ def _fold(text: str) -> str:
 
 def _spans(text: str, folded: str, term: _Term) -> list[tuple[int, int]]:
     if term.wordy:
-        words = tokens(term.text)
+        words = [_fold(w) for w in tokens(term.text)]  # folded as the text is
         if words:
             pattern = r"(?<![^\W_])" + r"[\W_]+".join(map(re.escape, words))
             pattern += r"[^\W_]*" if term.prefix else r"(?![^\W_])"
@@ -112,5 +118,6 @@ def snippet(text: str, terms: Sequence[_Term]) -> str:
 
 
 def _one_line(text: str) -> str:
-    """A piece of the snippet: white space runs as one space, the rest :func:`shown`."""
-    return shown(_SPACE.sub(" ", text), sequences=True)
+    """A piece of the snippet: :func:`shown` (terminal sequences dropped first), then white
+    space runs as one space."""
+    return _SPACE.sub(" ", shown(text.replace("\r", " "), newlines=True, sequences=True))
