@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["shown"]
+__all__ = ["json_shown", "shown"]
 
 #: Categories escaped: controls, surrogates, line and paragraph separators, format characters.
 _ESCAPED = frozenset({"Cc", "Cs", "Zl", "Zp", "Cf"})
@@ -47,3 +47,25 @@ def shown(text: str, *, newlines: bool = False, sequences: bool = False) -> str:
 def _text(c: str) -> bool:
     """A character ``str.isprintable`` refuses that is text all the same (see the module)."""
     return c in _WRITING or unicodedata.category(c) not in _ESCAPED
+
+
+def json_shown(text: str) -> str:
+    """JSON text (an encoder's output) with the characters of the rule written as ``\\u``
+    escapes: the same JSON value, safe on a terminal (the encoder escapes only what JSON
+    requires, below U+0020, and leaves U+202E or the C1 range raw). Such characters can only
+    be inside strings, so the result is valid wherever the input was; its line breaks and
+    tabs (a pretty-printer's) stay."""
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        if c.isprintable() or c in "\n\t\r" or _text(c):
+            out.append(c)
+            continue
+        code = ord(c)
+        if code > 0xFFFF:  # a surrogate pair, as JSON writes a character outside the BMP
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out)

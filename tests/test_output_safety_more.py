@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -237,3 +238,42 @@ def test_a_transcript_exported_to_the_terminal_is_shown_escaped(tmp_path: Path, 
     assert b"\\x02fake\\x03" in out and b"\\u202eevil" in out and b"title d\\x1b" in out
     piped = _run("export", str(path), "--format", fmt).stdout  # a pipe gets it byte for byte
     assert b"\x02fake\x03" in piped
+
+
+#: What a JSON encoder leaves raw: a bidi override, a C1 CSI, DEL, an invisible tag character.
+JSON_EVIL = "over \u202eride, c1 \x9b31m, del \x7f, tag \U000e0069 NotFoundError"
+JSON_RAW = [c.encode() for c in "\u202e\x9b\x7f\U000e0069"]
+
+
+def _json_values(out: bytes) -> list[Any]:
+    import json
+
+    text = out.decode().replace("\r\n", "\n")  # a terminal's line discipline adds the \r
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("command", ["messages", "info", "export", "search", "show"])
+def test_json_on_a_terminal_is_the_same_value_with_nothing_raw(
+    tmp_path: Path, command: str
+) -> None:
+    path = tmp_path / "s.jsonl"
+    with jsonltape.open(path, create=True, title=JSON_EVIL) as tape:  # info and hits show it
+        tape.append("user/message", _message("m1", JSON_EVIL))
+    index = str(tmp_path / "i.db")
+    _run("sync", str(tmp_path), "--index", index)
+    args = {
+        "messages": ["messages", str(path)],
+        "info": ["info", str(path), "--json"],
+        "export": ["export", str(path), "--format", "json"],
+        "search": ["search", "NotFoundError", "--json", "--index", index],
+        "show": ["show", str(path), "--json", "--index", index],
+    }[command]
+    shown = _on_a_terminal(*args)
+    for raw in JSON_RAW:
+        assert raw not in shown, (raw, shown)
+    piped = _run(*args).stdout  # a pipe gets the encoder's bytes
+    assert _json_values(shown) == _json_values(piped)
+    assert all(raw in piped for raw in JSON_RAW)

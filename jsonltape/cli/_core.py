@@ -21,7 +21,7 @@ from .._scan import TOO_DEEP
 from .._time import format_ms
 from ..errors import InvalidEventError, JsonltapeError
 from . import CliError, fail, one_line, say
-from ._params import SECONDS, SEQ, JsonObject, parse_json
+from ._params import SECONDS, SEQ, JsonObject, json_line, parse_json
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -230,7 +230,7 @@ def info(path: Path, as_json: bool) -> None:
     if warning:
         click.echo(one_line(warning), err=True)
     if as_json:
-        click.echo(_enc.encode(obj).decode())
+        click.echo(json_line(obj))
         return
     rows: list[tuple[str, object]] = [
         ("path", path),
@@ -359,7 +359,7 @@ def verify(paths: tuple[Path, ...], as_json: bool) -> None:
         if warning:
             click.echo(one_line(warning), err=True)
         if as_json:
-            click.echo(_enc.encode(report).decode())
+            click.echo(json_line(report))
         else:
             where = ""
             if report.line is not None:
@@ -384,7 +384,7 @@ def repair(path: Path, force: bool, as_json: bool, wait: float) -> None:
 
     result = repair_file(path, force=force, lock_timeout=wait)
     if as_json:
-        click.echo(_enc.encode(result).decode())
+        click.echo(json_line(result))
         return
     said = False
     if result.sidecar:

@@ -11,7 +11,7 @@ import msgspec
 
 from .. import fold
 from . import CliError, say
-from ._params import SECONDS, SEQ
+from ._params import SECONDS, SEQ, json_text
 
 _json = msgspec.json.Decoder()
 _enc = msgspec.json.Encoder()
@@ -24,7 +24,7 @@ json_opt = click.option("--json", "as_json", is_flag=True, help="Print the resul
 
 
 def _print_json(obj: Any) -> None:
-    click.echo(msgspec.json.format(_enc.encode(obj), indent=2).decode())
+    click.echo(json_text(msgspec.json.format(_enc.encode(obj), indent=2).decode()))
 
 
 def _text(value: str, what: str) -> str:
@@ -161,7 +161,10 @@ def messages(
         branches=all_versions,
     )
     out = sys.stdout.buffer
-    write_json(out.write, body)  # message by message: a long history is never held whole
+    write = out.write
+    if sys.stdout.isatty():  # the display rule's \u escapes; each piece is whole JSON tokens
+        write = lambda piece: out.write(json_text(piece.decode()).encode())  # noqa: E731
+    write_json(write, body)  # message by message: a long history is never held whole
     out.flush()
 
 
@@ -169,9 +172,11 @@ def _follow_messages(path: Path, parents: dict[str, str] | None) -> None:
     from .._follow import follow_messages
 
     out = sys.stdout.buffer
+    terminal = sys.stdout.isatty()  # the display rule's \u escapes only there
     try:
         for item in follow_messages(path, parents=parents, on_wait=out.flush):
-            out.write(_enc.encode(item) + b"\n")
+            line = _enc.encode(item)
+            out.write((json_text(line.decode()).encode() if terminal else line) + b"\n")
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a follow ends: what was printed is whole lines, a success
     out.flush()

@@ -19,7 +19,7 @@ from ..interop._source import Unit
 from ..interop.export import FORMATS, ExportFormat
 from ..interop.export import export as export_session
 from . import CliError, say
-from ._params import SECONDS
+from ._params import SECONDS, json_line, json_text
 
 _enc = msgspec.json.Encoder()
 #: Line problems printed per file before "... and N more".
@@ -117,7 +117,7 @@ def import_(
             )
             reports.append(report)
             if as_json:
-                click.echo(_enc.encode(report).decode())
+                click.echo(json_line(report))
             elif report.status == "imported":  # what changed; the unchanged are only counted
                 for s in report.sessions:
                     say(str(s))
@@ -253,6 +253,8 @@ def export(
             # Markup is escaped, terminal controls are not: a transcript read on the terminal
             # is shown by the display rule (a pipe or -o gets the transcript byte for byte).
             text = shown(text, newlines=True)
+        elif fmt not in ("markdown", "html"):
+            text = json_text(text)  # the same JSON, on a terminal with \u escapes
         sys.stdout.write(text)
         sys.stdout.flush()
     else:

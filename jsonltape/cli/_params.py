@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import stat
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
+from .._display import json_shown
 from .._limits import MAX_INT
 from . import CliError
 
@@ -185,9 +187,15 @@ def _regular_file(index: Path) -> Path:
     return index
 
 
+def json_text(text: str) -> str:
+    """JSON text for stdout: on a terminal with the display rule's characters as ``\\u``
+    escapes (the same value, see :func:`~jsonltape._display.json_shown`), else as it is."""
+    return json_shown(text) if sys.stdout.isatty() else text
+
+
 def json_line(obj: Any) -> str:
-    """``obj`` as one line of JSON (without the line break)."""
-    return _enc.encode(obj).decode()
+    """``obj`` as one line of JSON for stdout (without the line break; :func:`json_text`)."""
+    return json_text(_enc.encode(obj).decode())
 
 
 def echo_json(obj: Any) -> None:
