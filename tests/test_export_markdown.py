@@ -229,6 +229,21 @@ def test_message_markdown_reads_as_the_model_wrote_it(text: str) -> None:
     assert _normal(_PLAIN.render(_md_message(text))) == _normal(_PLAIN.render(text))
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "*> *<***",  # a literal star in the closer's own delimiter run
+        "<https://ok.example/&lt;>",  # an autolink's & is literal; a destination decodes it
+        "- \n\n\n- ",  # two lists in a row with one marker
+        "1. a\n\n\n2) b",
+        "<https://ok.example/'>",  # the reader keeps ' and parentheses in an address
+        "[w](https://en.wikipedia.org/wiki/A_(b))",
+    ],
+)
+def test_edge_cases_the_property_found_read_as_written(text: str) -> None:
+    assert _normal(_PLAIN.render(_md_message(text))) == _normal(_PLAIN.render(text))
+
+
 def test_a_models_markdown_keeps_its_structure() -> None:
     text = (
         "## Plan\n\n1. read the **migration**\n2. add a *default*\n\n- `NOT NULL` fails\n"

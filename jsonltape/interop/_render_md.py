@@ -92,21 +92,33 @@ def _code_span(code: str, *, table: bool = False) -> str:
 
 
 def _url(href: str) -> str:
-    """A parsed link address as a link destination: nothing in it can end or break the link."""
-    return quote(href, safe=":/?#@!$&*+,;=%~")
+    """A parsed link address as a link destination: nothing in it can end or break the link
+    (parentheses escaped, not encoded, as the reader keeps them), and an ``&`` stays itself (a
+    destination decodes entities: an autolink's ``&lt;`` is literal)."""
+    out = quote(href, safe=":/?#@!$&*+,;=%~'()")
+    return out.replace("&", "\\&").replace("(", "\\(").replace(")", "\\)")
 
 
 class _Inline:
     """Writes an inline tree; knows whether it is at the start of a line."""
 
-    def __init__(self, *, table: bool = False, heading: bool = False) -> None:
+    def __init__(self, *, table: bool = False, heading: bool = False, runs: bool = False) -> None:
         self.table = table
         self.heading = heading
+        self.runs = runs
         self.start = True
         self.links = 0
+        self.closed = ""  # the delimiter character an emphasis just closed with
         self.out: list[str] = []
 
     def text(self, s: str) -> None:
+        if s and self.runs and self.closed and s[0] == self.closed:
+            # The source had these characters in the closer's own delimiter run: written as
+            # one run again (an escape would split it, and CommonMark pairs runs by length).
+            rest = s.lstrip(self.closed)
+            self.out.append(s[: len(s) - len(rest)])
+            s = rest
+        self.closed = ""
         if s:
             self.out.append(_md_escape(s, line_start=self.start, heading=self.heading))
             self.start = False
@@ -114,6 +126,7 @@ class _Inline:
     def raw(self, s: str) -> None:
         self.out.append(s)
         self.start = s.endswith("\n")
+        self.closed = ""
 
     def bracket(self) -> None:
         """Open a link's text; a ``!`` of text just before it would make the link an image."""
@@ -139,6 +152,7 @@ class _Inline:
             self.raw(n.markup)
             self.nodes(n.children)
             self.raw(n.markup)
+            self.closed = n.markup[:1]
         elif kind == "link":  # only links to safe addresses are left (see _unlink)
             self.links += 1
             self.bracket()
@@ -161,16 +175,61 @@ class _Inline:
 def _md_inline(node: SyntaxTreeNode, *, table: bool = False, heading: bool = False) -> str:
     w = _Inline(table=table, heading=heading)
     w.nodes(node.children)
-    return "".join(w.out)
+    md = "".join(w.out)
+    # A literal delimiter escaped next to emphasis may split the run it shared with a closer.
+    if ("\\*" in md or "\\_" in md or "\\~" in md) and _inline_shape(md) != _shape(node.children):
+        w = _Inline(table=table, heading=heading, runs=True)
+        w.nodes(node.children)
+        other = "".join(w.out)
+        if _inline_shape(other) == _shape(node.children):
+            return other
+    return md
+
+
+def _shape(nodes: Sequence[SyntaxTreeNode]) -> list[tuple[str, str]]:
+    """What an inline tree says: its node kinds and texts, adjacent texts joined."""
+    out: list[tuple[str, str]] = []
+    for n in nodes:
+        if n.type == "text":
+            if out and out[-1][0] == "text":
+                out[-1] = ("text", out[-1][1] + n.content)
+            else:
+                out.append(("text", n.content))
+            continue
+        out.append((n.type, n.content if n.type == "code_inline" else ""))
+        out += _shape(n.children)
+        out.append(("/" + n.type, ""))
+    return out
+
+
+def _inline_shape(md: str) -> list[tuple[str, str]]:
+    """The :func:`_shape` of ``md`` read back as one paragraph's inline text."""
+    root = SyntaxTreeNode(_MD.parse(md))
+    kids = root.children[0].children if root.children else []
+    return _shape(kids[0].children) if kids else []
 
 
 def _md_blocks(nodes: Sequence[SyntaxTreeNode], *, tight: bool = False) -> list[str]:
     out: list[str] = []
+    last = ("", "")  # the kind and marker of the block before, when it was a list
     for n in nodes:
         if out and not tight:
             out.append("")
-        out += _md_block(n)
+        if n.type in ("bullet_list", "ordered_list"):
+            # Two lists in a row with one marker would read back as one list: the second
+            # takes another marker (the same <ul>/<ol>).
+            markup = n.markup
+            if last == (n.type, markup):
+                markup = _OTHER_MARKER.get(markup, markup)
+            out += _md_list(n, markup)
+            last = (n.type, markup)
+        else:
+            out += _md_block(n)
+            last = ("", "")
     return out
+
+
+_OTHER_MARKER = {"-": "*", "*": "-", "+": "-", ".": ")", ")": "."}
 
 
 _ESCAPE = re.compile(r"\\(.)")  # one backslash escape, read left to right
@@ -196,7 +255,7 @@ def _md_block(n: SyntaxTreeNode) -> list[str]:
     if kind == "blockquote":
         return [f"> {line}" if line else ">" for line in _md_blocks(n.children)] or [">"]
     if kind in ("bullet_list", "ordered_list"):
-        return _md_list(n)
+        return _md_list(n, n.markup)
     if kind == "hr":
         return ["***"]
     if kind == "table":
@@ -206,16 +265,16 @@ def _md_block(n: SyntaxTreeNode) -> list[str]:
     return "".join(w.out).split("\n")
 
 
-def _md_list(n: SyntaxTreeNode) -> list[str]:
+def _md_list(n: SyntaxTreeNode, markup: str) -> list[str]:
     tight = any(c.hidden for item in n.children for c in item.children)
     start = n.attrs.get("start", 1)
     out: list[str] = []
     for i, item in enumerate(n.children):
         if n.type == "ordered_list":
             number = item.info if item.info.isdigit() else str(int(start) + i)
-            marker = number[:9] + n.markup
+            marker = number[:9] + markup
         else:
-            marker = n.markup
+            marker = markup
         body = _md_blocks(item.children, tight=tight)
         pad = " " * (len(marker) + 1)
         if out and not tight:
