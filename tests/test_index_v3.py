@@ -274,11 +274,7 @@ def test_a_filtered_search_reads_its_filter_from_the_covering_index(tmp_path: Pa
     root.mkdir()
     _messages(root / "a.jsonl", ["the migration fails", "the migration works"])
     index = tmp_path / "index.db"
-    store = SqliteStore(index)
-    try:
-        Ingestor(store, root).rescan()
-    finally:
-        store.close()
+    _sync(root, index).close()
     con = connect(index, readonly=True)
     try:
         plan = " ".join(
@@ -303,11 +299,7 @@ def test_a_search_reads_a_version_3_index_before_the_sync_that_migrates_it(
     root.mkdir()
     _messages(root / "a.jsonl", ["the migration fails in FileNotFoundError"])
     index = tmp_path / "index.db"
-    store = SqliteStore(index)
-    try:
-        Ingestor(store, root).rescan()
-    finally:
-        store.close()
+    _sync(root, index).close()
     con = sqlite3.connect(index)  # as an index written by the jsonltape before schema 4 left it
     con.execute("DROP INDEX messages_filter")
     con.execute("DELETE FROM migrations WHERE version = 4")

@@ -10,6 +10,7 @@ import click
 import msgspec
 
 from .. import fold
+from .._display import json_shown
 from . import CliError, say
 from ._params import SECONDS, SEQ, json_text
 
@@ -163,7 +164,7 @@ def messages(
     out = sys.stdout.buffer
     write = out.write
     if sys.stdout.isatty():  # the display rule's \u escapes; each piece is whole JSON tokens
-        write = lambda piece: out.write(json_text(piece.decode()).encode())  # noqa: E731
+        write = lambda piece: out.write(json_shown(piece.decode()).encode())  # noqa: E731
     write_json(write, body)  # message by message: a long history is never held whole
     out.flush()
 
@@ -176,7 +177,7 @@ def _follow_messages(path: Path, parents: dict[str, str] | None) -> None:
     try:
         for item in follow_messages(path, parents=parents, on_wait=out.flush):
             line = _enc.encode(item)
-            out.write((json_text(line.decode()).encode() if terminal else line) + b"\n")
+            out.write((json_shown(line.decode()).encode() if terminal else line) + b"\n")
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a follow ends: what was printed is whole lines, a success
     out.flush()

@@ -22,7 +22,7 @@ from jsonltape_daemon.ingest.foreign import parse_source
 from jsonltape_daemon.service.lock import daemon_status, running_pid
 from jsonltape_daemon.target import PgTarget
 
-from . import CliError, one_line, say
+from . import CliError, say
 from ._core import describe_root, root_here
 from ._daemon_cmds import (
     daemon,
@@ -240,7 +240,7 @@ def index_status(index_path: str | None, as_json: bool) -> None:
         f"SQLite {info['sqlite']})"
     )
     say(f"roots:     {', '.join(info['roots']) or '-'}")
-    click.echo(one_line(f"root here: {describe_root(here, refused)}"))
+    say(f"root here: {describe_root(here, refused)}")
     say(f"sessions:  {info['sessions']} ({info['events']} events, {info['messages']} messages)")
     say("files:     " + (", ".join(f"{n} {k}" for k, n in sorted(files.items())) or "0"))
     if info["tables"]:

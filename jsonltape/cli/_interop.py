@@ -12,14 +12,14 @@ from typing import Any, cast
 import click
 import msgspec
 
-from .._display import shown
+from .._display import json_shown, shown
 from .._project import make_sessions_dir, resolve_root
 from ..interop import SOURCES, FileReport, discover, import_file
 from ..interop._source import Unit
 from ..interop.export import FORMATS, ExportFormat
 from ..interop.export import export as export_session
 from . import CliError, say
-from ._params import SECONDS, json_line, json_text
+from ._params import SECONDS, json_line
 
 _enc = msgspec.json.Encoder()
 #: Line problems printed per file before "... and N more".
@@ -249,12 +249,11 @@ def export(
         _err(f"jsonltape: note: {note}")
     if output is None:
         text = result.text
-        if fmt in ("markdown", "html") and sys.stdout.isatty():
+        if sys.stdout.isatty():
             # Markup is escaped, terminal controls are not: a transcript read on the terminal
-            # is shown by the display rule (a pipe or -o gets the transcript byte for byte).
-            text = shown(text, newlines=True)
-        elif fmt not in ("markdown", "html"):
-            text = json_text(text)  # the same JSON, on a terminal with \u escapes
+            # is shown by the display rule, JSON as the same value with \u escapes (a pipe or
+            # -o gets the export byte for byte).
+            text = shown(text, newlines=True) if fmt in ("markdown", "html") else json_shown(text)
         sys.stdout.write(text)
         sys.stdout.flush()
     else:

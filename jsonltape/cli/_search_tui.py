@@ -66,7 +66,7 @@ _STYLE = Style.from_dict(
 
 def clean(text: str, *, keep_newlines: bool = False) -> str:
     """``text`` safe to draw: whole terminal escape sequences (colours, titles) removed, tabs
-    as spaces, any other character that is not printable escaped as everywhere else
+    as spaces, the rest by the display rule everything else follows
     (:func:`~jsonltape._display.shown`: ``\x07``, ``\u202e``); line breaks kept only when
     asked, else turned into spaces."""
     text = text.replace("\t", "    ").replace("\r\n", "\n").replace("\r", "\n")

@@ -177,12 +177,14 @@ def _md_inline(node: SyntaxTreeNode, *, table: bool = False, heading: bool = Fal
     w.nodes(node.children)
     md = "".join(w.out)
     # A literal delimiter escaped next to emphasis may split the run it shared with a closer.
-    if ("\\*" in md or "\\_" in md or "\\~" in md) and _inline_shape(md) != _shape(node.children):
-        w = _Inline(table=table, heading=heading, runs=True)
-        w.nodes(node.children)
-        other = "".join(w.out)
-        if _inline_shape(other) == _shape(node.children):
-            return other
+    if "\\*" in md or "\\_" in md or "\\~" in md:
+        want = _shape(node.children)
+        if _inline_shape(md) != want:
+            w = _Inline(table=table, heading=heading, runs=True)
+            w.nodes(node.children)
+            other = "".join(w.out)
+            if _inline_shape(other) == want:
+                return other
     return md
 
 

@@ -10,13 +10,16 @@ import jsonltape_daemon.search.rank as rank
 __all__ = ["common_limit", "is_common"]
 
 
-def is_common(con: sqlite3.Connection, text: str, prefix: bool, cap: int) -> bool:
-    """True when the term is in more than ``cap`` messages, as far as the rule tells: a phrase
-    is as rare as its rarest word (``prefix``: the last one as a prefix), so it is common when
-    each of its words is. A word is common when its ``cap + 1``-th match exists: FTS5 steps
-    over the first ``cap`` matches (nothing is counted or handed back for them) and the first
-    word within ``cap`` ends the test (each test reads up to ``cap`` entries of a doclist)."""
+def is_common(con: sqlite3.Connection, text: str, prefix: bool, common: int) -> bool:
+    """True when the term is in more than its limit of messages (``common`` for a word, at
+    most :data:`~rank.COMMON_MIN` for a phrase: :func:`~rank.term_limit`), as far as the rule
+    tells: a phrase is as rare as its rarest word (``prefix``: the last one as a prefix), so it
+    is common when each of its words is. A word is common when its ``cap + 1``-th match
+    exists: FTS5 steps over the first ``cap`` matches (nothing is counted or handed back for
+    them) and the first word within ``cap`` ends the test (each test reads up to ``cap``
+    entries of a doclist)."""
     words = rank.tokens(text)
+    cap = rank.term_limit(common, len(words))
     for n, w in enumerate(words):
         pattern = '"' + w + '"' + ("*" if prefix and n == len(words) - 1 else "")
         beyond = con.execute(

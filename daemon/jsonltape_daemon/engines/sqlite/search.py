@@ -61,7 +61,7 @@ from jsonltape_daemon.search.language import (
     Window,
     parse_query,
 )
-from jsonltape_daemon.search.rank import RANKED, term_limit, tokens
+from jsonltape_daemon.search.rank import RANKED, tokens
 from jsonltape_daemon.search.snippet import MARK_CLOSE, MARK_OPEN, snippet
 from jsonltape_daemon.text.cjk import match_expr
 from jsonltape_daemon.text.idents import contains
@@ -493,11 +493,7 @@ def _search(
         informative: list[Term] = []
         if sort == "relevance":
             common = common_limit(con)
-            informative = [
-                t
-                for t in words
-                if not is_common(con, t.text, t.prefix, term_limit(common, len(tokens(t.text))))
-            ]
+            informative = [t for t in words if not is_common(con, t.text, t.prefix, common)]
         run(
             "messages_fts",
             " ".join(_fts_string(t) for t in words),
