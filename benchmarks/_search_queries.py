@@ -21,7 +21,7 @@ from jsonltape_daemon.text.cjk import match_expr
 __all__ = ["FILTERS", "Query", "count_hits", "filters_for", "queries"]
 
 DAY_MS = 86_400_000
-FILTERS = ("none", "role", "session", "since")
+FILTERS = ("none", "role", "session", "since", "until", "type")
 
 
 class Query:
@@ -60,6 +60,13 @@ def filters_for(name: str, m: dict[str, object]) -> tuple[Filters, list[str]]:
         since = corpus.T_END - 30 * DAY_MS
         day = time.strftime("%Y-%m-%d", time.gmtime(since / 1000))
         return Filters(since=since), ["--since", day]
+    if name == "until":  # the oldest month: every newer match is outside it
+        until = corpus.T_END - corpus.SPAN_MS + 30 * DAY_MS
+        day = time.strftime("%Y-%m-%d", time.gmtime(until / 1000))
+        # `--until DAY` takes that whole day
+        return Filters(until=until // DAY_MS * DAY_MS + DAY_MS), ["--until", day]
+    if name == "type":
+        return Filters(types=("tool/*",)), ["--type", "tool/*"]
     return Filters(), []
 
 

@@ -1,11 +1,14 @@
-"""What the hostile search tests share: a message event as a writer appends it, and the CLI
-run in a subprocess from the checkout's venv."""
+"""What the search tests share: a message event as a writer appends it, a tree indexed with
+its substring index complete, and the CLI run in a subprocess from the checkout's venv."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 from typing import Any
+
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.ingest.ingestor import Ingestor
 
 REPO = Path(__file__).resolve().parent.parent
 PY = str(REPO / ".venv" / "bin" / "python")
@@ -27,6 +30,20 @@ def event(role: str, text: str, n: int, time: int) -> dict[str, Any]:
             }
         },
     }
+
+
+def index_tree(root: Path, index: Path, *, helper_from: int | None = None) -> None:
+    """Sync ``root`` into ``index`` and build its substring index to the end (as the daemon
+    does in the background after a first sync)."""
+    store = SqliteStore(index, helper_from=helper_from)
+    try:
+        Ingestor(store, root).rescan()
+        while store.substrings_pending():
+            store.begin()
+            store.build_substrings(1000)
+            store.commit()
+    finally:
+        store.close()
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

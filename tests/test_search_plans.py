@@ -15,10 +15,10 @@ import pytest
 from jsonltape_daemon.engines.sqlite import common
 from jsonltape_daemon.engines.sqlite.schema import connect
 from jsonltape_daemon.engines.sqlite.search import Filters, search
-from jsonltape_daemon.engines.sqlite.store import SqliteStore
-from jsonltape_daemon.ingest.ingestor import Ingestor
 
 import jsonltape
+
+from ._search_cases import index_tree
 
 #: word -> how many messages hold it: around the limits the tests ask about
 COUNTS = {"alpha": 7, "beta": 8, "gamma": 9, "delta": 1}
@@ -34,15 +34,7 @@ def con(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection
                 tape.user(" ".join(["note", *words, f"migration{n}"]))
                 tape.assistant(f"reply {n} about the migration")
     index = root.parent / "index.db"
-    store = SqliteStore(index)
-    try:
-        Ingestor(store, root).rescan()
-        while store.substrings_pending():
-            store.begin()
-            store.build_substrings(100)
-            store.commit()
-    finally:
-        store.close()
+    index_tree(root, index, helper_from=20_000)
     c = connect(index, readonly=True)
     yield c
     c.close()

@@ -235,7 +235,17 @@ def test_top_k_of_the_plans_equals_a_brute_force_ranking_under_the_documented_ru
             path=rng.choice(["*/s1.jsonl", "*/s[24].jsonl", "*/none.jsonl"])
             if 0.6 <= f < 0.7
             else None,
+            # until, alone or with since (its bound: the index's key spill)
+            until=rng.choice(times) + rng.choice([0, 1]) if 0.7 <= f < 0.8 else None,
+            # types, some that no message has, alone or with a role none of them has
+            types=(rng.choice(["user/*", "assistant/message", "tool/*", "x/none"]),)
+            if 0.8 <= f < 0.9
+            else (),
         )
+        if 0.7 <= f < 0.75:
+            filters.since = rng.choice([t for t in times if t < (filters.until or 0)] or [None])
+        if 0.85 <= f < 0.9:
+            filters.roles = ("assistant",)
         limit = rng.choice([1, 5, 20])
         hits = search.search(con, query, filters, limit)
         got = [(h.session, h.seq) for h in hits if h.match == "word"]

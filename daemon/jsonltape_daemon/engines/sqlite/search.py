@@ -229,11 +229,21 @@ def notes(con: sqlite3.Connection) -> list[str]:
 
 def _key_range(con: sqlite3.Connection, filters: Filters) -> tuple[int | None, int | None]:
     """A full-text rowid range ``[lo, hi)`` that holds every message the filters allow (more
-    too: the rows are checked): from ``since`` (a key is never below its second's base; above
-    it a busy second may spill, so ``until`` gives no bound) and the time span of the few
-    sessions a session or path filter names. A search then reads only that span."""
+    too: the rows are checked): from ``since`` (a key is never below its second's base),
+    ``until`` (nor above it by more than the index's ``tkey_spill``), the time span of the few
+    sessions a session or path filter names, and empty when no message has ever had a role
+    and type the filters take (``message_kinds``). A search then reads only that span."""
     lo = tkey_base(filters.since) if filters.since is not None else None
     hi = None
+    row = con.execute("SELECT value FROM meta WHERE key = 'tkey_spill'").fetchone()
+    if row is not None:  # schema 5 on: the bounds below are kept (schema._M005)
+        if filters.until is not None:
+            hi = tkey_base(filters.until) + int(row[0]) + 1
+        if filters.roles or filters.types:
+            where, params = filter_sql(Filters(roles=filters.roles, types=filters.types, all=True))
+            kinds = f"SELECT 1 FROM message_kinds m WHERE {where} LIMIT 1"
+            if con.execute(kinds, params).fetchone() is None:
+                return 0, 0
     if not filters.session and not filters.path:
         return lo, hi
     where, params = filter_sql(Filters(session=filters.session, path=filters.path, all=True))
@@ -250,7 +260,7 @@ def _key_range(con: sqlite3.Connection, filters: Filters) -> tuple[int | None, i
     ).fetchone()
     if a is None:
         return 0, 0
-    return (max(a, lo) if lo is not None else a), b + 1
+    return (max(a, lo) if lo is not None else a), (min(b + 1, hi) if hi is not None else b + 1)
 
 
 def search(

@@ -100,6 +100,10 @@ class SqliteStore(FullText):
         self._sub_upto = int(self._meta("substrings") or 0)
         r = self.con.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
         self._next_id = (int(r[0]) if r else 0) + 1
+        # What search's bounds rely on (schema step 5): read again after a rollback, so that
+        # a value that did not commit is written again when a later batch needs it.
+        self._spill = int(self._meta("tkey_spill") or 0)
+        self._kinds: set[tuple[str, str]] | None = None  # loaded when first needed
 
     # -- transactions --------------------------------------------------------------------
 
@@ -397,6 +401,7 @@ class SqliteStore(FullText):
                 for i, k, r in zip(ids, keys, rows, strict=True)
             ],
         )
+        self._note_bounds(keys, rows)
         kept = [(k, r.text) for k, r in zip(keys, rows, strict=True) if self._copies(r)]
         if kept:
             con.executemany("INSERT INTO message_texts (tkey, text) VALUES (?, ?)", kept)
@@ -479,6 +484,22 @@ class SqliteStore(FullText):
         )
 
     # -- keys ----------------------------------------------------------------------------
+
+    def _note_bounds(self, keys: list[int], rows: Sequence[MessageRow]) -> None:
+        """Keep ``meta.tkey_spill`` and ``message_kinds`` covering new rows (``schema._M005``:
+        what an ``until`` or role/type filter's bound relies on)."""
+        spill = max(k - tkey_base(r.time) for k, r in zip(keys, rows, strict=True))
+        if spill > self._spill:
+            self._spill = spill
+            self.set_meta("tkey_spill", str(spill))
+        if self._kinds is None:
+            self._kinds = set(self.con.execute("SELECT role, type FROM message_kinds"))
+        new = {(r.role, r.type) for r in rows} - self._kinds
+        if new:
+            self.con.executemany(
+                "INSERT OR IGNORE INTO message_kinds (role, type) VALUES (?, ?)", sorted(new)
+            )
+            self._kinds |= new
 
     def _tkeys(self, ids: range, rows: Sequence[MessageRow]) -> list[int]:
         """The time-ordered keys of new messages (see ``schema.TKEY_SPAN``): the second's
