@@ -238,6 +238,10 @@ def test_message_markdown_reads_as_the_model_wrote_it(text: str) -> None:
         "1. a\n\n\n2) b",
         "<https://ok.example/'>",  # the reader keeps ' and parentheses in an address
         "[w](https://en.wikipedia.org/wiki/A_(b))",
+        "\\ \n<",  # a space kept at a line's end (after a backslash)
+        "a\\  \nb",
+        "a\\   \nb",  # ... and before a hard break
+        "***<*<*",  # a literal star in an opener's own delimiter run
     ],
 )
 def test_edge_cases_the_property_found_read_as_written(text: str) -> None:

@@ -123,6 +123,19 @@ class _Inline:
             self.out.append(_md_escape(s, line_start=self.start, heading=self.heading))
             self.start = False
 
+    def _join_run(self, c: str) -> None:
+        """Literal ``c`` characters the text wrote just before an opener of ``c``, unescaped:
+        the source had them in the opener's own delimiter run. Escapes are read left to right,
+        as ``_ESCAPE`` does (two backslashes are one backslash, then comes the next escape)."""
+        if not self.out or not self.out[-1].endswith(c):
+            return
+        pieces = re.findall(r"\\.|.", self.out[-1], re.S)
+        n = 0
+        while n < len(pieces) and pieces[len(pieces) - 1 - n] == "\\" + c:
+            n += 1
+        if n:
+            self.out[-1] = "".join(pieces[: len(pieces) - n]) + c * n
+
     def raw(self, s: str) -> None:
         self.out.append(s)
         self.start = s.endswith("\n")
@@ -143,12 +156,21 @@ class _Inline:
         if kind == "text":
             self.text(n.content)
         elif kind == "softbreak":
+            # Spaces the text kept before the break (after a "\", as in "\ "): a reader drops
+            # one space at a line's end and takes two for a hard break, so they are written as
+            # character references.
+            last = self.out[-1] if self.out else ""
+            if last.endswith(" "):
+                body = last.rstrip(" ")
+                self.out[-1] = body + "&#32;" * (len(last) - len(body))
             self.raw("\n")
         elif kind == "hardbreak":
             self.raw("\\\n")
         elif kind == "code_inline":
             self.raw(_code_span(n.content, table=self.table))
         elif kind in ("em", "strong", "s"):
+            if self.runs:
+                self._join_run(n.markup[0])
             self.raw(n.markup)
             self.nodes(n.children)
             self.raw(n.markup)
