@@ -24,9 +24,13 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
   Task call id in ``meta.import.spawned_by`` when the prompt matches.
 * Rewinds (a line whose ``parentUuid`` is an earlier line, not the last one): the abandoned
   messages are retracted (``surface/retract``), so the surface is the branch Claude Code resumes.
-* ``summary``, ``ai-title``, ``file-history-snapshot``, ``progress``, ``queue-operation``,
-  other ``system`` lines, ...: ``import/raw`` only. The model of each response goes to a
-  ``request/header`` when it changes.
+* ``system/microcompact_boundary`` ``{microcompactMetadata: {compactedToolIds, ...}}``:
+  Claude Code clears the content of those older tool results in what it sends from then on;
+  each one on the surface is replaced in place by a ``tool/result`` whose response is the
+  placeholder the model sees (``data.cleared``: ``microcompact``).
+* ``summary``, ``ai-title``, ``last-prompt``, ``atis-latch``, ``file-history-snapshot``,
+  ``progress``, ``queue-operation``, ``attachment``, other ``system`` lines, ...: ``import/raw``
+  only. The model of each response goes to a ``request/header`` when it changes.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ _KNOWN_RAW = frozenset(
         "summary",
         "ai-title",
         "custom-title",
+        "last-prompt",
+        "atis-latch",
         "file-history-snapshot",
         "queue-operation",
         "progress",
@@ -65,6 +71,8 @@ _KNOWN_RAW = frozenset(
     }
 )
 _STATUSES = ("pending", "in_progress", "completed")
+#: What Claude Code sends in place of a tool result a microcompaction cleared.
+CLEARED_TEXT = "[Old tool result content cleared]"
 
 
 def user_parts(content: Any) -> list[dict[str, Any]]:
@@ -147,6 +155,8 @@ class ClaudeCodeMapper(Mapper):
         #: per session: result-only user lines held back while the response they answer is
         #: still streaming (the line, its time, the value and its uuid)
         self._held: dict[str, list[tuple[SourceLine, int, dict[str, Any], str | None]]] = {}
+        #: per session: the tool/result of each call id (what a microcompaction clears)
+        self._results: dict[tuple[str, str], int] = {}
 
     def sniff(self, value: dict[str, Any]) -> str | None:
         t = value.get("type")
@@ -196,6 +206,15 @@ class ClaudeCodeMapper(Mapper):
                 trigger if isinstance(trigger, str) else "compact",
                 tokens if type(tokens) is int and tokens >= 0 else None,
             )
+        elif t == "system" and v.get("subtype") == "microcompact_boundary":
+            self._release(out)
+            meta = v.get("microcompactMetadata")
+            ids = meta.get("compactedToolIds") if isinstance(meta, dict) else None
+            if not isinstance(ids, list):
+                raise ValueError("microcompact_boundary: compactedToolIds is not a list")
+            for call in ids:
+                if isinstance(call, str):
+                    self._clear_result(out, call)
         elif t in ("summary", "ai-title", "custom-title"):
             text = v.get("summary") or v.get("aiTitle") or v.get("customTitle") or v.get("title")
             if isinstance(text, str) and text.strip() and not self._titled:
@@ -323,6 +342,7 @@ class ClaudeCodeMapper(Mapper):
                 out, call, result_response(b.get("content")), is_error=b.get("is_error") is True,
                 msg_id=msg_id if k == 0 else f"{msg_id}#{k}", tag=f"result:{k}" if k else None,
             )  # fmt: skip
+            self._results[(out.target.name, call)] = vid
         parts = user_parts(content if isinstance(content, str) else others)
         if parts:
             text = text_of(parts)
@@ -347,6 +367,31 @@ class ClaudeCodeMapper(Mapper):
             if interrupted:
                 self.end_turn(out, "aborted", tag="aborted")
         self._remember(out, uuid, vid)
+
+    def _clear_result(self, out: Out, call: str) -> None:
+        """Replace the call's result on the surface by the placeholder Claude Code sends
+        once a microcompaction cleared it."""
+        vid = self._results.get((out.target.name, call))
+        if vid is None or not out.surface.is_current(vid):
+            return
+        old = out.data[vid]["message"]
+        part: dict[str, Any] = {"type": "tool_call_response", "id": call, "response": CLEARED_TEXT}
+        if old["parts"][0].get("is_error") is True:
+            part["is_error"] = True
+        data: dict[str, Any] = {
+            "call_id": call,
+            "message": {"id": old["id"], "role": "tool", "parts": [part]},
+            "cleared": "microcompact",
+            "import": self.imp(),
+        }
+        new = self.emit(
+            out, "tool/result", data, self.key(f"cleared:{call}"),
+            surface=("replace", vid, vid), sources=[vid],
+        )  # fmt: skip
+        self._results[(out.target.name, call)] = new
+        for uuid, node in out.entry_vid.items():  # a rewind to that line anchors on the new one
+            if node == vid:
+                out.entry_vid[uuid] = new
 
     def _remember(self, out: Out, uuid: str | None, vid: int | None) -> None:
         if uuid and vid is not None:

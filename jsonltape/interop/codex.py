@@ -26,6 +26,14 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
   for the UI; exec and patch events; rate limits) stays raw.
 * ``compacted``: a compaction of the whole surface, the summary being its ``message`` (or the
   text of its ``replacement_history``).
+* ``event_msg thread_rolled_back`` ``{num_turns}`` (``/undo``, ``thread/rollback``): Codex drops
+  the last ``num_turns`` user turns from the history it resumes (``drop_last_n_user_turns``):
+  the messages from the first prompt of those turns on are retracted (``surface/retract``,
+  reason ``rollback``).
+* ``tool_search_call`` (a client-run search for tools) is a tool call of its response (name
+  ``tool_search``, its ``arguments``), ``tool_search_output`` its result (the ``tools`` found);
+  ``image_generation_call`` is kept as a part of its own type in the response's message;
+  ``ghost_snapshot`` (an undo snapshot the model never sees) stays raw.
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ from typing import Any
 
 import msgspec
 
+from ..errors import JsonltapeError
+from ..events import Retract
 from ._base import Group, Mapper, Out
 from ._parts import data_url, parts_of, reasoning_part, text_of, text_part, tool_call_part
 from ._source import parse_time
@@ -51,11 +61,20 @@ _KNOWN_RAW = frozenset(
         "inter_agent_communication_metadata",
         "rollout_reference",
         "fork_reference",
+        "response_item/ghost_snapshot",
         "event_msg/",
     }
 )
 _ASSISTANT_ITEMS = frozenset(
-    {"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
+    {
+        "reasoning",
+        "function_call",
+        "custom_tool_call",
+        "local_shell_call",
+        "web_search_call",
+        "tool_search_call",
+        "image_generation_call",
+    }
 )
 _decode = msgspec.json.decode
 #: How Codex marks the user-role messages it injects itself (codex-rs/protocol/src/
@@ -166,6 +185,8 @@ class CodexMapper(Mapper):
         self._last: Group | None = None  # the latest model response's message
         self._last_total: Any = None  # total_token_usage of the latest token_count
         self._exit: dict[str, int] = {}  # call id -> exit code of its exec_command_end
+        #: the node of each user prompt (a turn's first message), for ``thread_rolled_back``
+        self._prompts: list[int] = []
 
     def sniff(self, value: dict[str, Any]) -> str | None:
         if "payload" in value and isinstance(value.get("type"), str):
@@ -286,9 +307,12 @@ class CodexMapper(Mapper):
                     g.extra["phase"] = phase
                 return
             msg_role = "user" if role == "user" else "system"
-            self.message(out, "user/message", msg_role, parts, f"codex-{self.n}")
+            vid = self.message(out, "user/message", msg_role, parts, f"codex-{self.n}")
             if role == "user":  # 0.154 writes no event_msg user_message: title from here
-                self.note_title(out, prompt_text(parts))
+                prompt = prompt_text(parts)
+                self.note_title(out, prompt)
+                if prompt is not None:
+                    self._prompts.append(vid)
         elif kind in _ASSISTANT_ITEMS:
             g = self._group(out)
             self.add_line(g, p.get("id") if isinstance(p.get("id"), str) else None)
@@ -314,6 +338,15 @@ class CodexMapper(Mapper):
             self.tool_result(
                 out, call, output, is_error=is_error, msg_id=f"codex-{self.n}", extra=extra
             )
+        elif kind == "tool_search_output":
+            call = p.get("call_id")
+            if not isinstance(call, str):
+                raise ValueError("a tool_search_output without a call_id")
+            extra = {"status": p["status"]} if isinstance(p.get("status"), str) else None
+            self.tool_result(
+                out, call, p.get("tools"), is_error=p.get("status") == "failed",
+                msg_id=f"codex-{self.n}", extra=extra,
+            )  # fmt: skip
 
     @staticmethod
     def _assistant_part(kind: Any, p: dict[str, Any]) -> dict[str, Any]:
@@ -328,7 +361,9 @@ class CodexMapper(Mapper):
             return tool_call_part(call_id, str(p.get("name")), p.get("input"))
         if kind == "local_shell_call":
             return tool_call_part(call_id, "local_shell", p.get("action"))
-        return dict(p)  # web_search_call: kept as its own part
+        if kind == "tool_search_call":
+            return tool_call_part(call_id, "tool_search", p.get("arguments"))
+        return dict(p)  # web_search_call, image_generation_call: kept as their own part
 
     # -- events -------------------------------------------------------------------------
 
@@ -356,3 +391,31 @@ class CodexMapper(Mapper):
                 self._exit[call] = code
         elif kind == "user_message":
             self.note_title(out, p.get("message"))
+        elif kind == "thread_rolled_back":
+            turns = p.get("num_turns")
+            if type(turns) is not int or turns < 0:
+                raise ValueError(f"thread_rolled_back: num_turns is not a count: {turns!r}")
+            self._rollback(out, turns)
+
+    def _rollback(self, out: Out, turns: int) -> None:
+        """Retract the last ``turns`` user turns: from the first prompt of those on the surface
+        (Codex's ``drop_last_n_user_turns``; all of them when there are fewer)."""
+        if out.turn is not None:
+            self.close_interrupted(out, "rollback")
+        self.flush_group(out)
+        prompts = [v for v in self._prompts if out.surface.is_current(v)]
+        if turns == 0 or not prompts:
+            return
+        cut = prompts[max(len(prompts) - turns, 0)]
+        nodes = out.surface.nodes
+        after = nodes[nodes.index(cut) :]
+        try:
+            out.surface.removed_by("surface/retract", Retract(after[0], after[-1]))
+        except JsonltapeError:
+            return  # kept raw: the surface rules refuse this cut
+        self._last = None  # a later usage never revises a rolled-back response
+        data = {"reason": "rollback", "import": self.imp()}
+        self.emit(
+            out, "surface/retract", data, self.key("rollback"),
+            surface=("retract", after[0], after[-1]),
+        )  # fmt: skip

@@ -25,8 +25,19 @@ is appended again, a ``tool/call`` per call and a ``tool/result`` per call whose
 recorded (``status`` ``error`` or ``cancelled``: an error result); ``$rewindTo`` → a
 ``surface/retract`` (reason ``rewind``) of the messages from the named one on; ``$set``
 ``summary`` titles the session. ``info``/``error``/``warning`` (shown to the user, never sent to
-the model), the metadata line and other ``$set`` s are raw only. Gemini CLI never marks the end
+the model: except an ``info`` of ``inlineData``/``fileData`` parts, the binary data of a tool's
+response that the CLI sends as a message of its own, a ``user/message``), the metadata line and
+other ``$set`` s are raw only. Gemini CLI never marks the end
 of a turn: the next prompt (or a finished source) ends it.
+
+Current Gemini CLI also records each tool response it sends as a ``user`` record of
+``functionResponse`` parts (``recordSyntheticMessage``): not a prompt; a response whose call has
+no result on the tape yet becomes its ``tool/result``, other parts a ``user/message`` of the
+running turn. A ``$set`` with a ``messages`` list is a checkpoint (``updateMessagesFromHistory``
+after a compression, a masking of tool outputs, a rolled-back failed stream):
+``loadConversationRecord`` clears the messages and rebuilds them from the list, so the messages
+from the first one the list changes (or drops) on are retracted (reason ``checkpoint``) and the
+rest of the list is mapped as records.
 
 The legacy whole-file ``session-*.json`` (one pretty-printed ``ConversationRecord``
 ``{sessionId, projectHash, startTime, lastUpdated, messages, summary?, directories?, kind?}``,
@@ -107,6 +118,39 @@ def gemini_parts(content: Any) -> list[dict[str, Any]]:
     return parts
 
 
+def _injected(v: dict[str, Any]) -> bool:
+    """Whether an ``info`` record holds media Gemini CLI sends the model: the binary data a
+    tool returned (``extractBinaryInjections``), recorded as ``info`` after the response."""
+    content = v.get("content")
+    return (
+        v.get("type") == "info"
+        and isinstance(content, list)
+        and any(isinstance(p, dict) and ("inlineData" in p or "fileData" in p) for p in content)
+    )
+
+
+def _view(v: dict[str, Any]) -> tuple[Any, ...]:
+    """What a record gives the history: its id and type, the text and media of its content
+    (a synced record carries the model's own parts: thoughts and calls beside the text) and
+    its calls with their results."""
+    parts = [p for p in gemini_parts(v.get("content")) if p["type"] != "reasoning"]
+    calls = v.get("toolCalls") if v.get("type") == "gemini" else None
+    shown = [
+        (c.get("id"), c.get("args"), c.get("result"), c.get("status"))
+        for c in calls if isinstance(c, dict)
+    ] if isinstance(calls, list) else []  # fmt: skip
+    content = v.get("content")
+    responses = [
+        p["functionResponse"] for p in content if isinstance(p, dict) and "functionResponse" in p
+    ] if isinstance(content, list) else []  # fmt: skip
+    return v["id"], v.get("type"), parts, shown, responses
+
+
+def _sent(v: dict[str, Any]) -> bool:
+    """Whether a record is part of the history Gemini CLI sends (not a note for the user)."""
+    return v.get("type") in ("user", "gemini") or _injected(v)
+
+
 def _thought(t: Any) -> dict[str, Any] | None:
     if not isinstance(t, dict):
         return None
@@ -156,6 +200,13 @@ class GeminiMapper(Mapper):
         self.nodes: dict[str, int] = {}
         #: tool calls whose result is on the tape
         self.answered: set[str] = set()
+        #: the messages as ``loadConversationRecord`` holds them: id -> last record, in order
+        self.msgs: dict[str, dict[str, Any]] = {}
+        #: the tool/result of each answered call
+        self.results: dict[str, int] = {}
+        #: the surface node before each message that made no node (a tool response already
+        #: answered): a rewind to it drops what came after that node
+        self.marks: dict[str, int | None] = {}
 
     def sniff(self, value: dict[str, Any]) -> str | None:
         if isinstance(value.get("sessionId"), str) and isinstance(value.get("projectHash"), str):
@@ -182,18 +233,13 @@ class GeminiMapper(Mapper):
             if isinstance(summary, str) and summary.strip():
                 out.target.title = title_of(summary)
                 self._named = True
-            self.raw_line("$set", known=True)
+            messages = v["$set"].get("messages")
+            if isinstance(messages, list):
+                self._checkpoint(out, messages)
+            if not self._claimed:  # else the line is on the first event the checkpoint made
+                self.raw_line("$set", known=True)
         elif isinstance(v.get("id"), str):
-            self.time = parse_time(v.get("timestamp")) or self.time
-            t = v.get("type")
-            if t == "user":
-                self._user(out, v)
-            elif t == "gemini":
-                self._gemini(out, v)
-            elif t in _UI_ONLY:
-                self.raw_line(str(t), known=True)
-            else:
-                self.raw_line(str(t), known=False)
+            self._record(out, v)
         elif isinstance(v.get("sessionId"), str):
             self._metadata(out, v)
             self.raw_line("session", known=True)
@@ -217,16 +263,134 @@ class GeminiMapper(Mapper):
             out.target.title = title_of(v["summary"])
             self._named = True
 
+    def _record(self, out: Out, v: dict[str, Any]) -> None:
+        """A ``MessageRecord``: the last one with an id wins, in the place of its first."""
+        self.time = parse_time(v.get("timestamp")) or self.time
+        t, mid = v.get("type"), v["id"]
+        self.msgs[mid] = v
+        if t == "user":
+            self._user(out, v)
+        elif t == "gemini":
+            self._gemini(out, v)
+        elif _injected(v):  # the binary data of a tool's response, sent as the next message
+            parts = gemini_parts(v.get("content"))
+            self.nodes[mid] = self.message(out, "user/message", "user", parts, mid)
+        else:
+            nodes = out.surface.nodes
+            self.marks.setdefault(mid, nodes[-1] if nodes else None)
+            self.raw_line(str(t), known=t in _UI_ONLY)
+
     def _user(self, out: Out, v: dict[str, Any]) -> None:
         mid = v["id"]
         if mid in self.nodes and out.surface.is_current(self.nodes[mid]):
             self.raw_line("user", known=True)  # the same prompt again (a history sync)
             return
-        parts = gemini_parts(v.get("content"))
+        content = v.get("content")
+        items = content if isinstance(content, list) else [content]
+        responses = [
+            p["functionResponse"]
+            for p in items
+            if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
+        ]
+        if responses:
+            self._tool_response(out, mid, responses, items)
+            return
+        parts = gemini_parts(content)
         self.start_turn(out)
         if not self._named:
             self.note_title(out, text_of(parts))
         self.nodes[mid] = self.message(out, "user/message", "user", parts, mid)
+
+    def _tool_response(
+        self, out: Out, mid: str, responses: list[dict[str, Any]], items: list[Any]
+    ) -> None:
+        """The tool responses Gemini CLI sent, recorded as a user message: results of calls
+        not answered yet (the call's record usually has them already), then other parts."""
+        last = out.surface.nodes[-1] if out.surface.nodes else None
+        first: int | None = None
+        for k, r in enumerate(responses):
+            call = r.get("id")
+            if not isinstance(call, str) or call in self.answered:
+                continue
+            self.answered.add(call)
+            vid = self.tool_result(
+                out, call, _response([{"functionResponse": r}]), is_error=False,
+                msg_id=f"{mid}#{k}" if k else mid, tag=f"result:{call}",
+            )  # fmt: skip
+            self.results[call] = vid
+            first = vid if first is None else first
+        others = [p for p in items if not (isinstance(p, dict) and "functionResponse" in p)]
+        parts = gemini_parts(others)
+        if parts:
+            vid = self.message(out, "user/message", "user", parts, mid, tag="parts")
+            first = vid if first is None else first
+        if first is not None:
+            self.nodes[mid] = first
+        else:
+            self.marks[mid] = last
+            if not self._claimed:
+                self.raw_line("user", known=True)  # every response is on the tape already
+
+    def _checkpoint(self, out: Out, messages: list[Any]) -> None:
+        """A synced ``messages`` list: keep the messages up to the first one it changes, retract
+        the rest, map the list from there (``loadConversationRecord`` rebuilds from it)."""
+        records = [
+            m for m in messages
+            if isinstance(m, dict) and isinstance(m.get("id"), str) and _sent(m)
+        ]  # fmt: skip
+        ids = list(self.msgs)
+        held = [(mid, v) for mid, v in self.msgs.items() if _sent(v)]  # UI notes are not history
+        k = 0
+        while k < len(records) and k < len(held) and _view(held[k][1]) == _view(records[k]):
+            k += 1
+        if k == len(records) and k == len(held):
+            return  # nothing changed
+        if k < len(held):
+            self._drop(out, ids[ids.index(held[k][0]) :], "checkpoint")
+        for r in records[k:]:
+            self._record(out, r)
+
+    def _node_of(self, mid: str) -> int | None:
+        g = self.groups.get(mid)
+        return g.vid if g is not None else self.nodes.get(mid)
+
+    def _drop(self, out: Out, ids: list[str], reason: str) -> None:
+        """Retract the surface from the first node the messages ``ids`` made on, and forget
+        them (a later record with one of their ids maps afresh)."""
+        self.end_turn(out, "completed", tag=f"{reason}:end")
+        self.flush_group(out)
+        nodes = out.surface.nodes
+        start: int | None = None
+        for mid in ids:
+            vid = self._node_of(mid)
+            if vid is not None and vid in nodes:
+                start = nodes.index(vid)
+                break
+            if mid in self.marks:  # made no node: what came after the node before it
+                mark = self.marks[mid]
+                start = nodes.index(mark) + 1 if mark in nodes else (0 if mark is None else None)
+                if start is not None:
+                    break
+        for mid in ids:
+            self.msgs.pop(mid, None)
+            self.groups.pop(mid, None)
+            self.nodes.pop(mid, None)
+            self.marks.pop(mid, None)
+        after = nodes[start:] if start is not None else []
+        if after:
+            try:
+                out.surface.removed_by("surface/retract", Retract(after[0], after[-1]))
+            except JsonltapeError:
+                return
+            data = {"reason": reason, "import": self.imp()}
+            self.emit(
+                out, "surface/retract", data, self.key(reason),
+                surface=("retract", after[0], after[-1]),
+            )  # fmt: skip
+        current = out.surface.is_current
+        self.answered = {
+            c for c in self.answered if c not in self.results or current(self.results[c])
+        }
 
     def _gemini(self, out: Out, v: dict[str, Any]) -> None:
         mid = v["id"]
@@ -267,7 +431,7 @@ class GeminiMapper(Mapper):
             if c.get("result") is None or c["id"] in self.answered:
                 continue
             self.answered.add(c["id"])
-            self.tool_result(
+            self.results[c["id"]] = self.tool_result(
                 out,
                 c["id"],
                 _response(c["result"]),
@@ -282,25 +446,11 @@ class GeminiMapper(Mapper):
     def _rewind(self, out: Out, mid: str) -> None:
         """Drop the messages from ``mid`` on (all of them if it is not known), as
         ``loadConversationRecord`` does."""
-        self.end_turn(out, "completed", tag="rewind:end")
-        self.flush_group(out)
-        g = self.groups.get(mid)
-        vid = g.vid if g is not None else self.nodes.get(mid)
-        nodes = out.surface.nodes
-        after = nodes[nodes.index(vid) :] if vid in nodes else ([] if mid in self.nodes else nodes)
-        if not after:
+        ids = list(self.msgs)
+        ids = ids[ids.index(mid) :] if mid in self.msgs else ids
+        self._drop(out, ids, "rewind")
+        if not self._claimed:
             self.raw_line("$rewindTo", known=True)
-            return
-        try:
-            out.surface.removed_by("surface/retract", Retract(after[0], after[-1]))
-        except JsonltapeError:
-            self.raw_line("$rewindTo", known=True)
-            return
-        data = {"reason": "rewind", "import": self.imp()}
-        self.emit(
-            out, "surface/retract", data, self.key("rewind"),
-            surface=("retract", after[0], after[-1]),
-        )  # fmt: skip
 
 
 def legacy_unit(path: Path) -> Unit:

@@ -21,8 +21,13 @@ content as synthetic text parts); a user message with a ``compaction`` part →
 (the message's ``tokens`` and ``cost``), then a ``tool/result`` per tool whose state is
 ``completed`` (its ``output``) or ``error`` (an error result); a tool still ``pending`` or
 ``running`` when the source is settled is closed as interrupted. An assistant ``error`` other
-than an abort ends the turn with reason ``error``; an abort ends it ``aborted``.
-``step-start``, ``step-finish``, ``snapshot``, ``patch``, ``agent``, ``subtask`` and
+than an abort ends the turn with reason ``error``; an abort ends it ``aborted``. As in OpenCode's
+``toModelMessages``, a message with an error is left out of the model's context (kept raw) unless
+it is an abort after some output (a part other than ``step-start`` and ``reasoning``), and a
+tool ``error`` that OpenCode marks ``metadata.interrupted`` with a ``metadata.output`` text
+reaches the model as that output, not as an error.
+A user ``subtask`` part is the text OpenCode sends for it (``The following tool was executed by
+the user``; not a title). ``step-start``, ``step-finish``, ``snapshot``, ``patch``, ``agent`` and
 ``retry`` parts stay in the record only; an unknown record type is ``import/raw``.
 """
 
@@ -42,6 +47,8 @@ _TOKENS = (
     ("total", "total_tokens"),
 )
 _NOT_SENT = frozenset({"text/plain", "application/x-directory"})
+#: What OpenCode sends for a ``subtask`` part of a user message (a ``/command`` run as a task).
+_SUBTASK = "The following tool was executed by the user"
 
 
 def _usage(info: dict[str, Any]) -> dict[str, Any] | None:
@@ -134,22 +141,25 @@ class OpenCodeMapper(Mapper):
                 self.compacting = str(info.get("id"))
             return
         mapped: list[dict[str, Any]] = []
+        said: list[str] = []  # the texts the user's message sends (a title's candidates)
         for p in parts:
             if p.get("type") == "text" and p.get("ignored") is not True:
                 text = _text(p)
                 if text is not None:
                     mapped.append({"type": "text", "content": text})
+                    said.append(text)
             elif p.get("type") == "file":
                 f = _file(p)
                 if f is not None:
                     mapped.append(f)
+            elif p.get("type") == "subtask":  # the task call follows in the reply
+                mapped.append({"type": "text", "content": _SUBTASK})
         if not mapped:
             self.raw_line("message/user", known=True)  # nothing OpenCode would send
             return
         self.start_turn(out)
-        prompt = [p["content"] for p in mapped if p["type"] == "text"]
         real = [_text(p) for p in parts if p.get("type") == "text" and not p.get("synthetic")]
-        self.note_title(out, "\n".join(t for t in real if t) or "\n".join(prompt))
+        self.note_title(out, "\n".join(t for t in real if t) or "\n".join(said))
         self.message(out, "user/message", "user", mapped, str(info.get("id")))
 
     def _assistant(self, info: dict[str, Any], parts: list[dict[str, Any]]) -> None:
@@ -160,6 +170,13 @@ class OpenCodeMapper(Mapper):
             texts = [_text(p) for p in parts if p.get("type") == "text"]
             self.compacting = None
             self.finish_compaction(out, "\n\n".join(t for t in texts if t), mid)
+            return
+        error = info.get("error")
+        if isinstance(error, dict) and not _sent_despite(error, parts):
+            if out.turn is None:
+                self.start_turn(out)
+            self._failed(out, error)
+            self.raw_line("message/assistant", known=True)  # OpenCode never sends it again
             return
         if out.turn is None:
             self.start_turn(out)
@@ -188,16 +205,19 @@ class OpenCodeMapper(Mapper):
         for p in tools:
             self._result(out, p)
         self.flush_group(out)
-        error = info.get("error")
         if isinstance(error, dict):
-            name = str(error.get("name") or "error")
-            data: dict[str, Any] = error["data"] if isinstance(error.get("data"), dict) else {}
-            err: dict[str, Any] = {"code": name}
-            if isinstance(data.get("message"), str):
-                err["message"] = data["message"]
-            reason = "aborted" if name == "MessageAbortedError" else "error"
-            if not out.pending:
-                self.end_turn(out, reason, err, tag="error")
+            self._failed(out, error)
+
+    def _failed(self, out: Out, error: dict[str, Any]) -> None:
+        """The turn ends with the message's error (unless calls still wait for results)."""
+        name = str(error.get("name") or "error")
+        data: dict[str, Any] = error["data"] if isinstance(error.get("data"), dict) else {}
+        err: dict[str, Any] = {"code": name}
+        if isinstance(data.get("message"), str):
+            err["message"] = data["message"]
+        reason = "aborted" if name == "MessageAbortedError" else "error"
+        if not out.pending:
+            self.end_turn(out, reason, err, tag="error")
 
     def _result(self, out: Out, p: dict[str, Any]) -> None:
         state: dict[str, Any] = p["state"] if isinstance(p.get("state"), dict) else {}
@@ -207,14 +227,24 @@ class OpenCodeMapper(Mapper):
             response: Any = state.get("output")
             is_error = False
         elif status == "error":
-            response = state.get("error")
-            is_error = True
+            meta: dict[str, Any] = state.get("metadata") or {}
+            meta = meta if isinstance(meta, dict) else {}
+            interrupted = meta.get("interrupted") is True and isinstance(meta.get("output"), str)
+            response = meta["output"] if interrupted else state.get("error")
+            is_error = not interrupted
         else:
             return  # pending or running: closed as interrupted if the source settles
         self.tool_result(
             out, call, response if isinstance(response, str) else "", is_error=is_error,
             msg_id=f"{call}-result", tag=f"result:{call}", extra={"status": status},
         )  # fmt: skip
+
+
+def _sent_despite(error: dict[str, Any], parts: list[dict[str, Any]]) -> bool:
+    """Whether OpenCode still sends a message that has an error: an abort after some output."""
+    return error.get("name") == "MessageAbortedError" and any(
+        p.get("type") not in ("step-start", "reasoning") for p in parts
+    )
 
 
 def _auto(parts: list[dict[str, Any]]) -> bool:

@@ -13,15 +13,17 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
   ``assistant/message`` (text, ``thinking`` as reasoning with its signature, ``toolCall`` as
   tool_call) with model and usage, a ``tool/call`` per call, and the turn ends on its
   ``stopReason`` (stop → completed, length → max-tokens, aborted, error); ``toolResult`` →
-  ``tool/result``; ``bashExecution`` (a user's ``!command``) and ``custom``/``hookMessage`` →
-  user messages (what pi puts in the model's context).
+  ``tool/result``; ``bashExecution`` (a user's ``!command``, as ``bashExecutionToText`` words
+  it) and ``custom``/``hookMessage`` → user messages (what pi puts in the model's context).
 * ``compaction`` {summary, firstKeptEntryId, tokensBefore}: the messages before the first kept
   entry are replaced by the summary (jsonltape compaction events with the file ledger). Legacy
   v1 compactions name that entry by ``firstKeptEntryIndex`` instead: its position among the
   file's entries (every line that parses as JSON, the header being 0), as pi's
   ``migrateV1ToV2`` reads it; the first message at or after it is the first one kept.
-* ``branch_summary`` and ``custom_message``: user messages. Moving to another branch of the
-  tree (an entry whose parent is not the last entry) retracts the abandoned messages.
+* ``branch_summary`` and ``custom_message``: user messages (a summary framed the way pi sends
+  it: ``The following is a summary of a branch ...`` ``<summary>…</summary>``). Moving to
+  another branch of the tree (an entry of any kind but a compaction whose parent is not the
+  last entry) retracts the abandoned messages.
 * ``custom``, ``label``, ``session_info``: raw only (``session_info.name`` titles the session).
 """
 
@@ -48,6 +50,15 @@ _KNOWN_RAW = frozenset(
     {"session", "model_change", "thinking_level_change", "custom", "label", "session_info"}
 )
 _STOP = {"stop": "completed", "length": "max-tokens", "aborted": "aborted", "error": "error"}
+#: How pi frames a summary in the model's context (``convertToLlm``, core/messages.ts).
+_BRANCH = (
+    "The following is a summary of a branch that this conversation came back from:\n\n"
+    "<summary>\n{}</summary>"
+)
+_COMPACTED = (
+    "The conversation history before this point was compacted into the following summary:\n\n"
+    "<summary>\n{}\n</summary>"
+)
 
 
 _USAGE = (
@@ -112,9 +123,10 @@ class PiMapper(Mapper):
         t = v.get("type")
         entry = v.get("id") if isinstance(v.get("id"), str) and t != "session" else None
         parent = v.get("parentId") if isinstance(v.get("parentId"), str) else None
-        in_context = t in ("message", "branch_summary", "custom_message", "compaction")
         if entry is not None:
-            self.branch_to(out, parent, entry, message=in_context and t != "compaction")
+            # pi's context is the path from the last entry to the root, so an entry of any kind
+            # (a model_change after a /tree move) leaves the branch it does not continue
+            self.branch_to(out, parent, entry, message=t != "compaction")
         vid: int | None = None
         if t == "session":
             self._session(out, v)
@@ -129,8 +141,10 @@ class PiMapper(Mapper):
             self.set_request(out, raw=True, params={"thinking_level": level})
         elif t == "compaction":
             vid = self._compaction(out, v, entry)
+        elif t == "branch_summary" and v.get("summary") == "":
+            self.raw_line("branch_summary", known=True)  # pi leaves an empty one out
         elif t == "branch_summary" and isinstance(v.get("summary"), str):
-            parts = [{"type": "text", "content": v["summary"]}]
+            parts = [text_part(_BRANCH.format(v["summary"]))]
             vid = self.message(out, "user/message", "user", parts, entry or f"pi-{self.n}")
         elif t == "custom_message":
             parts = pi_parts(v.get("content"))
@@ -195,13 +209,14 @@ class PiMapper(Mapper):
             if m.get("excludeFromContext") is True:  # never sent to the model
                 self.raw_line("message/bashExecution", known=True)
                 return None
-            output = m.get("output") if isinstance(m.get("output"), str) else ""
-            text = f"$ {m['command']}\n{output}"
+            text = bash_text(m)
             return self.message(
                 out, "user/message", "user", [{"type": "text", "content": text}], msg_id
             )
         if role in ("custom", "hookMessage", "branchSummary", "compactionSummary"):
             content = m.get("content", m.get("summary"))
+            if role != "custom" and role != "hookMessage" and isinstance(content, str):
+                content = (_BRANCH if role == "branchSummary" else _COMPACTED).format(content)
             parts = pi_parts(content)
             if parts:
                 return self.message(out, "user/message", "user", parts, msg_id)
@@ -257,6 +272,23 @@ class PiMapper(Mapper):
         ):
             return self.finish_compaction(out, summary, entry or f"pi-{self.n}")
         return None
+
+
+def bash_text(m: dict[str, Any]) -> str:
+    """A user's ``!command`` as pi puts it in the model's context (``bashExecutionToText``):
+    the command, its output fenced, then the cancellation or a non-zero exit code, and where a
+    truncated output was saved."""
+    output = m.get("output") if isinstance(m.get("output"), str) else ""
+    text = f"Ran `{m['command']}`\n"
+    text += f"```\n{output}\n```" if output else "(no output)"
+    code = m.get("exitCode")
+    if m.get("cancelled") is True:
+        text += "\n\n(command cancelled)"
+    elif type(code) is int and code != 0:
+        text += f"\n\nCommand exited with code {code}"
+    if m.get("truncated") is True and isinstance(m.get("fullOutputPath"), str):
+        text += f"\n\n[Output truncated. Full output: {m['fullOutputPath']}]"
+    return text
 
 
 def _pi_entry(line: SourceLine) -> bool:
