@@ -18,6 +18,7 @@ from jsonltape_daemon.ingest.ingestor import Budget, Ingestor
 
 import jsonltape
 
+from ._search_cases import cli
 from .test_index_helpers import dump, fts_ok, raw_append, rebuild, session, user_data
 
 
@@ -88,6 +89,24 @@ def test_bad_files_are_recorded_and_skipped(tmp_path: Path, store: SqliteStore) 
     assert "link.jsonl" not in files  # symlinks are never followed
     states = sorted(r[0] for r in store.con.execute("SELECT state FROM sessions"))
     assert states == ["clean", "corrupt"]
+
+
+def test_a_file_name_that_is_not_utf8_is_reported_and_the_rest_indexed(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    session(root / "good.jsonl", ["fine"])
+    odd = os.fsdecode(os.fsencode(root) + b"/odd\xffname.jsonl")
+    with jsonltape.open(odd, create=True) as tape:
+        tape.user("a surrogate path")
+    os.mkdir(os.fsencode(root) + b"/dir\xfe")  # a directory's name too
+    session(Path(os.fsdecode(os.fsencode(root) + b"/dir\xfe/inner.jsonl")), ["inner"])
+    index = tmp_path / "index.db"
+    for _ in range(2):  # the second sync is as quiet as the first: nothing half-stored
+        r = cli("sync", str(root), "--index", str(index))
+        assert r.returncode == 0 and "1 session indexed" in r.stdout, r.stdout + r.stderr
+        lines = r.stderr.splitlines()
+        assert len(lines) == 2 and all("the file name is not UTF-8" in x for x in lines), lines
+        assert "odd\\udcffname.jsonl" in r.stderr and "dir\\udcfe/inner.jsonl" in r.stderr
+    assert "fine" in cli("search", "fine", "--index", str(index)).stdout
 
 
 def test_rename_keeps_rows_and_copy_gets_its_own(tmp_path: Path, store: SqliteStore) -> None:

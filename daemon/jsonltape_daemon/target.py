@@ -53,7 +53,7 @@ def parse(value: str | os.PathLike[str]) -> Target:
         return SqliteTarget(Path(text).expanduser().absolute())
     scheme = m.group(1).lower()
     if scheme in PG_SCHEMES:
-        return PgTarget(text)
+        return PgTarget(scheme + text[len(scheme) :])  # libpq reads only a lower-case scheme
     raise IndexTargetError(
         f"{redact(text)}: unsupported index URL scheme {scheme!r} "
         "(an index is a file path or a postgresql:// URL)",
@@ -74,17 +74,24 @@ def redact(url: str) -> str:
         return url
     import urllib.parse  # only when a URL is shown: not on a query's start-up path
 
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return f"{m.group(1)}://…"  # unparsable: show only the scheme
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hosts = netloc.rpartition("@")
+    rest = url[m.end() :]
+    # libpq's reading: the userinfo runs to the first "@" before any "/" ("#" and "?" may be
+    # in a password written unencoded, which urlsplit would take for a fragment or a query);
+    # a ":" before the last "@" with no such userinfo is a password with an unencoded "/":
+    # hidden up to that "@".
+    slash = rest.find("/")
+    at = rest.find("@", 0, slash if slash >= 0 else len(rest))
+    if at < 0 and ":" in rest[: max(rest.rfind("@"), 0)]:
+        at = rest.rfind("@")
+    prefix = ""
+    if at >= 0:
+        userinfo, rest = rest[:at], rest[at + 1 :]
         user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{hosts}" if ":" in userinfo else f"{user}@{hosts}"
-    query = parts.query
-    if query:
+        if "/" in user or "?" in user:
+            user = "…"
+        prefix = f"{user}:***@" if ":" in userinfo else f"{user}@"
+    base, sep, query = rest.partition("?")
+    if sep:
         pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
         query = "&".join(
             f"{urllib.parse.quote(k)}=***"
@@ -92,6 +99,4 @@ def redact(url: str) -> str:
             else f"{urllib.parse.quote(k)}={urllib.parse.quote(v, safe='/')}"
             for k, v in pairs
         )
-    # Not urlunsplit: it drops the empty authority of ``postgresql:///db``.
-    tail = (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
-    return f"{parts.scheme}://{netloc}{parts.path}{tail}"
+    return f"{m.group(1)}://{prefix}{base}{sep}{query}"

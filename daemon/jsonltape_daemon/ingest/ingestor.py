@@ -109,6 +109,21 @@ def walk(root: str, wants: Callable[[str], bool] = lambda p: p.endswith(".jsonl"
     return out
 
 
+#: Why a file whose name is not UTF-8 is not indexed (Python holds its bytes as lone
+#: surrogates, which neither SQLite nor PostgreSQL text can hold, and a lossy stand-in would
+#: not name the file again at the next sync).
+UNNAMED = "the file name is not UTF-8, which the index cannot store: not indexed (rename it)"
+
+
+def storable(path: str) -> bool:
+    """Whether the index can store ``path`` as text (see :data:`UNNAMED`)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _hint(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
@@ -138,6 +153,8 @@ class Ingestor:
         self._open = False
         self._rows = 0
         self._t0 = 0.0
+        #: files of the last rescan whose names the index cannot store (:data:`UNNAMED`)
+        self.unnamed: list[str] = []
         self._bulk = False
         self._stats = SyncStats()
 
@@ -159,7 +176,7 @@ class Ingestor:
 
     def eligible(self, path: str) -> bool:
         rel = os.path.relpath(path, self.root)
-        if rel.startswith("..") or not self.kind.wants(path):
+        if rel.startswith("..") or not self.kind.wants(path) or not storable(path):
             return False
         return not any(part.startswith(".") for part in rel.split(os.sep))
 
@@ -268,6 +285,10 @@ class Ingestor:
     def _rescan(self) -> None:
         regs = self.store.files(under=self.root)
         on_disk = walk(self.root, self.kind.wants)
+        self.unnamed = [p for p in on_disk if not storable(p)]
+        if self.unnamed:
+            on_disk = [p for p in on_disk if storable(p)]
+            self._stats.errors += len(self.unnamed)
         for path in on_disk:
             self._sync_path(path, regs.get(path))
         for path in sorted(set(regs) - set(on_disk)):

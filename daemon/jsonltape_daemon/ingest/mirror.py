@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from jsonltape_daemon.ingest.foreign import engine_for
-from jsonltape_daemon.ingest.ingestor import Budget, Ingestor, SyncStats
+from jsonltape_daemon.ingest.ingestor import UNNAMED, Budget, Ingestor, SyncStats
 from jsonltape_daemon.ingest.rows import FileRow, Store
 
 __all__ = ["IndexStore", "Mirror", "add_stats"]
@@ -83,4 +83,6 @@ class Mirror:
             for under in (e.root for e in self.engines)
             for f in self.store.files(under=under).values()
             if f.status == "error"
+        ] + [
+            FileRow(path=p, status="error", error=UNNAMED) for e in self.engines for p in e.unnamed
         ]

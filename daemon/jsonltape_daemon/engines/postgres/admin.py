@@ -16,7 +16,20 @@ def optimize(target: PgTarget, schema: str = SCHEMA) -> list[str]:
     owns them (the owner role, or the single user who created the index by syncing)."""
     import psycopg
 
+    denied = IndexStateError(
+        f"{target}: optimizing needs the role that owns the index's tables "
+        "(the owner role of `jsonltape index init`)"
+    )
     con = read_only(target)
+    # VACUUM of a table the role may not vacuum only warns ("skipping ...") and succeeds.
+    skipped: list[str] = []
+    con.add_notice_handler(
+        lambda d: (
+            skipped.append(d.message_primary or "")
+            if d.severity_nonlocalized == "WARNING"
+            else None
+        )
+    )
     done = []
     try:
         con.execute("SET default_transaction_read_only = off")
@@ -24,12 +37,11 @@ def optimize(target: PgTarget, schema: str = SCHEMA) -> list[str]:
             try:
                 con.execute(f"VACUUM (ANALYZE) {_ident(schema, 'schema')}.{_ident(table)}")
             except psycopg.errors.InsufficientPrivilege:
-                raise IndexStateError(
-                    f"{target}: optimizing needs the role that owns the index's tables "
-                    "(the owner role of `jsonltape index init`)"
-                ) from None
+                raise denied from None
             except psycopg.Error as exc:
                 raise IndexStateError(f"{target}: {error_line(exc, target.url)}") from None
+            if any(m.startswith("skipping") for m in skipped):
+                raise denied
             done.append(table)
     finally:
         con.close()

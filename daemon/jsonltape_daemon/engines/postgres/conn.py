@@ -7,12 +7,13 @@ are each handled in one place.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from jsonltape_daemon.errors import EngineMissingError, IndexUnreachableError
+from jsonltape_daemon.errors import EngineMissingError, IndexStateError, IndexUnreachableError
 from jsonltape_daemon.target import PgTarget
 
-__all__ = ["driver", "error_line", "read_only"]
+__all__ = ["driver", "error_line", "libpq_url", "read_only"]
 
 
 def driver() -> Any:
@@ -26,23 +27,85 @@ def driver() -> Any:
     return psycopg
 
 
+def libpq_url(url: str) -> str:
+    """``url`` as libpq takes it: the scheme in lower case (``--index`` accepts
+    ``POSTGRESQL://``, which libpq would read as a ``key=value`` string and refuse)."""
+    scheme, sep, rest = url.partition("://")
+    return scheme.lower() + sep + rest if sep else url
+
+
+def _secrets(url: str) -> set[str]:
+    """Every form of the URL's password libpq may echo: as written (percent-encoded or not)
+    and decoded, in the userinfo (libpq's reading: up to the first ``@`` before any ``/``)
+    and in ``password=`` parameters."""
+    from urllib.parse import unquote
+
+    found: set[str] = set()
+    rest = url.split("://", 1)[1] if "://" in url else ""
+    head = rest.split("/", 1)[0]
+    if "@" in head:
+        userinfo = head.split("@", 1)[0]
+        if ":" in userinfo:
+            found.add(userinfo.split(":", 1)[1])
+    if "?" in rest:
+        for pair in rest.split("?", 1)[1].split("&"):
+            key, _, value = pair.partition("=")
+            if unquote(key).strip().lower() == "password":
+                found.add(value)
+    found |= {unquote(v) for v in found}
+    return {v for v in found if v}
+
+
 def error_line(exc: BaseException, url: str) -> str:
     """The error's first line, without the URL's password even if the driver echoed it."""
     pg = driver()
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    secrets = _secrets(url)
     try:
         secret = pg.conninfo.conninfo_to_dict(url).get("password")
     except pg.Error:
+        # libpq could not read the URL, and its message quotes the URL or the piece it could
+        # not read, which may hold (a piece of) a password it did not recognise as one: keep
+        # only quotes from past the URL's last "@" (host, database, parameters).
+        tail = url.rpartition("@")[2]
+        text = re.sub(r'"([^"]*)"', lambda m: m[0] if m[1] in tail else '"…"', text)
         secret = None
-    return text.replace(secret, "***") if isinstance(secret, str) and secret else text
+    if isinstance(secret, str) and secret:
+        secrets.add(secret)
+    for value in sorted(secrets, key=len, reverse=True):
+        text = text.replace(value, "***")
+    return text
 
 
-def read_only(target: PgTarget) -> Any:
-    """A read-only connection (autocommit: every query is its own snapshot)."""
+def read_only(target: PgTarget, *, check: bool = True) -> Any:
+    """A read-only connection (autocommit: every query is its own snapshot). With ``check``
+    (readers: search, sessions, show, optimize) a database without the team index's schema,
+    or with a newer one than this jsonltape reads, is refused, as the SQLite index is;
+    ``index status`` (``check=False``) reports the version instead."""
+    from jsonltape_daemon.engines.postgres import schema as pg_schema
+
     pg = driver()
     try:
-        con = pg.connect(target.url, autocommit=True, connect_timeout=10)
-        con.execute("SET default_transaction_read_only = on")
+        con = pg.connect(libpq_url(target.url), autocommit=True, connect_timeout=10)
     except pg.Error as exc:
         raise IndexUnreachableError(f"{target}: {error_line(exc, target.url)}") from None
+    try:
+        con.execute("SET default_transaction_read_only = on")
+        version = pg_schema.schema_version(con) if check else pg_schema.SCHEMA_VERSION
+    except pg.Error as exc:
+        con.close()
+        error = IndexUnreachableError if con.broken else IndexStateError
+        raise error(f"{target}: {error_line(exc, target.url)}") from None
+    if version == 0:
+        con.close()
+        raise IndexStateError(
+            f"{target}: no team index here yet: `jsonltape sync ROOT --index URL` or "
+            "`jsonltape index init`"
+        )
+    if version > pg_schema.SCHEMA_VERSION:
+        con.close()
+        raise IndexStateError(
+            f"{target}: PostgreSQL index schema version {version} was written by a newer "
+            f"jsonltape (this one reads up to {pg_schema.SCHEMA_VERSION}); upgrade jsonltape"
+        )
     return con

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from jsonltape_daemon.engines.postgres import schema as pg_schema
 from jsonltape_daemon.engines.postgres._rows import STAGE
-from jsonltape_daemon.engines.postgres.conn import driver, error_line
+from jsonltape_daemon.engines.postgres.conn import driver, error_line, libpq_url
 from jsonltape_daemon.errors import IndexBusyError, IndexStateError, IndexUnreachableError
 from jsonltape_daemon.target import redact
 
@@ -87,7 +87,7 @@ class OriginLink:
         pg = self._pg
         try:
             con: psycopg.Connection[Any] = pg.connect(
-                self._url, autocommit=True, connect_timeout=self.connect_timeout
+                libpq_url(self._url), autocommit=True, connect_timeout=self.connect_timeout
             )
         except pg.Error as exc:
             raise IndexUnreachableError(
@@ -103,12 +103,18 @@ class OriginLink:
 
     def _setup(self, con: psycopg.Connection[Any]) -> None:
         pg, s = self._pg, self._s
-        version = 0
+        version = None
         try:
             version = pg_schema.schema_version(con, self.schema)
             if version != pg_schema.SCHEMA_VERSION:
                 pg_schema.migrate(con, self.schema)
         except pg.errors.InsufficientPrivilege as exc:
+            if version is None:  # the schema exists, and this role may not even look in it
+                raise IndexStateError(
+                    f"PostgreSQL index {redact(self._url)}: this role may not use its schema "
+                    f"({self._text(exc)}); its DBA grants it: `jsonltape index grant --writer "
+                    "ROLE --origin ORIGIN`"
+                ) from None
             state = "missing" if version == 0 else f"at version {version}"
             raise IndexStateError(
                 f"PostgreSQL index {redact(self._url)}: its schema is {state} and this role "

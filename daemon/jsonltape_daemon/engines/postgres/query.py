@@ -5,9 +5,11 @@ can serve it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from jsonltape_daemon.engines.postgres._rows import clean as stored
 from jsonltape_daemon.engines.postgres.schema import SCHEMA
 from jsonltape_daemon.search.language import Filters, Term
 
@@ -38,6 +40,7 @@ _S = '"' + SCHEMA.replace('"', '""') + '"'
 _CFG = "'" + SCHEMA.replace("'", "''") + ".words'::regconfig"
 #: What the ``words`` column is made of (``pg_schema``): runs of letters and digits.
 _WORDS = "regexp_replace({}, '[^[:alnum:]]+', ' ', 'g')"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _quote_lexeme(lexeme: str) -> str:
@@ -74,8 +77,17 @@ def tsquery(term: Term, found: Sequence[tuple[str, int]]) -> str | None:
 
 
 def clean(text: str) -> str:
-    # PostgreSQL text holds no NUL; the pusher stores U+FFFD for it (pg_store.py).
-    return text.replace("\x00", "\ufffd")
+    """A query term as PostgreSQL text can hold it: NUL, which the pusher stores as U+FFFD
+    (``_rows.clean``), and lone surrogates (bytes of the command line that are not UTF-8,
+    which no indexed text holds) become U+FFFD."""
+    text = text.replace("\x00", "\ufffd")
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+def stored_glob(glob: str) -> str:
+    """A glob over stored values: a lone surrogate matches the ``?`` the pusher stored for it
+    (``_rows.clean``), and only that, not any character."""
+    return stored(glob if glob.isascii() else _SURROGATE.sub("[?]", glob))
 
 
 def like_pattern(text: str) -> str:
@@ -112,14 +124,45 @@ def glob_regex(glob: str) -> str | None:
                 return None
             body = glob[i + 1 : close]
             neg = body.startswith("^")
-            body = body[1:] if neg else body
-            esc = "".join(ch if ch.isalnum() or ch == "-" else "\\" + ch for ch in body)
-            out.append("[" + ("^" if neg else "") + esc + "]")
+            # Never empty: a ``]`` first in the set is a member (``[]`` and ``[^]`` are open).
+            out.append("[" + ("^" if neg else "") + _bracket(body[1:] if neg else body) + "]")
             i = close
         else:
             out.append(c if c.isalnum() else "\\" + c)
         i += 1
     out.append("$")
+    return "".join(out)
+
+
+def _char(ch: str) -> str:
+    return ch if ch.isalnum() else "\\" + ch
+
+
+def _bracket(body: str) -> str:
+    """The members of a ``GLOB`` set (``body``: what is between ``[`` or ``[^`` and ``]``) as a
+    regular expression's, read as SQLite reads them: a ``-`` between two characters makes a
+    range (``a-c-e`` is ``a-c``, ``-``, ``e``), any other ``-`` is itself, and a range whose
+    ends are reversed (``z-a``) is only its first end (SQLite compares that one first), where
+    PostgreSQL would refuse the expression.
+    """
+    out: list[str] = []
+    prior = ""
+    i = 0
+    if body.startswith("]"):  # a leading ``]`` is itself and never starts a range
+        out.append(_char("]"))
+        i = 1
+    while i < len(body):
+        ch = body[i]
+        if ch == "-" and prior and i + 1 < len(body):
+            hi = body[i + 1]
+            if prior < hi:  # a reversed range keeps only its first end, added already
+                out[-1] = f"{_char(prior)}-{_char(hi)}"
+            prior = ""
+            i += 2
+            continue
+        out.append(_char(ch))
+        prior = ch
+        i += 1
     return "".join(out)
 
 
@@ -159,16 +202,16 @@ def sessions_where(
     where: list[str] = []
     params: list[object] = []
     if session:
-        session = clean(session)
+        session = stored(session)
         where.append("(s.id = %s OR starts_with(s.id, %s) OR s.path = %s)")
         params += [session, session, session]
     if path:
-        regex = path_glob(clean(path))
+        regex = path_glob(stored_glob(path))
         where.append("s.path ~ %s" if regex is not None else "false")
         params += [regex] if regex is not None else []
     if origins:
         where.append("s.origin = ANY(%s)")
-        params.append([clean(o) for o in origins])
+        params.append([stored(o) for o in origins])
     return " AND ".join(where) or "true", params
 
 
@@ -180,9 +223,9 @@ def base_conditions(
     if not filters.all:
         w.add("m.status = 'current'")
     if filters.roles:
-        w.add("m.role = ANY(%s)", [clean(r) for r in filters.roles])
+        w.add("m.role = ANY(%s)", [stored(r) for r in filters.roles])
     if filters.types:
-        types = [r for t in filters.types if (r := glob_regex(clean(t))) is not None]
+        types = [r for t in filters.types if (r := glob_regex(stored_glob(t))) is not None]
         if not types:
             return None
         w.add("m.type ~ ANY(%s)", types)
@@ -191,7 +234,7 @@ def base_conditions(
     if filters.until is not None:
         w.add("m.time < %s", filters.until)
     if origins:
-        w.add("m.origin = ANY(%s)", [clean(o) for o in origins])
+        w.add("m.origin = ANY(%s)", [stored(o) for o in origins])
     if filters.session or filters.path:
         where, params = sessions_where(filters.session, filters.path, origins)
         found = con.execute(

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jsonltape_daemon.engines.postgres.query import clean, sessions_where
+from jsonltape_daemon.engines.postgres._rows import clean
+from jsonltape_daemon.engines.postgres.query import sessions_where
 from jsonltape_daemon.engines.postgres.schema import SCHEMA
 from jsonltape_daemon.search.language import SessionInfo, Turn, Window
 
