@@ -242,6 +242,13 @@ def test_message_markdown_reads_as_the_model_wrote_it(text: str) -> None:
         "a\\  \nb",
         "a\\   \nb",  # ... and before a hard break
         "***<*<*",  # a literal star in an opener's own delimiter run
+        "a&#32;",  # spaces a reader drops: at a paragraph's end ...
+        "*a&#32;*",  # ... inside an emphasis (where they also undo it) ...
+        "*&#32;a*",
+        "- a&#32;",  # ... at the end of a list item, a heading, a table cell ...
+        "# a&#32;",
+        "| a&#32; | b |\n|---|---|\n| c | d |",
+        "&#32;a\n&#9;b",  # ... and at a line's start
     ],
 )
 def test_edge_cases_the_property_found_read_as_written(text: str) -> None:

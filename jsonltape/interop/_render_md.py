@@ -99,6 +99,15 @@ def _url(href: str) -> str:
     return out.replace("&", "\\&").replace("(", "\\(").replace(")", "\\)")
 
 
+#: Spaces and tabs where a reader drops them (at a line's start or end, inside an emphasis's
+#: delimiters, where they also undo it) are written as character references.
+_REFS = {" ": "&#32;", "\t": "&#9;"}
+
+
+def _refs(ws: str) -> str:
+    return "".join(_REFS[c] for c in ws)
+
+
 class _Inline:
     """Writes an inline tree; knows whether it is at the start of a line."""
 
@@ -109,6 +118,7 @@ class _Inline:
         self.start = True
         self.links = 0
         self.closed = ""  # the delimiter character an emphasis just closed with
+        self.opened = False  # an emphasis was just opened
         self.out: list[str] = []
 
     def text(self, s: str) -> None:
@@ -120,8 +130,21 @@ class _Inline:
             s = rest
         self.closed = ""
         if s:
-            self.out.append(_md_escape(s, line_start=self.start, heading=self.heading))
+            md = _md_escape(s, line_start=self.start, heading=self.heading)
+            if self.start or self.opened:
+                body = md.lstrip(" \t")
+                md = _refs(md[: len(md) - len(body)]) + body
+            self.out.append(md)
             self.start = False
+        self.opened = False
+
+    def keep_trailing(self) -> None:
+        """Write the spaces and tabs the text ended with as references (see ``_REFS``): the
+        inline ends, a line break or an emphasis's closer follows."""
+        last = self.out[-1] if self.out else ""
+        body = last.rstrip(" \t")
+        if len(body) != len(last):
+            self.out[-1] = body + _refs(last[len(body) :])
 
     def _join_run(self, c: str) -> None:
         """Literal ``c`` characters the text wrote just before an opener of ``c``, unescaped:
@@ -156,13 +179,9 @@ class _Inline:
         if kind == "text":
             self.text(n.content)
         elif kind == "softbreak":
-            # Spaces the text kept before the break (after a "\", as in "\ "): a reader drops
-            # one space at a line's end and takes two for a hard break, so they are written as
-            # character references.
-            last = self.out[-1] if self.out else ""
-            if last.endswith(" "):
-                body = last.rstrip(" ")
-                self.out[-1] = body + "&#32;" * (len(last) - len(body))
+            # Spaces the text kept before the break (after a backslash, as in "\ "): a reader
+            # drops one at a line's end and takes two for a hard break.
+            self.keep_trailing()
             self.raw("\n")
         elif kind == "hardbreak":
             self.raw("\\\n")
@@ -172,7 +191,9 @@ class _Inline:
             if self.runs:
                 self._join_run(n.markup[0])
             self.raw(n.markup)
+            self.opened = True
             self.nodes(n.children)
+            self.keep_trailing()
             self.raw(n.markup)
             self.closed = n.markup[:1]
         elif kind == "link":  # only links to safe addresses are left (see _unlink)
@@ -197,6 +218,7 @@ class _Inline:
 def _md_inline(node: SyntaxTreeNode, *, table: bool = False, heading: bool = False) -> str:
     w = _Inline(table=table, heading=heading)
     w.nodes(node.children)
+    w.keep_trailing()
     md = "".join(w.out)
     # A literal delimiter escaped next to emphasis may split the run it shared with a closer.
     if "\\*" in md or "\\_" in md or "\\~" in md:
@@ -204,6 +226,7 @@ def _md_inline(node: SyntaxTreeNode, *, table: bool = False, heading: bool = Fal
         if _inline_shape(md) != want:
             w = _Inline(table=table, heading=heading, runs=True)
             w.nodes(node.children)
+            w.keep_trailing()
             other = "".join(w.out)
             if _inline_shape(other) == want:
                 return other
