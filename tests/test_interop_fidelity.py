@@ -166,7 +166,11 @@ def test_pi_v1_compaction_by_index_keeps_the_entries_pi_keeps(tmp_path: Path) ->
     want = [f"pi-{i + 1}" for i in range(kept, len(entries)) if entries[i]["type"] == "message"]
     items = surface(path)
     assert [i["message"]["id"] for i in items] == [f"pi-{last + 1}", *want]
-    assert items[0]["message"]["parts"][0]["content"] == entries[last]["summary"]
+    # framed as pi's convertToLlm sends a compaction summary
+    assert items[0]["message"]["parts"][0]["content"] == (
+        "The conversation history before this point was compacted into the following "
+        f"summary:\n\n<summary>\n{entries[last]['summary']}\n</summary>"
+    )
     summaries = [e.data for e in events(path) if e.type == "compaction/summary"]
     # the first replaced entries 1-4 (user, assistant, tool result, assistant) and kept 6-9;
     # the second replaced the first summary and entries 6-9

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jsonltape
 from jsonltape import fold
 from jsonltape.interop import import_file
 
@@ -170,3 +171,36 @@ def test_a_branch_summary_reaches_the_model_framed_as_pi_sends_it(tmp_path: Path
         ),
         ("user", "second"),
     ]
+
+
+def test_a_compaction_summary_reaches_the_model_framed_as_pi_sends_it(tmp_path: Path) -> None:
+    entries = [
+        _header(),
+        _user("a1", None, "first"),
+        _reply("a2", "a1", "one"),
+        _user("b1", "a2", "second"),
+        _reply("b2", "b1", "two"),
+        {
+            "type": "compaction",
+            "id": "k1",
+            "parentId": "b2",
+            "timestamp": TS,
+            "summary": "The user asked twice.",
+            "firstKeptEntryId": "b1",
+            "tokensBefore": 1200,
+        },
+        _user("c1", "k1", "third"),
+    ]
+    path = _import(tmp_path, entries)
+    surface = _surface(path)
+    assert surface[0][0] == "user"
+    first = surface[0][1]
+    framed = (
+        "The conversation history before this point was compacted into the following "
+        "summary:\n\n<summary>\nThe user asked twice.\n</summary>"
+    )
+    # the summary as pi's convertToLlm sends it (the file ledger, if any, follows)
+    assert (first if isinstance(first, str) else first[0]["text"]).startswith(framed), first
+    assert surface[1:] == [("user", "second"), ("assistant", "two"), ("user", "third")]
+    summaries = [e.data["summary"] for e in jsonltape.read(path) if e.type == "compaction/summary"]
+    assert summaries == ["The user asked twice."]  # the summary event keeps pi's own text

@@ -41,10 +41,11 @@ class CompactionMixin(MapperCore):
         return True
 
     def finish_compaction(
-        self, out: Out, summary: str, msg_id: str, *, tag: str = ""
+        self, out: Out, summary: str, msg_id: str, *, tag: str = "", shown: str | None = None
     ) -> int | None:
         """Summary, the replacing user message and ``compaction/end`` of the started one;
-        returns the summary message's vid (None if there was nothing to finish)."""
+        returns the summary message's vid (None if there was nothing to finish). ``shown``:
+        the replacing message's text when the source frames the summary for the model."""
         if out.compaction is None:
             return None
         n, s, e, tokens = out.compaction
@@ -74,7 +75,7 @@ class CompactionMixin(MapperCore):
         data["import"] = self.imp(raw=False)
         refs = ("compaction", "start", "end")
         sv = self.emit(out, "compaction/summary", data, self.key(f"{tag}summary"), refs=refs)
-        parts = [{"type": "text", "content": summary}]
+        parts = [{"type": "text", "content": summary if shown is None else shown}]
         if rendered:
             parts.append({"type": "text", "content": rendered})
         mdata = {"message": {"id": msg_id, "role": "user", "parts": parts}, "import": self.imp()}

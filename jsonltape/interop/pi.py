@@ -270,7 +270,9 @@ class PiMapper(Mapper):
         if self.start_compaction(
             out, "compaction", tokens if type(tokens) is int and tokens >= 0 else None, end=end
         ):
-            return self.finish_compaction(out, summary, entry or f"pi-{self.n}")
+            return self.finish_compaction(
+                out, summary, entry or f"pi-{self.n}", shown=_COMPACTED.format(summary)
+            )
         return None
 
 
