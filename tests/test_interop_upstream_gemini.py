@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import jsonltape
 from jsonltape import fold
 from jsonltape.fold._valid import check_anthropic, check_openai
@@ -298,3 +300,21 @@ def test_a_resume_sync_that_only_reshapes_contents_changes_nothing(tmp_path: Pat
     events = list(jsonltape.read(path))
     assert not [e for e in events if e.type == "surface/retract"]
     assert len(_surface(path)) == 4
+
+
+@pytest.mark.parametrize("drop", ["rewind", "checkpoint"])
+def test_dropping_the_record_of_a_calls_only_result_voids_it_and_drops_the_rest(
+    tmp_path: Path, drop: str
+) -> None:
+    # The call's record has no result of its own (still executing when it was written): the
+    # tool response record t-1 is its only result. Gemini CLI's history after a rewind to t-1
+    # (or a checkpoint without it) holds the call without a response and no reply after it.
+    t = _tool_turn()
+    open_call = _gemini("g-1", "Listing.", [{**_call("x"), "result": None, "status": "executing"}])
+    base = [t[0], t[1], open_call, t[4], t[5]]
+    last = {"$rewindTo": "t-1"} if drop == "rewind" else {"$set": {"messages": [t[1], open_call]}}
+    path, _report = _import(tmp_path, [*base, last])
+    surface = _surface(path)
+    assert [role for role, _ in surface] == ["user", "assistant", "tool"]
+    assert surface[2][1] == f"the session's {drop} dropped this tool result"
+    assert "There are two files." not in str(surface)

@@ -411,8 +411,9 @@ class CodexMapper(Mapper):
         after = nodes[nodes.index(cut) :]
         try:
             out.surface.removed_by("surface/retract", Retract(after[0], after[-1]))
-        except JsonltapeError:
-            return  # kept raw: the surface rules refuse this cut
+        except JsonltapeError as exc:  # kept raw, and said: the surface rules refuse this cut
+            self.problems.append((self.n, f"thread_rolled_back: not applied: {exc.message}"))
+            return
         self._last = None  # a later usage never revises a rolled-back response
         data = {"reason": "rollback", "import": self.imp()}
         self.emit(

@@ -56,7 +56,7 @@ from typing import Any
 import msgspec
 
 from ..errors import FormatError, JsonltapeError
-from ..events import Retract
+from ..events import Replace, Retract
 from ._base import Group, Mapper, Out, title_of
 from ._parts import (
     blob_part,
@@ -129,6 +129,11 @@ def _injected(v: dict[str, Any]) -> bool:
     )
 
 
+def _is_response(part: Any) -> bool:
+    """Whether a content part is a tool response (``{functionResponse: {...}}``)."""
+    return isinstance(part, dict) and isinstance(part.get("functionResponse"), dict)
+
+
 def _view(v: dict[str, Any]) -> tuple[Any, ...]:
     """What a record gives the history: its id and type, the text and media of its content
     (a synced record carries the model's own parts: thoughts and calls beside the text) and
@@ -141,7 +146,7 @@ def _view(v: dict[str, Any]) -> tuple[Any, ...]:
     ] if isinstance(calls, list) else []  # fmt: skip
     content = v.get("content")
     responses = [
-        p["functionResponse"] for p in content if isinstance(p, dict) and "functionResponse" in p
+        p["functionResponse"] for p in content if _is_response(p)
     ] if isinstance(content, list) else []  # fmt: skip
     return v["id"], v.get("type"), parts, shown, responses
 
@@ -287,11 +292,7 @@ class GeminiMapper(Mapper):
             return
         content = v.get("content")
         items = content if isinstance(content, list) else [content]
-        responses = [
-            p["functionResponse"]
-            for p in items
-            if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
-        ]
+        responses = [p["functionResponse"] for p in items if _is_response(p)]
         if responses:
             self._tool_response(out, mid, responses, items)
             return
@@ -319,7 +320,7 @@ class GeminiMapper(Mapper):
             )  # fmt: skip
             self.results[call] = vid
             first = vid if first is None else first
-        others = [p for p in items if not (isinstance(p, dict) and "functionResponse" in p)]
+        others = [p for p in items if not _is_response(p)]
         parts = gemini_parts(others)
         if parts:
             vid = self.message(out, "user/message", "user", parts, mid, tag="parts")
@@ -371,26 +372,70 @@ class GeminiMapper(Mapper):
                 start = nodes.index(mark) + 1 if mark in nodes else (0 if mark is None else None)
                 if start is not None:
                     break
+        after = nodes[start:] if start is not None else []
+        if after and not self._retract(out, after, reason, reason):
+            # The first node dropped is the only result of a call that stays (Gemini CLI's
+            # history then holds the call without its response): the result is voided in
+            # place, as a closed turn's unanswered calls are (§10.3), and the rest retracted.
+            first = after[0]
+            if out.types.get(first) != "tool/result" or not (
+                self._void(out, first, reason)
+                and self._retract(out, after[1:], reason, f"{reason}:rest")
+            ):
+                self.problems.append(
+                    (self.n, f"{reason}: the surface rules refuse dropping what follows")
+                )
+                return
         for mid in ids:
             self.msgs.pop(mid, None)
             self.groups.pop(mid, None)
             self.nodes.pop(mid, None)
             self.marks.pop(mid, None)
-        after = nodes[start:] if start is not None else []
-        if after:
-            try:
-                out.surface.removed_by("surface/retract", Retract(after[0], after[-1]))
-            except JsonltapeError:
-                return
-            data = {"reason": reason, "import": self.imp()}
-            self.emit(
-                out, "surface/retract", data, self.key(reason),
-                surface=("retract", after[0], after[-1]),
-            )  # fmt: skip
         current = out.surface.is_current
         self.answered = {
             c for c in self.answered if c not in self.results or current(self.results[c])
         }
+
+    def _retract(self, out: Out, nodes: list[int], reason: str, tag: str) -> bool:
+        """Retract ``nodes`` (a run of the surface; none: nothing to do); False if refused."""
+        if not nodes:
+            return True
+        try:
+            out.surface.removed_by("surface/retract", Retract(nodes[0], nodes[-1]))
+        except JsonltapeError:
+            return False
+        data = {"reason": reason, "import": self.imp()}
+        self.emit(
+            out, "surface/retract", data, self.key(tag),
+            surface=("retract", nodes[0], nodes[-1]),
+        )  # fmt: skip
+        return True
+
+    def _void(self, out: Out, vid: int, reason: str) -> bool:
+        """Replace the tool result ``vid`` in place by an error result saying the source
+        dropped it; False if the surface refuses."""
+        call = out.data[vid].get("call_id")
+        if not isinstance(call, str):
+            return False
+        text = f"the session's {reason} dropped this tool result"
+        part = {"type": "tool_call_response", "id": call, "response": text, "is_error": True}
+        data: dict[str, Any] = {
+            "call_id": call,
+            "message": {"id": f"{reason}-{call}", "role": "tool", "parts": [part]},
+            "error": {"code": "TOOL_RESULT_DROPPED", "message": text},
+            "synthetic": True,
+        }
+        try:
+            out.surface.removed_by("tool/result", Replace(vid, vid), None, data)
+        except JsonltapeError:
+            return False
+        data["import"] = self.imp(raw=False)
+        new = self.emit(
+            out, "tool/result", data, self.key(f"{reason}:void:{call}"),
+            surface=("replace", vid, vid), sources=[vid],
+        )  # fmt: skip
+        self.results[call] = new
+        return True
 
     def _gemini(self, out: Out, v: dict[str, Any]) -> None:
         mid = v["id"]
