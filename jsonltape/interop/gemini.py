@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import msgspec
 
@@ -129,7 +129,7 @@ def _injected(v: dict[str, Any]) -> bool:
     )
 
 
-def _is_response(part: Any) -> bool:
+def _is_response(part: Any) -> TypeGuard[dict[str, Any]]:
     """Whether a content part is a tool response (``{functionResponse: {...}}``)."""
     return isinstance(part, dict) and isinstance(part.get("functionResponse"), dict)
 
