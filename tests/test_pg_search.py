@@ -422,6 +422,23 @@ def test_a_very_common_word_is_answered_from_the_newest_messages(big_db: str) ->
         assert read < 5 * pg_search.SAMPLE, read
 
 
+def test_until_reads_from_its_bound_not_from_the_newest_message(big_db: str) -> None:
+    # seq i has time 1000000 + 10 i: until the 1000th message, since the 900th
+    until, since = 1_000_000 + 10 * 1000, 1_000_000 + 10 * 900
+    with psycopg.connect(big_db) as con:
+        dbname = con.info.dbname
+        for q in ("the", "the message"):  # common words: walked from until back
+            hits, read = _rows_read(
+                con, dbname, lambda q=q: pg_search.search(con, q, Filters(until=until))
+            )
+            assert sorted(h.seq for h in hits) == list(range(980, 1000)), q
+            assert read < 5 * pg_search.SAMPLE, (q, read)  # not the 49k newer messages
+        window = Filters(since=since, until=until)
+        hits, read = _rows_read(con, dbname, lambda: pg_search.search(con, "the", window))
+        assert sorted(h.seq for h in hits) == list(range(980, 1000))
+        assert read < 5 * pg_search.SAMPLE, read
+
+
 def test_a_ranked_phrase_gives_the_best_of_its_newest_matches(big_db: str) -> None:
     # "tenth twentieth" is in every twentieth message (2,500), "twentieth" too: the GIN
     # index is given the phrase's rarest word, the phrase checked on what it reads, the

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SESSIONS_MAX",
     "SESSION_ROWS",
+    "RestTerms",
     "Where",
     "base_conditions",
     "bigrams",
@@ -252,3 +253,52 @@ def base_conditions(
             else "",
         )
     return w
+
+
+class RestTerms:
+    """The conditions of a query's terms past the first ``search.PLANNED``, each kind ANDed in one
+    clause (the same rows as one clause a term): the planner's work grows with the square of
+    the clauses it is given (a query of 400 words took seconds to plan at 7 origins, 5,000
+    minutes), and the first terms are selective enough for the plan."""
+
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self.either: tuple[list[str], list[str]] = ([], [])
+        self.idents: list[str] = []
+        self.cjk: list[str] = []
+        self.texts: list[str] = []
+
+    def add(self, t: Term, text: str, q: str | None) -> bool:
+        """Take one term (as :meth:`_Search._substrings` would add it); False when it can
+        never match."""
+        if t.trigram_ok:
+            if q is not None and any(c.isspace() for c in text):
+                self.words.append(q)
+            elif q is not None:
+                self.either[0].append(q)
+                self.either[1].append(like_pattern(text))
+            elif any(c.isspace() for c in text):
+                return False
+            else:
+                self.idents.append(like_pattern(text))
+            return True
+        if t.cjk:
+            self.cjk += bigrams(text)
+        self.texts.append(like_pattern(text.lower()))
+        return True
+
+    def into(self, w: Where) -> None:
+        if self.words:
+            w.add("m.words @@ %s::tsquery", " & ".join(f"({q})" for q in self.words))
+        if self.either[0]:
+            w.add(
+                "NOT EXISTS (SELECT FROM unnest(%s::text[], %s::text[]) AS t(q, p) "
+                "WHERE NOT coalesce(m.words @@ t.q::tsquery OR m.idents ILIKE t.p, false))",
+                *self.either,
+            )
+        if self.idents:
+            w.add("m.idents ILIKE ALL (%s::text[])", self.idents)
+        if self.cjk:
+            w.add("m.cjk @> %s::text[]", list(dict.fromkeys(self.cjk)))
+        if self.texts:
+            w.add("lower(m.text) LIKE ALL (%s::text[])", self.texts)

@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING, Any
 from jsonltape_daemon.engines.postgres.query import (
     SESSION_ROWS,
     SESSIONS_MAX,
+    RestTerms,
     Where,
     base_conditions,
     bigrams,
@@ -114,7 +115,7 @@ __all__ = [
 
 #: Newest messages a pass looks at to choose its plan (and to tell common words).
 SAMPLE = 1000
-#: Terms of a query whose conditions the planner is given one by one (``_Rest``).
+#: Terms of a query whose conditions the planner is given one by one (``query.RestTerms``).
 PLANNED = 16
 #: What reading one match from a GIN index (a random heap fetch) costs, against checking one
 #: row while walking the time index (measured at 600k messages: ~8 µs against ~3.6 µs).
@@ -211,55 +212,6 @@ def _by_rarest(
     return w, min(k for k, _ in picked)
 
 
-class _Rest:
-    """The conditions of the terms past the first :data:`PLANNED`, each kind ANDed in one
-    clause (the same rows as one clause a term): the planner's work grows with the square of
-    the clauses it is given (a query of 400 words took seconds to plan at 7 origins, 5,000
-    minutes), and the first terms are selective enough for the plan."""
-
-    def __init__(self) -> None:
-        self.words: list[str] = []
-        self.either: tuple[list[str], list[str]] = ([], [])
-        self.idents: list[str] = []
-        self.cjk: list[str] = []
-        self.texts: list[str] = []
-
-    def add(self, t: Term, text: str, q: str | None) -> bool:
-        """Take one term (as :meth:`_Search._substrings` would add it); False when it can
-        never match."""
-        if t.trigram_ok:
-            if q is not None and any(c.isspace() for c in text):
-                self.words.append(q)
-            elif q is not None:
-                self.either[0].append(q)
-                self.either[1].append(like_pattern(text))
-            elif any(c.isspace() for c in text):
-                return False
-            else:
-                self.idents.append(like_pattern(text))
-            return True
-        if t.cjk:
-            self.cjk += bigrams(text)
-        self.texts.append(like_pattern(text.lower()))
-        return True
-
-    def into(self, w: Where) -> None:
-        if self.words:
-            w.add("m.words @@ %s::tsquery", " & ".join(f"({q})" for q in self.words))
-        if self.either[0]:
-            w.add(
-                "NOT EXISTS (SELECT FROM unnest(%s::text[], %s::text[]) AS t(q, p) "
-                "WHERE NOT coalesce(m.words @@ t.q::tsquery OR m.idents ILIKE t.p, false))",
-                *self.either,
-            )
-        if self.idents:
-            w.add("m.idents ILIKE ALL (%s::text[])", self.idents)
-        if self.cjk:
-            w.add("m.cjk @> %s::text[]", list(dict.fromkeys(self.cjk)))
-        if self.texts:
-            w.add("lower(m.text) LIKE ALL (%s::text[])", self.texts)
-
-
 class _Search:
     def __init__(
         self,
@@ -316,7 +268,7 @@ class _Search:
         terms through their bigrams); None when a term can never match (whitespace inside
         a code-like token)."""
         w = base.copy()
-        rest = _Rest()
+        rest = RestTerms()
         for n, t in enumerate(terms):
             text = clean(t.text)
             if n >= PLANNED:
@@ -351,15 +303,30 @@ class _Search:
         meet each condition."""
         self._plan("walk")
         counts = "".join(f", count(*) FILTER (WHERE {c})" for c, _ in conds)
+        span, span_params = self._time_range()
         row = self.con.execute(
             f"SELECT count(*), min(m.time), max(m.time){counts} FROM "
-            f"(SELECT * FROM {_S}.messages m ORDER BY m.time DESC LIMIT {SAMPLE}) m",
-            [p for _, ps in conds for p in ps],
+            f"(SELECT * FROM {_S}.messages m{span} ORDER BY m.time DESC LIMIT {SAMPLE}) m",
+            [*(p for _, ps in conds for p in ps), *span_params],
         ).fetchone()
         assert row is not None
         if row[1] is not None:
             self._span = (int(row[1]), int(row[2]))
         return int(row[0]), [int(x) for x in row[3:]]
+
+    def _time_range(self) -> tuple[str, list[object]]:
+        """The filters' ``since``/``until`` as a ``WHERE`` on ``time`` (or ""), for what reads
+        the time index: a sample or a walk then starts at ``until``, not at the newest message
+        (1M messages: a common word ``--until`` a month after the oldest took 450-520 ms)."""
+        conds: list[str] = []
+        params: list[object] = []
+        if self.filters.since is not None:
+            conds.append("time >= %s")
+            params.append(self.filters.since)
+        if self.filters.until is not None:
+            conds.append("time < %s")
+            params.append(self.filters.until)
+        return (" WHERE " + " AND ".join(conds) if conds else ""), params
 
     def _messages(self) -> int:
         """How many messages the index has: the statistics' estimate (``reltuples`` of the
@@ -520,8 +487,10 @@ class _Search:
         # OFFSET 0 fences the subquery (no condition is pushed into it): walking, it gives
         # the messages in time order; else exactly the matches of the index's conditions.
         if plan == "walk":
-            src = f"(SELECT * FROM {_S}.messages ORDER BY time DESC OFFSET 0) m"
-            cond, params = w.part()
+            span, params = self._time_range()
+            src = f"(SELECT * FROM {_S}.messages{span} ORDER BY time DESC OFFSET 0) m"
+            cond, more = w.part()
+            params += more
         else:
             via = "gin" if plan == "index" else "sessions"
             fenced, params = w.part(via)
