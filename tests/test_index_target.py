@@ -5,6 +5,7 @@ included, with a SQLite file inside)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,11 +85,39 @@ def test_postgresql_urls_are_the_postgresql_engine() -> None:
         ),
         ("postgresql://al%40ce:p%40ss@h/db", "postgresql://al%40ce:***@h/db"),
         ("postgresql://u:pw@h1:5432,h2:5433/db", "postgresql://u:***@h1:5432,h2:5433/db"),
+        # the TLS key's passphrase is a secret too
+        ("postgresql://u@h/db?sslpassword=KEY-s3cr3t", "postgresql://u@h/db?sslpassword=***"),
+        # raw @ # ? / in a password: none of it is shown as a host
+        ("postgresql://u:p@ss-s3cr3t@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:pa#ss@/db", "postgresql://u:***@/db"),
+        ("postgresql://u:pa/ss@host/db", "postgresql://u:***@host/db"),
+        # an @ in a parameter is not a userinfo's
+        ("postgresql://h:5432/db?user=admin@corp", "postgresql://h:5432/db?user=admin%40corp"),
+        ("postgresql://[::1]:5432/db?user=a@b", "postgresql://[::1]:5432/db?user=a%40b"),
     ],
 )
 def test_redact_drops_every_password(url: str, shown: str) -> None:
     assert target.redact(url) == shown
     assert str(target.PgTarget(url)) == shown
+
+
+@pytest.mark.parametrize(
+    ("url", "password"),
+    [
+        ("postgresql://u:p@ss-tail@127.0.0.1:1/db", "ss-tail"),  # libpq's host: "ss-tail@…"
+        ("postgresql://u:a@127.0.0.1:1/db", "a"),  # a short password is not cut out of words
+        ("postgresql://u@127.0.0.1:1/db?sslpassword=KEY-s3cr3t", "KEY-s3cr3t"),
+    ],
+)
+def test_a_driver_error_line_never_gives_a_secret_away(url: str, password: str) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    from jsonltape_daemon.engines.postgres.conn import error_line
+
+    with pytest.raises(psycopg.Error) as e:
+        psycopg.connect(url, connect_timeout=2).close()
+    line = error_line(e.value, url)
+    assert not re.search(rf"(?<![\w]){re.escape(password)}(?![\w])", line), line
+    assert "f***" not in line and "***iled" not in line, line  # words stay whole
 
 
 def test_the_default_origin_is_created_once_and_stays(

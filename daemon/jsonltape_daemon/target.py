@@ -18,10 +18,21 @@ from typing import NamedTuple
 
 from jsonltape_daemon.errors import IndexTargetError
 
-__all__ = ["PgTarget", "SqliteTarget", "Target", "default_target", "parse", "redact"]
+__all__ = [
+    "SECRET_KEYS",
+    "PgTarget",
+    "SqliteTarget",
+    "Target",
+    "default_target",
+    "parse",
+    "redact",
+    "userinfo_end",
+]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 PG_SCHEMES = ("postgresql", "postgres")
+#: URL parameters libpq takes a secret from: the password, and the TLS client key's passphrase.
+SECRET_KEYS = frozenset({"password", "sslpassword"})
 
 
 class SqliteTarget(NamedTuple):
@@ -67,6 +78,25 @@ def default_target(data_dir: Path) -> Target:
     return parse(env) if env else SqliteTarget(data_dir / "index.db")
 
 
+def userinfo_end(rest: str) -> int:
+    """Where the userinfo of a URL's text after ``scheme://`` ends (its ``@``), or -1: as
+    shown, the last ``@`` before the first ``/`` (libpq stops at the first one: a raw ``@``,
+    ``#`` or ``?`` in a password would show the rest of it as the host). With no ``@`` there,
+    a ``:`` then an ``@`` later is a password with a raw ``/`` in it, unless the ``:`` is a
+    port's (digits up to the ``/``) or an IPv6 host's (``[``): then a later ``@`` is in a
+    parameter (``?user=admin@corp``)."""
+    slash = rest.find("/")
+    at = rest.rfind("@", 0, slash if slash >= 0 else len(rest))
+    if at >= 0:
+        return at
+    last = rest.rfind("@")
+    colon = rest.find(":")
+    if last < 0 or colon < 0 or colon > last or rest.startswith("["):
+        return -1
+    port = rest[colon + 1 : slash if slash >= 0 else len(rest)]
+    return -1 if port.isdigit() else last
+
+
 def redact(url: str) -> str:
     """``url`` without its password (userinfo and ``password=`` parameter), for messages."""
     m = _SCHEME.match(url)
@@ -75,14 +105,7 @@ def redact(url: str) -> str:
     import urllib.parse  # only when a URL is shown: not on a query's start-up path
 
     rest = url[m.end() :]
-    # libpq's reading: the userinfo runs to the first "@" before any "/" ("#" and "?" may be
-    # in a password written unencoded, which urlsplit would take for a fragment or a query);
-    # a ":" before the last "@" with no such userinfo is a password with an unencoded "/":
-    # hidden up to that "@".
-    slash = rest.find("/")
-    at = rest.find("@", 0, slash if slash >= 0 else len(rest))
-    if at < 0 and ":" in rest[: max(rest.rfind("@"), 0)]:
-        at = rest.rfind("@")
+    at = userinfo_end(rest)
     prefix = ""
     if at >= 0:
         userinfo, rest = rest[:at], rest[at + 1 :]
@@ -95,7 +118,7 @@ def redact(url: str) -> str:
         pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
         query = "&".join(
             f"{urllib.parse.quote(k)}=***"
-            if k.lower() == "password"
+            if k.lower() in SECRET_KEYS
             else f"{urllib.parse.quote(k)}={urllib.parse.quote(v, safe='/')}"
             for k, v in pairs
         )

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from jsonltape_daemon.errors import EngineMissingError, IndexStateError, IndexUnreachableError
-from jsonltape_daemon.target import PgTarget
+from jsonltape_daemon.target import SECRET_KEYS, PgTarget, userinfo_end
 
 __all__ = ["driver", "error_line", "libpq_url", "read_only"]
 
@@ -35,22 +35,25 @@ def libpq_url(url: str) -> str:
 
 
 def _secrets(url: str) -> set[str]:
-    """Every form of the URL's password libpq may echo: as written (percent-encoded or not)
-    and decoded, in the userinfo (libpq's reading: up to the first ``@`` before any ``/``)
-    and in ``password=`` parameters."""
+    """Every form of the URL's secrets libpq may echo: as written (percent-encoded or not) and
+    decoded; the password of the userinfo as shown (up to the last ``@`` before the path) and
+    as libpq reads it (up to the first), and each piece of it between raw ``@`` (libpq takes
+    the rest for the host); ``password=`` and ``sslpassword=`` parameters."""
     from urllib.parse import unquote
 
     found: set[str] = set()
     rest = url.split("://", 1)[1] if "://" in url else ""
-    head = rest.split("/", 1)[0]
-    if "@" in head:
-        userinfo = head.split("@", 1)[0]
+    at = userinfo_end(rest)
+    if at >= 0:
+        userinfo = rest[:at]
         if ":" in userinfo:
-            found.add(userinfo.split(":", 1)[1])
+            password = userinfo.split(":", 1)[1]
+            found.add(password)
+            found.update(password.split("@"))
     if "?" in rest:
         for pair in rest.split("?", 1)[1].split("&"):
             key, _, value = pair.partition("=")
-            if unquote(key).strip().lower() == "password":
+            if unquote(key).strip().lower() in SECRET_KEYS:
                 found.add(value)
     found |= {unquote(v) for v in found}
     return {v for v in found if v}
@@ -62,18 +65,19 @@ def error_line(exc: BaseException, url: str) -> str:
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     secrets = _secrets(url)
     try:
-        secret = pg.conninfo.conninfo_to_dict(url).get("password")
+        given = pg.conninfo.conninfo_to_dict(url)
     except pg.Error:
         # libpq could not read the URL, and its message quotes the URL or the piece it could
         # not read, which may hold (a piece of) a password it did not recognise as one: keep
         # only quotes from past the URL's last "@" (host, database, parameters).
         tail = url.rpartition("@")[2]
         text = re.sub(r'"([^"]*)"', lambda m: m[0] if m[1] in tail else '"…"', text)
-        secret = None
-    if isinstance(secret, str) and secret:
-        secrets.add(secret)
+        given = {}
+    secrets |= {v for k, v in given.items() if k in SECRET_KEYS and isinstance(v, str) and v}
     for value in sorted(secrets, key=len, reverse=True):
-        text = text.replace(value, "***")
+        # whole words only: a password "a" must not turn "failed" into "f***iled" (which
+        # would give it away)
+        text = re.sub(rf"(?<![\w]){re.escape(value)}(?![\w])", "***", text)
     return text
 
 
