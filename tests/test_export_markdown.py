@@ -249,6 +249,10 @@ def test_message_markdown_reads_as_the_model_wrote_it(text: str) -> None:
         "# a&#32;",
         "| a&#32; | b |\n|---|---|\n| c | d |",
         "&#32;a\n&#9;b",  # ... and at a line's start
+        "*a&#160;*",  # any Unicode whitespace, a no-break space too
+        "*&#160;a*",
+        "# a&#160;",
+        "- a&#12288;",
     ],
 )
 def test_edge_cases_the_property_found_read_as_written(text: str) -> None:

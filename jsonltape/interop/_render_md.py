@@ -99,13 +99,19 @@ def _url(href: str) -> str:
     return out.replace("&", "\\&").replace("(", "\\(").replace(")", "\\)")
 
 
-#: Spaces and tabs where a reader drops them (at a line's start or end, inside an emphasis's
-#: delimiters, where they also undo it) are written as character references.
-_REFS = {" ": "&#32;", "\t": "&#9;"}
+def _blank_end(s: str) -> int:
+    """Where the whitespace that ends ``s`` begins (line breaks are not part of it)."""
+    i = len(s)
+    while i > 0 and s[i - 1].isspace() and s[i - 1] not in "\n\r":
+        i -= 1
+    return i
 
 
 def _refs(ws: str) -> str:
-    return "".join(_REFS[c] for c in ws)
+    """Whitespace where a reader drops it (at a line's start or end) or where it undoes an
+    emphasis (inside its delimiters: CommonMark's flanking rules count any Unicode
+    whitespace), written as character references."""
+    return "".join(f"&#{ord(c)};" for c in ws)
 
 
 class _Inline:
@@ -132,19 +138,19 @@ class _Inline:
         if s:
             md = _md_escape(s, line_start=self.start, heading=self.heading)
             if self.start or self.opened:
-                body = md.lstrip(" \t")
-                md = _refs(md[: len(md) - len(body)]) + body
+                lead = len(md) - len(md.lstrip())  # a text holds no line break
+                md = _refs(md[:lead]) + md[lead:]
             self.out.append(md)
             self.start = False
         self.opened = False
 
     def keep_trailing(self) -> None:
-        """Write the spaces and tabs the text ended with as references (see ``_REFS``): the
-        inline ends, a line break or an emphasis's closer follows."""
+        """Write the whitespace the text ended with as references (see ``_refs``): the inline
+        ends, a line break or an emphasis's closer follows."""
         last = self.out[-1] if self.out else ""
-        body = last.rstrip(" \t")
-        if len(body) != len(last):
-            self.out[-1] = body + _refs(last[len(body) :])
+        end = _blank_end(last)
+        if end != len(last):
+            self.out[-1] = last[:end] + _refs(last[end:])
 
     def _join_run(self, c: str) -> None:
         """Literal ``c`` characters the text wrote just before an opener of ``c``, unescaped:
@@ -161,6 +167,7 @@ class _Inline:
 
     def raw(self, s: str) -> None:
         self.out.append(s)
+        self.opened = False
         self.start = s.endswith("\n")
         self.closed = ""
 
