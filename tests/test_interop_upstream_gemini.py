@@ -318,3 +318,43 @@ def test_dropping_the_record_of_a_calls_only_result_voids_it_and_drops_the_rest(
     assert [role for role, _ in surface] == ["user", "assistant", "tool"]
     assert surface[2][1] == f"the session's {drop} dropped this tool result"
     assert "There are two files." not in str(surface)
+
+
+def _open_call(cid: str) -> dict[str, Any]:
+    return {"id": cid, "name": "run_shell_command", "args": {"command": "ls"},
+            "status": "executing", "result": None}  # fmt: skip
+
+
+def _answer(cid: str, out: str) -> dict[str, Any]:
+    return {
+        "functionResponse": {"id": cid, "name": "run_shell_command", "response": {"output": out}}
+    }
+
+
+def test_a_rewind_over_parallel_calls_voids_every_result_it_drops(
+    tmp_path: Path,
+) -> None:
+    t1 = {"id": "t-1", "timestamp": "2026-11-20T10:00:04.000Z", "type": "user",
+          "content": [_answer("A", "ra"), _answer("B", "rb")]}  # fmt: skip
+    records = [
+        _meta(),
+        _user("u-1", "list"),
+        _gemini("g-1", "Listing.", [_open_call("A"), _open_call("B")]),
+        t1,
+        _gemini("g-2", "Done."),
+        {"$rewindTo": "t-1"},
+    ]
+    path, _report = _import(tmp_path, records)
+    dropped = "the session's rewind dropped this tool result"
+    assert _surface(path)[2:] == [("tool", dropped), ("tool", dropped)]  # no "Done.", no "rb"
+
+
+def test_a_response_sent_again_after_a_rewind_is_the_calls_result_again(tmp_path: Path) -> None:
+    t = _tool_turn()
+    open_call = _gemini("g-1", "Listing.", [{**_call("x"), "result": None, "status": "executing"}])
+    again = {**t[4], "id": "t-2"}
+    path, _report = _import(
+        tmp_path,
+        [t[0], t[1], open_call, t[4], t[5], {"$rewindTo": "t-1"}, again, _gemini("g-3", "ok")],
+    )
+    assert _surface(path)[2:] == [("tool", "a.txt\nb.txt"), ("assistant", "ok")]

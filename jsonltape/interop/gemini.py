@@ -212,6 +212,9 @@ class GeminiMapper(Mapper):
         #: the surface node before each message that made no node (a tool response already
         #: answered): a rewind to it drops what came after that node
         self.marks: dict[str, int | None] = {}
+        #: calls whose result a rewind or checkpoint voided (``_void``): a response sent again
+        #: for one of them is its result again
+        self.voided: set[str] = set()
 
     def sniff(self, value: dict[str, Any]) -> str | None:
         if isinstance(value.get("sessionId"), str) and isinstance(value.get("projectHash"), str):
@@ -311,6 +314,10 @@ class GeminiMapper(Mapper):
         first: int | None = None
         for k, r in enumerate(responses):
             call = r.get("id")
+            if isinstance(call, str) and call in self.voided:
+                vid = self._unvoid(out, call, _response([{"functionResponse": r}]), mid)
+                first = vid if first is None else first
+                continue
             if not isinstance(call, str) or call in self.answered:
                 continue
             self.answered.add(call)
@@ -374,18 +381,25 @@ class GeminiMapper(Mapper):
                     break
         after = nodes[start:] if start is not None else []
         if after and not self._retract(out, after, reason, reason):
-            # The first node dropped is the only result of a call that stays (Gemini CLI's
-            # history then holds the call without its response): the result is voided in
-            # place, as a closed turn's unanswered calls are (§10.3), and the rest retracted.
-            first = after[0]
-            if out.types.get(first) != "tool/result" or not (
-                self._void(out, first, reason)
-                and self._retract(out, after[1:], reason, f"{reason}:rest")
-            ):
+            # What is dropped starts with the only results of calls that stay (Gemini CLI's
+            # history then holds the calls without their responses): those results are voided
+            # in place, as a closed turn's unanswered calls are (§10.3), and the rest retracted.
+            # Everything is checked before anything is written: voiding changes no call's
+            # pairing, so the rest's retraction is judged on the surface as it is.
+            k = 0
+            while k < len(after) and out.types.get(after[k]) == "tool/result":
+                k += 1
+            voids = [self._void_data(out, v, reason) for v in after[:k]]
+            rest = after[k:]
+            if not k or None in voids or (rest and not self._can_retract(out, rest)):
                 self.problems.append(
                     (self.n, f"{reason}: the surface rules refuse dropping what follows")
                 )
                 return
+            for v, data in zip(after[:k], voids, strict=True):
+                assert data is not None
+                self._void(out, v, data, reason)
+            self._retract(out, rest, reason, f"{reason}:rest")
         for mid in ids:
             self.msgs.pop(mid, None)
             self.groups.pop(mid, None)
@@ -395,6 +409,7 @@ class GeminiMapper(Mapper):
         self.answered = {
             c for c in self.answered if c not in self.results or current(self.results[c])
         }
+        self.voided = {c for c in self.voided if c in self.answered}
 
     def _retract(self, out: Out, nodes: list[int], reason: str, tag: str) -> bool:
         """Retract ``nodes`` (a run of the surface; none: nothing to do); False if refused."""
@@ -411,12 +426,19 @@ class GeminiMapper(Mapper):
         )  # fmt: skip
         return True
 
-    def _void(self, out: Out, vid: int, reason: str) -> bool:
-        """Replace the tool result ``vid`` in place by an error result saying the source
-        dropped it; False if the surface refuses."""
+    def _can_retract(self, out: Out, nodes: list[int]) -> bool:
+        try:
+            out.surface.removed_by("surface/retract", Retract(nodes[0], nodes[-1]))
+        except JsonltapeError:
+            return False
+        return True
+
+    def _void_data(self, out: Out, vid: int, reason: str) -> dict[str, Any] | None:
+        """The error result that replaces the tool result ``vid`` when the source dropped it,
+        or None if the surface refuses the replacement."""
         call = out.data[vid].get("call_id")
         if not isinstance(call, str):
-            return False
+            return None
         text = f"the session's {reason} dropped this tool result"
         part = {"type": "tool_call_response", "id": call, "response": text, "is_error": True}
         data: dict[str, Any] = {
@@ -425,17 +447,43 @@ class GeminiMapper(Mapper):
             "error": {"code": "TOOL_RESULT_DROPPED", "message": text},
             "synthetic": True,
         }
+        return self._replaceable(out, vid, data)
+
+    def _replaceable(self, out: Out, vid: int, data: dict[str, Any]) -> dict[str, Any] | None:
         try:
             out.surface.removed_by("tool/result", Replace(vid, vid), None, data)
         except JsonltapeError:
-            return False
+            return None
+        return data
+
+    def _void(self, out: Out, vid: int, data: dict[str, Any], reason: str) -> None:
+        call = str(data["call_id"])
         data["import"] = self.imp(raw=False)
-        new = self.emit(
+        self.results[call] = self.emit(
             out, "tool/result", data, self.key(f"{reason}:void:{call}"),
             surface=("replace", vid, vid), sources=[vid],
         )  # fmt: skip
-        self.results[call] = new
-        return True
+        self.voided.add(call)
+
+    def _unvoid(self, out: Out, call: str, response: Any, msg_id: str) -> int | None:
+        """A response sent again for a call whose result was voided: its result again, in
+        place of the void (None if the surface refuses)."""
+        old = self.results.get(call)
+        if old is None or not out.surface.is_current(old):
+            return None
+        part = {"type": "tool_call_response", "id": call, "response": response}
+        data = self._replaceable(
+            out, old, {"call_id": call, "message": {"id": msg_id, "role": "tool", "parts": [part]}}
+        )
+        if data is None:
+            return None
+        data["import"] = self.imp()
+        self.results[call] = vid = self.emit(
+            out, "tool/result", data, self.key(f"result:{call}:again"),
+            surface=("replace", old, old), sources=[old],
+        )  # fmt: skip
+        self.voided.discard(call)
+        return vid
 
     def _gemini(self, out: Out, v: dict[str, Any]) -> None:
         mid = v["id"]
