@@ -26,8 +26,9 @@ What differs from SQLite, and why:
   which also weighs each word by its rarity: the same hits, in the same classes (words, then
   substrings, then scans; newest first where not ranked), the order of unequal word hits may
   differ;
-* "common": a word counts as common when its share of the newest :data:`SAMPLE` messages,
-  times the number of messages, is above ``max(COMMON_MIN, COMMON_SHARE × messages)``
+* "common": a word counts as common when its share of the newest :data:`SAMPLE` messages
+  (in the filters' time range: ``since``/``until`` bound every sample and walk), times the
+  number of messages, is above ``max(COMMON_MIN, COMMON_SHARE × messages)``
   (SQLite asks its word index for the match past the limit; here that would read up to 50k
   rows at 1M messages). Below
   ``rank.COMMON_MIN`` messages no word is common, in both engines;
@@ -42,12 +43,12 @@ Plans are chosen here, not left to the planner (a reader role behind row-level s
 no statistics for ``@@``; ``SET LOCAL`` and an ``OFFSET 0`` fence hold them; no JIT, whose
 compiling costs more than any of them runs): a session or path filter naming a few small
 sessions (:data:`SESSIONS_MAX`) reads just their messages (primary key); else each pass counts
-its matches among the newest :data:`SAMPLE` messages (``k``) and takes the cheapest of (costs
-in rows walked, :func:`_read_costs`):
+its matches among the newest :data:`SAMPLE` messages of the time range (``k``) and takes the
+cheapest of (costs in rows walked, :func:`_read_costs`):
 
-* walking the time index (``messages_time``) newest first until it has the ``n`` it needs
-  (about ``n * SAMPLE / k`` rows, each checked);
-* reading the GIN matches in spans of time going back from the newest message, the GIN
+* walking the time index (``messages_time``) newest first (from ``until``) until it has the
+  ``n`` it needs (about ``n * SAMPLE / k`` rows, each checked);
+* reading the GIN matches in spans of time going back from the sample's newest message, the GIN
   bitmap ANDed with the time index's (:data:`TIME_COST` a message in the span, then
   :data:`FETCH_COST` a match fetched): the first span should hold ``n`` and a quarter more
   (at the sample's rate), each next one, older, what is still missing at the rate seen so
@@ -299,8 +300,8 @@ class _Search:
         return w
 
     def _count_newest(self, conds: Sequence[tuple[str, list[object]]]) -> tuple[int, list[int]]:
-        """How many of the newest :data:`SAMPLE` messages there are, and how many of them
-        meet each condition."""
+        """How many of the newest :data:`SAMPLE` messages of the filters' time range there are,
+        and how many of them meet each condition."""
         self._plan("walk")
         counts = "".join(f", count(*) FILTER (WHERE {c})" for c, _ in conds)
         span, span_params = self._time_range()
