@@ -109,6 +109,25 @@ def test_a_file_name_that_is_not_utf8_is_reported_and_the_rest_indexed(tmp_path:
     assert "fine" in cli("search", "fine", "--index", str(index)).stdout
 
 
+def test_a_watcher_rename_to_or_from_a_name_that_is_not_utf8_is_reported_at_once(
+    tmp_path: Path, store: SqliteStore
+) -> None:
+    root = tmp_path / "r"
+    session(root / "good.jsonl", ["fine"])
+    odd = os.fsdecode(os.fsencode(root) + b"/odd\xffname.jsonl")
+    session(Path(odd), ["odd text"])
+    engine = Ingestor(store, root)
+    assert engine.rescan().errors == 1 and engine.unnamed == [odd]
+    named = str(root / "renamed.jsonl")
+    os.rename(odd, named)
+    stats = engine.sync_paths([odd, named])  # as the watcher reports a rename: both paths
+    assert (stats.errors, stats.sessions_added, engine.unnamed) == (0, 1, [])
+    hidden = os.fsdecode(os.fsencode(root) + b"/gone\xfe.jsonl")
+    os.rename(root / "good.jsonl", hidden)
+    stats = engine.sync_paths([str(root / "good.jsonl"), hidden])
+    assert (stats.errors, stats.sessions_removed, engine.unnamed) == (1, 1, [hidden])
+
+
 def test_rename_keeps_rows_and_copy_gets_its_own(tmp_path: Path, store: SqliteStore) -> None:
     root = tmp_path / "r"
     session(root / "a.jsonl", ["hello"])

@@ -175,8 +175,11 @@ class Ingestor:
         return self._run(lambda: self._sync_path(p, self.store.file(p)))
 
     def eligible(self, path: str) -> bool:
+        return self._in_tree(path) and storable(path)
+
+    def _in_tree(self, path: str) -> bool:
         rel = os.path.relpath(path, self.root)
-        if rel.startswith("..") or not self.kind.wants(path) or not storable(path):
+        if rel.startswith("..") or not self.kind.wants(path):
             return False
         return not any(part.startswith(".") for part in rel.split(os.sep))
 
@@ -297,6 +300,13 @@ class Ingestor:
                 self._sync_path(path, reg)
 
     def _sync_some(self, wanted: set[str]) -> None:
+        # A name the index cannot store, renamed to or from: the report follows at once.
+        odd = {p for p in wanted if not storable(p) and self._in_tree(p)}
+        if odd:
+            gone = {p for p in odd if not os.path.lexists(p)}
+            new = sorted(odd - gone - set(self.unnamed))
+            self.unnamed = [p for p in self.unnamed if p not in gone] + new
+            self._stats.errors += len(new)
         paths = [p for p in wanted if self.eligible(p)]
         # Paths that exist first, so a rename is seen before its old path is forgotten.
         paths.sort(key=lambda p: (not os.path.lexists(p), p))
