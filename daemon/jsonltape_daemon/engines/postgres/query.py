@@ -29,6 +29,7 @@ __all__ = [
     "like_pattern",
     "path_glob",
     "sessions_where",
+    "substring_kind",
     "tsquery",
 ]
 
@@ -255,6 +256,19 @@ def base_conditions(
     return w
 
 
+def substring_kind(t: Term, text: str, q: str | None) -> str | None:
+    """How a term is found as a substring (the rule of SQLite's ``search.py``): ``words``
+    (a word with whitespace: never inside one identifier), ``either`` (a word of the
+    message or inside one of its identifiers: ``q`` is its tsquery), ``idents`` (inside an
+    identifier), ``text`` (anywhere in the text: CJK and short terms); None when it can never
+    match (whitespace inside a code-like token)."""
+    if t.trigram_ok:
+        if q is not None:
+            return "words" if any(c.isspace() for c in text) else "either"
+        return None if any(c.isspace() for c in text) else "idents"
+    return "text"
+
+
 class RestTerms:
     """The conditions of a query's terms past the first ``search.PLANNED``, each kind ANDed in one
     clause (the same rows as one clause a term): the planner's work grows with the square of
@@ -268,24 +282,21 @@ class RestTerms:
         self.cjk: list[str] = []
         self.texts: list[str] = []
 
-    def add(self, t: Term, text: str, q: str | None) -> bool:
-        """Take one term (as :meth:`_Search._substrings` would add it); False when it can
-        never match."""
-        if t.trigram_ok:
-            if q is not None and any(c.isspace() for c in text):
-                self.words.append(q)
-            elif q is not None:
-                self.either[0].append(q)
-                self.either[1].append(like_pattern(text))
-            elif any(c.isspace() for c in text):
-                return False
-            else:
-                self.idents.append(like_pattern(text))
-            return True
-        if t.cjk:
-            self.cjk += bigrams(text)
-        self.texts.append(like_pattern(text.lower()))
-        return True
+    def add(self, kind: str, t: Term, text: str, q: str | None) -> None:
+        """Take one term of :func:`substring_kind` ``kind`` (``q``: its tsquery, if a word)."""
+        if kind == "words":
+            assert q is not None
+            self.words.append(q)
+        elif kind == "either":
+            assert q is not None
+            self.either[0].append(q)
+            self.either[1].append(like_pattern(text))
+        elif kind == "idents":
+            self.idents.append(like_pattern(text))
+        else:
+            if t.cjk:
+                self.cjk += bigrams(text)
+            self.texts.append(like_pattern(text.lower()))
 
     def into(self, w: Where) -> None:
         if self.words:

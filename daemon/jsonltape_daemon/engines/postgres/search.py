@@ -83,6 +83,7 @@ from jsonltape_daemon.engines.postgres.query import (
     glob_regex,
     lexemes,
     like_pattern,
+    substring_kind,
     tsquery,
 )
 from jsonltape_daemon.engines.postgres.schema import SCHEMA
@@ -272,30 +273,27 @@ class _Search:
         rest = RestTerms()
         for n, t in enumerate(terms):
             text = clean(t.text)
+            q = (either or {}).get(id(t))
+            kind = substring_kind(t, text, q)
+            if kind is None:
+                return None
             if n >= PLANNED:
-                if not rest.add(t, text, (either or {}).get(id(t))):
-                    return None
-                continue
-            if t.trigram_ok:
-                q = (either or {}).get(id(t))
-                if q is not None and any(c.isspace() for c in text):
-                    w.add("m.words @@ %s::tsquery", q, via="gin")  # never inside one identifier
-                    continue
-                if q is not None:  # a word of the message, or inside one of its identifiers
-                    w.add(
-                        "(m.words @@ %s::tsquery OR m.idents ILIKE %s)",
-                        q,
-                        like_pattern(text),
-                        via="gin",
-                    )
-                    continue
-                if any(c.isspace() for c in text):
-                    return None
+                rest.add(kind, t, text, q)
+            elif kind == "words":
+                w.add("m.words @@ %s::tsquery", q, via="gin")
+            elif kind == "either":
+                w.add(
+                    "(m.words @@ %s::tsquery OR m.idents ILIKE %s)",
+                    q,
+                    like_pattern(text),
+                    via="gin",
+                )
+            elif kind == "idents":
                 w.add("m.idents ILIKE %s", like_pattern(text), via="gin")
-                continue
-            if t.cjk:
-                w.add("m.cjk @> %s::text[]", bigrams(text), via="gin")
-            w.add("strpos(lower(m.text), %s) > 0", text.lower())
+            else:
+                if t.cjk:
+                    w.add("m.cjk @> %s::text[]", bigrams(text), via="gin")
+                w.add("strpos(lower(m.text), %s) > 0", text.lower())
         rest.into(w)
         return w
 
