@@ -64,7 +64,9 @@ def parse(value: str | os.PathLike[str]) -> Target:
         return SqliteTarget(Path(text).expanduser().absolute())
     scheme = m.group(1).lower()
     if scheme in PG_SCHEMES:
-        return PgTarget(scheme + text[len(scheme) :])  # libpq reads only a lower-case scheme
+        # libpq reads only a lower-case scheme (``POSTGRESQL://`` would be taken for a
+        # key=value string): every connection is made from a parsed target
+        return PgTarget(scheme + text[len(scheme) :])
     raise IndexTargetError(
         f"{redact(text)}: unsupported index URL scheme {scheme!r} "
         "(an index is a file path or a postgresql:// URL)",

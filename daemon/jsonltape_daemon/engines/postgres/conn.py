@@ -13,7 +13,7 @@ from typing import Any
 from jsonltape_daemon.errors import EngineMissingError, IndexStateError, IndexUnreachableError
 from jsonltape_daemon.target import SECRET_KEYS, PgTarget, userinfo_end
 
-__all__ = ["driver", "error_line", "libpq_url", "read_only"]
+__all__ = ["driver", "error_line", "read_only"]
 
 
 def driver() -> Any:
@@ -25,13 +25,6 @@ def driver() -> Any:
             "a postgresql:// index needs psycopg 3: pip install 'jsonltape[postgres]'"
         ) from None
     return psycopg
-
-
-def libpq_url(url: str) -> str:
-    """``url`` as libpq takes it: the scheme in lower case (``--index`` accepts
-    ``POSTGRESQL://``, which libpq would read as a ``key=value`` string and refuse)."""
-    scheme, sep, rest = url.partition("://")
-    return scheme.lower() + sep + rest if sep else url
 
 
 def _secrets(url: str) -> set[str]:
@@ -90,7 +83,7 @@ def read_only(target: PgTarget, *, check: bool = True) -> Any:
 
     pg = driver()
     try:
-        con = pg.connect(libpq_url(target.url), autocommit=True, connect_timeout=10)
+        con = pg.connect(target.url, autocommit=True, connect_timeout=10)
     except pg.Error as exc:
         raise IndexUnreachableError(f"{target}: {error_line(exc, target.url)}") from None
     try:

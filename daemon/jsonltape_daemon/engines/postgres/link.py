@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from jsonltape_daemon.engines.postgres import schema as pg_schema
 from jsonltape_daemon.engines.postgres._rows import STAGE
-from jsonltape_daemon.engines.postgres.conn import driver, error_line, libpq_url
+from jsonltape_daemon.engines.postgres.conn import driver, error_line
 from jsonltape_daemon.errors import IndexBusyError, IndexStateError, IndexUnreachableError
 from jsonltape_daemon.target import redact
 
@@ -87,7 +87,7 @@ class OriginLink:
         pg = self._pg
         try:
             con: psycopg.Connection[Any] = pg.connect(
-                libpq_url(self._url), autocommit=True, connect_timeout=self.connect_timeout
+                self._url, autocommit=True, connect_timeout=self.connect_timeout
             )
         except pg.Error as exc:
             raise IndexUnreachableError(

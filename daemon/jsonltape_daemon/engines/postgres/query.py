@@ -30,6 +30,7 @@ __all__ = [
     "path_glob",
     "sessions_where",
     "substring_kind",
+    "time_range",
     "tsquery",
 ]
 
@@ -231,10 +232,8 @@ def base_conditions(
         if not types:
             return None
         w.add("m.type ~ ANY(%s)", types)
-    if filters.since is not None:
-        w.add("m.time >= %s", filters.since)
-    if filters.until is not None:
-        w.add("m.time < %s", filters.until)
+    for cond, value in time_range(filters, "m.time"):
+        w.add(cond, value)
     if origins:
         w.add("m.origin = ANY(%s)", [stored(o) for o in origins])
     if filters.session or filters.path:
@@ -254,6 +253,16 @@ def base_conditions(
             else "",
         )
     return w
+
+
+def time_range(filters: Filters, column: str) -> list[tuple[str, int]]:
+    """``since`` (inclusive) and ``until`` (exclusive) as conditions on ``column``."""
+    out: list[tuple[str, int]] = []
+    if filters.since is not None:
+        out.append((f"{column} >= %s", filters.since))
+    if filters.until is not None:
+        out.append((f"{column} < %s", filters.until))
+    return out
 
 
 def substring_kind(t: Term, text: str, q: str | None) -> str | None:

@@ -394,9 +394,7 @@ def init(conninfo: str, roles: Roles = Roles(), schema: str = SCHEMA) -> None:
     refreshes grants and policies); refuse a newer schema."""
     import psycopg
 
-    from jsonltape_daemon.engines.postgres.conn import libpq_url
-
-    with psycopg.connect(libpq_url(conninfo), autocommit=True) as con:
+    with psycopg.connect(conninfo, autocommit=True) as con:
         version = schema_version(con, schema)
         _check(version)
         con.execute(init_sql(roles, schema, after=version).encode())

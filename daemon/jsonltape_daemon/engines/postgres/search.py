@@ -84,6 +84,7 @@ from jsonltape_daemon.engines.postgres.query import (
     lexemes,
     like_pattern,
     substring_kind,
+    time_range,
     tsquery,
 )
 from jsonltape_daemon.engines.postgres.schema import SCHEMA
@@ -317,15 +318,9 @@ class _Search:
         """The filters' ``since``/``until`` as a ``WHERE`` on ``time`` (or ""), for what reads
         the time index: a sample or a walk then starts at ``until``, not at the newest message
         (1M messages: a common word ``--until`` a month after the oldest took 450-520 ms)."""
-        conds: list[str] = []
-        params: list[object] = []
-        if self.filters.since is not None:
-            conds.append("time >= %s")
-            params.append(self.filters.since)
-        if self.filters.until is not None:
-            conds.append("time < %s")
-            params.append(self.filters.until)
-        return (" WHERE " + " AND ".join(conds) if conds else ""), params
+        bounds = time_range(self.filters, "time")
+        where = " WHERE " + " AND ".join(c for c, _ in bounds) if bounds else ""
+        return where, [v for _, v in bounds]
 
     def _messages(self) -> int:
         """How many messages the index has: the statistics' estimate (``reltuples`` of the

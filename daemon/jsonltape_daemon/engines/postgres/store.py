@@ -57,7 +57,6 @@ from jsonltape_daemon.engines.postgres._rows import (
     row_values,
     session_row,
 )
-from jsonltape_daemon.engines.postgres.conn import libpq_url
 from jsonltape_daemon.engines.postgres.link import OriginLink
 from jsonltape_daemon.engines.postgres.schema import OriginStatus, origin_status
 from jsonltape_daemon.errors import IndexStateError, IndexUnreachableError
@@ -452,7 +451,7 @@ class PgStore(OriginLink):
         def side() -> None:
             try:
                 with self._pg.connect(
-                    libpq_url(self._url), autocommit=True, connect_timeout=self.connect_timeout
+                    self._url, autocommit=True, connect_timeout=self.connect_timeout
                 ) as con:
                     con.execute(one, (self.origin, "idents"))
             except self._pg.Error:
