@@ -182,7 +182,7 @@ class CliError(click.ClickException):
 def say(text: str, *, err: bool = False) -> None:
     """One line of human output (``err``: on stderr), whatever a path, name or value in it
     holds made safe to show (:func:`one_line`)."""
-    click.echo(shown(text), err=err)
+    click.echo(one_line(text), err=err)
 
 
 def one_line(text: str) -> str:

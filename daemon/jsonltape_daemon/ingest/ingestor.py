@@ -288,10 +288,12 @@ class Ingestor:
     def _rescan(self) -> None:
         regs = self.store.files(under=self.root)
         on_disk = walk(self.root, self.kind.wants)
-        self.unnamed = [p for p in on_disk if not storable(p)]
-        if self.unnamed:
-            on_disk = [p for p in on_disk if storable(p)]
-            self._stats.errors += len(self.unnamed)
+        named: list[str] = []
+        self.unnamed = []
+        for p in on_disk:
+            (named if storable(p) else self.unnamed).append(p)
+        on_disk = named
+        self._stats.errors += len(self.unnamed)
         for path in on_disk:
             self._sync_path(path, regs.get(path))
         for path in sorted(set(regs) - set(on_disk)):

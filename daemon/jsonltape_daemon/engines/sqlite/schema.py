@@ -291,8 +291,8 @@ CREATE INDEX messages_filter ON messages (tkey, status, role, type, time, sid);
 # has 360-445 ms). ``meta.tkey_spill`` is the most any key has gone past its second's base
 # (``tkey - tkey_base(time)``, never lowered), so every message before ``until`` has a key
 # below ``tkey_base(until) + spill + 1``; ``message_kinds`` holds each (role, type) pair any
-# message has had (never pruned), so a filter no pair satisfies has no hits. The floor division
-# of negative times is spelled out (SQLite's ``/`` truncates towards zero).
+# message has had (never pruned), so a filter no pair satisfies has no hits. A time is never
+# negative (spec §6), so SQLite's ``/`` is the floor division of ``tkey_base``.
 _M005 = f"""
 CREATE TABLE message_kinds (
     role TEXT NOT NULL,
@@ -301,8 +301,7 @@ CREATE TABLE message_kinds (
 ) WITHOUT ROWID;
 INSERT INTO message_kinds (role, type) SELECT DISTINCT role, type FROM messages;
 INSERT OR REPLACE INTO meta (key, value)
-    SELECT 'tkey_spill', CAST(coalesce(max(tkey - {TKEY_SPAN} * (CASE WHEN time >= 0
-        THEN time / 1000 ELSE (time - 999) / 1000 END)), 0) AS TEXT)
+    SELECT 'tkey_spill', CAST(coalesce(max(tkey - {TKEY_SPAN} * (time / 1000)), 0) AS TEXT)
     FROM messages;
 """
 
