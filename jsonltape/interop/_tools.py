@@ -5,10 +5,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import JsonltapeError
+from ..events import Replace
 from ._core import MapperCore
 from ._model import Out
 
-__all__ = ["ToolsMixin"]
+__all__ = ["ToolsMixin", "result_data"]
+
+
+def result_data(
+    call_id: str, response: Any, *, is_error: bool, msg_id: str, extra: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The data of a ``tool/result`` (without its ``import``)."""
+    part: dict[str, Any] = {"type": "tool_call_response", "id": call_id, "response": response}
+    if is_error:
+        part["is_error"] = True
+    data: dict[str, Any] = {
+        "call_id": call_id,
+        "message": {"id": msg_id, "role": "tool", "parts": [part]},
+    }
+    if extra:
+        data.update(extra)
+    return data
 
 
 class ToolsMixin(MapperCore):
@@ -58,16 +76,26 @@ class ToolsMixin(MapperCore):
         msg_id: str,
         tag: str | None = None,
         extra: dict[str, Any] | None = None,
+        replaces: int | None = None,
+        raw: bool = True,
     ) -> int:
+        """A ``tool/result``; ``replaces``: in place of that result node (a result the source
+        cleared or dropped, or a dropped one given back); ``raw``: it carries the line."""
         self.flush_group(out)
-        part: dict[str, Any] = {"type": "tool_call_response", "id": call_id, "response": response}
-        if is_error:
-            part["is_error"] = True
-        data: dict[str, Any] = {
-            "call_id": call_id,
-            "message": {"id": msg_id, "role": "tool", "parts": [part]},
-        }
-        if extra:
-            data.update(extra)
-        data["import"] = self.imp()
-        return self.emit(out, "tool/result", data, self.key(tag))
+        data = result_data(call_id, response, is_error=is_error, msg_id=msg_id, extra=extra)
+        data["import"] = self.imp(raw=raw)
+        if replaces is None:
+            return self.emit(out, "tool/result", data, self.key(tag))
+        return self.emit(
+            out, "tool/result", data, self.key(tag),
+            surface=("replace", replaces, replaces), sources=[replaces],
+        )  # fmt: skip
+
+    @staticmethod
+    def replaceable(out: Out, vid: int, data: dict[str, Any]) -> bool:
+        """Whether the surface takes ``data`` (a result's) in place of the result ``vid``."""
+        try:
+            out.surface.removed_by("tool/result", Replace(vid, vid), None, data)
+        except JsonltapeError:
+            return False
+        return True

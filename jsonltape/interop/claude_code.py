@@ -375,18 +375,10 @@ class ClaudeCodeMapper(Mapper):
         if vid is None or not out.surface.is_current(vid):
             return
         old = out.data[vid]["message"]
-        part: dict[str, Any] = {"type": "tool_call_response", "id": call, "response": CLEARED_TEXT}
-        if old["parts"][0].get("is_error") is True:
-            part["is_error"] = True
-        data: dict[str, Any] = {
-            "call_id": call,
-            "message": {"id": old["id"], "role": "tool", "parts": [part]},
-            "cleared": "microcompact",
-            "import": self.imp(),
-        }
-        new = self.emit(
-            out, "tool/result", data, self.key(f"cleared:{call}"),
-            surface=("replace", vid, vid), sources=[vid],
+        new = self.tool_result(
+            out, call, CLEARED_TEXT, is_error=old["parts"][0].get("is_error") is True,
+            msg_id=old["id"], tag=f"cleared:{call}", extra={"cleared": "microcompact"},
+            replaces=vid,
         )  # fmt: skip
         self._results[(out.target.name, call)] = new
         for uuid, node in out.entry_vid.items():  # a rewind to that line anchors on the new one

@@ -56,7 +56,7 @@ from typing import Any, TypeGuard
 import msgspec
 
 from ..errors import FormatError, JsonltapeError
-from ..events import Replace, Retract
+from ..events import Retract
 from ._base import Group, Mapper, Out, title_of
 from ._parts import (
     blob_part,
@@ -68,6 +68,7 @@ from ._parts import (
     uri_part,
 )
 from ._source import Unit, parse_time
+from ._tools import result_data
 
 __all__ = ["GeminiMapper", "legacy_unit"]
 
@@ -314,8 +315,9 @@ class GeminiMapper(Mapper):
         first: int | None = None
         for k, r in enumerate(responses):
             call = r.get("id")
+            msg_id = f"{mid}#{k}" if k else mid
             if isinstance(call, str) and call in self.voided:
-                vid = self._unvoid(out, call, _response([{"functionResponse": r}]), mid)
+                vid = self._unvoid(out, call, _response([{"functionResponse": r}]), msg_id)
                 first = vid if first is None else first
                 continue
             if not isinstance(call, str) or call in self.answered:
@@ -323,7 +325,7 @@ class GeminiMapper(Mapper):
             self.answered.add(call)
             vid = self.tool_result(
                 out, call, _response([{"functionResponse": r}]), is_error=False,
-                msg_id=f"{mid}#{k}" if k else mid, tag=f"result:{call}",
+                msg_id=msg_id, tag=f"result:{call}",
             )  # fmt: skip
             self.results[call] = vid
             first = vid if first is None else first
@@ -389,16 +391,16 @@ class GeminiMapper(Mapper):
             k = 0
             while k < len(after) and out.types.get(after[k]) == "tool/result":
                 k += 1
-            voids = [self._void_data(out, v, reason) for v in after[:k]]
+            calls = [self._voidable(out, v, reason) for v in after[:k]]
             rest = after[k:]
-            if not k or None in voids or (rest and not self._can_retract(out, rest)):
+            if not k or None in calls or (rest and not self._can_retract(out, rest)):
                 self.problems.append(
                     (self.n, f"{reason}: the surface rules refuse dropping what follows")
                 )
                 return
-            for v, data in zip(after[:k], voids, strict=True):
-                assert data is not None
-                self._void(out, v, data, reason)
+            for v, call in zip(after[:k], calls, strict=True):
+                assert call is not None
+                self._void(out, v, call, reason)
             self._retract(out, rest, reason, f"{reason}:rest")
         for mid in ids:
             self.msgs.pop(mid, None)
@@ -433,35 +435,29 @@ class GeminiMapper(Mapper):
             return False
         return True
 
-    def _void_data(self, out: Out, vid: int, reason: str) -> dict[str, Any] | None:
-        """The error result that replaces the tool result ``vid`` when the source dropped it,
-        or None if the surface refuses the replacement."""
+    @staticmethod
+    def _void_result(call: str, reason: str) -> dict[str, Any]:
+        """The error result that takes a dropped result's place (``tool_result`` arguments)."""
+        text = f"the session's {reason} dropped this tool result"
+        return {
+            "response": text,
+            "is_error": True,
+            "msg_id": f"{reason}-{call}",
+            "extra": {"error": {"code": "TOOL_RESULT_DROPPED", "message": text}, "synthetic": True},
+        }
+
+    def _voidable(self, out: Out, vid: int, reason: str) -> str | None:
+        """The call of the tool result ``vid`` if the surface takes a void in its place."""
         call = out.data[vid].get("call_id")
         if not isinstance(call, str):
             return None
-        text = f"the session's {reason} dropped this tool result"
-        part = {"type": "tool_call_response", "id": call, "response": text, "is_error": True}
-        data: dict[str, Any] = {
-            "call_id": call,
-            "message": {"id": f"{reason}-{call}", "role": "tool", "parts": [part]},
-            "error": {"code": "TOOL_RESULT_DROPPED", "message": text},
-            "synthetic": True,
-        }
-        return self._replaceable(out, vid, data)
+        ok = self.replaceable(out, vid, result_data(call, **self._void_result(call, reason)))
+        return call if ok else None
 
-    def _replaceable(self, out: Out, vid: int, data: dict[str, Any]) -> dict[str, Any] | None:
-        try:
-            out.surface.removed_by("tool/result", Replace(vid, vid), None, data)
-        except JsonltapeError:
-            return None
-        return data
-
-    def _void(self, out: Out, vid: int, data: dict[str, Any], reason: str) -> None:
-        call = str(data["call_id"])
-        data["import"] = self.imp(raw=False)
-        self.results[call] = self.emit(
-            out, "tool/result", data, self.key(f"{reason}:void:{call}"),
-            surface=("replace", vid, vid), sources=[vid],
+    def _void(self, out: Out, vid: int, call: str, reason: str) -> None:
+        self.results[call] = self.tool_result(
+            out, call, **self._void_result(call, reason), tag=f"{reason}:void:{call}",
+            replaces=vid, raw=False,
         )  # fmt: skip
         self.voided.add(call)
 
@@ -469,19 +465,14 @@ class GeminiMapper(Mapper):
         """A response sent again for a call whose result was voided: its result again, in
         place of the void (None if the surface refuses)."""
         old = self.results.get(call)
+        given = {"response": response, "is_error": False, "msg_id": msg_id, "extra": None}
         if old is None or not out.surface.is_current(old):
             return None
-        part = {"type": "tool_call_response", "id": call, "response": response}
-        data = self._replaceable(
-            out, old, {"call_id": call, "message": {"id": msg_id, "role": "tool", "parts": [part]}}
-        )
-        if data is None:
+        if not self.replaceable(out, old, result_data(call, **given)):
             return None
-        data["import"] = self.imp()
-        self.results[call] = vid = self.emit(
-            out, "tool/result", data, self.key(f"result:{call}:again"),
-            surface=("replace", old, old), sources=[old],
-        )  # fmt: skip
+        self.results[call] = vid = self.tool_result(
+            out, call, **given, tag=f"result:{call}:again", replaces=old
+        )
         self.voided.discard(call)
         return vid
 
