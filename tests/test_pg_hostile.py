@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,18 +20,9 @@ from jsonltape_daemon.engines.postgres.query import glob_regex
 import jsonltape
 
 from ._pg import PgServer, dbname_of
+from .test_pg_cli import _cli
 
 SECRET = "Sekr1t-Hostile-42"
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "jsonltape", *args],
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def _one_clean_error(r: subprocess.CompletedProcess[str], *secrets: str) -> str:
