@@ -283,13 +283,9 @@ def _dated(path: Path, texts: list[str], time: int) -> None:
         )
 
 
-@pytest.mark.parametrize("helper_from", [0, None])
-def test_a_bulk_load_writes_each_full_text_table_in_key_order(
-    tmp_path: Path, helper_from: int | None
-) -> None:
-    """Each session read holds older messages than the one before (the keys, in time order,
-    go back at every session), yet a load writes each full-text table as one segment: FTS5
-    starts a new one at every key that is not above the last, and merging them costs CPU."""
+def _bulk_loaded(tmp_path: Path, helper_from: int | None) -> tuple[SqliteStore, Ingestor]:
+    """Twelve sessions, each older than the one before (the keys, in time order, go back at
+    every session), loaded into a new index with its substring index complete."""
     root = tmp_path / "r"
     for n in range(12):
         _dated(
@@ -298,21 +294,64 @@ def test_a_bulk_load_writes_each_full_text_table_in_key_order(
             1_780_000_000_000 - n * 86_400_000,
         )
     store = SqliteStore(tmp_path / "i.db", helper_from=helper_from)
+    engine = Ingestor(store, root)
+    engine.rescan()
+    engine.build_substrings()
+    assert not store.substrings_pending()
+    fts_ok(store.con)
+    return store, engine
+
+
+def _segments(con: sqlite3.Connection, table: str) -> int:
+    return int(con.execute(f"SELECT count(DISTINCT segid) FROM {table}_idx").fetchone()[0])
+
+
+@pytest.mark.parametrize("helper_from", [0, None])
+def test_a_bulk_load_writes_each_full_text_table_in_key_order(
+    tmp_path: Path, helper_from: int | None
+) -> None:
+    """Each session read holds older messages than the one before, yet a load writes each
+    full-text table as one segment: FTS5 starts a new one at every key that is not above the
+    last, and merging them costs CPU."""
+    store, _engine = _bulk_loaded(tmp_path, helper_from)
     try:
-        engine = Ingestor(store, root)
-        engine.rescan()
-        engine.build_substrings()
-        assert not store.substrings_pending()
-        fts_ok(store.con)
-        segments = {
-            t: store.con.execute(f"SELECT count(DISTINCT segid) FROM {t}_idx").fetchone()[0]
-            for t in FTS_TABLES
-        }
+        segments = {t: _segments(store.con, t) for t in FTS_TABLES}
         if helper_from is None:
             # The loader itself: the substrings after the load, a segment per step of 128
             # messages (three here), each in key order.
             assert segments.pop("messages_trigram") <= 3
         assert set(segments.values()) == {1}, segments
+    finally:
+        store.close()
+
+
+def test_a_bulk_load_merges_its_batches_and_hands_over_fts5s_merge_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bulk load (the helper, and the loader for the CJK table) merges nothing while it
+    builds and each table into one segment at the end; the index it publishes must merge
+    again as later syncs add segments (FTS5 keeps the merge settings in the copied
+    ``_config``: a load that left its own there would pile up a segment per sync; with FTS5's
+    defaults 16 small segments on a level are merged at once)."""
+    from jsonltape_daemon.engines.sqlite import fts_helper, fulltext
+
+    monkeypatch.setattr(fts_helper, "_BATCH", 40)  # frames of 40 messages: 9 of them
+    monkeypatch.setattr(fulltext, "_CJK_BATCH", 40)
+    store, engine = _bulk_loaded(tmp_path, 0)
+    try:
+        for table in FTS_TABLES:
+            assert _segments(store.con, table) == 1, table
+        for n in range(20):  # each sync writes a segment of its own to each table
+            _dated(
+                Path(engine.root) / f"later{n:02d}.jsonl",
+                [f"later_word {n} 雨"],
+                1_790_000_000_000 + n,
+            )
+            engine.rescan()
+        fts_ok(store.con)
+        for table in FTS_TABLES:
+            assert _segments(store.con, table) <= 16, table  # merged (crisismerge)
+        assert dump(store.con) == rebuild(Path(engine.root))
     finally:
         store.close()
 

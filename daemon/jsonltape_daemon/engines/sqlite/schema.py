@@ -31,8 +31,10 @@ __all__ = [
     "TKEY_SPAN",
     "connect",
     "features",
+    "finish_bulk_merging",
     "migrate",
     "probe",
+    "start_bulk_merging",
     "tkey_base",
 ]
 
@@ -82,6 +84,35 @@ FTS_CJK = (
     "CREATE VIRTUAL TABLE messages_cjk USING fts5(grams, content='', tokenize='ascii', "
     "detail='none', columnsize=0)"
 )
+#: A bulk build of a full-text table (the helper's word and substring indexes, the loader's CJK
+#: table) lets FTS5 merge no segments while it writes (``automerge``, which would copy each one
+#: into bigger ones again and again as they pile up; ``crisismerge`` still bounds how many a
+#: very large load leaves), then merges the table into one segment ('optimize') and puts FTS5's
+#: default merge settings back: the table keeps them (its ``_config``) for the syncs after. 1M
+#: events: the word index 7.0-9.2 -> 5.3-6.4 s of CPU, the trigram index 11.8 -> 8.2-9.0 s, and
+#: a query reads one segment of each instead of 9-13.
+_BULK_MERGE = (("automerge", 0), ("crisismerge", 64))
+_DEFAULT_MERGE = (("automerge", 4), ("crisismerge", 16))
+
+
+def _merge_settings(
+    con: sqlite3.Connection, table: str, values: tuple[tuple[str, int], ...]
+) -> None:
+    for key, value in values:
+        con.execute(f"INSERT INTO {table} ({table}, rank) VALUES (?, ?)", (key, value))
+
+
+def start_bulk_merging(con: sqlite3.Connection, table: str) -> None:
+    """Stop FTS5's merging in ``table`` for a bulk build (see above)."""
+    _merge_settings(con, table, _BULK_MERGE)
+
+
+def finish_bulk_merging(con: sqlite3.Connection, table: str) -> None:
+    """Merge ``table`` into one segment and give it FTS5's default merge settings back."""
+    con.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+    _merge_settings(con, table, _DEFAULT_MERGE)
+
+
 #: ``messages.tkey`` is at least ``time // 1000 * TKEY_SPAN`` (the second, then a slot): keys of
 #: one second are told apart by the slot, and a second with more messages than slots takes the
 #: next free keys after it. Small steps between the keys of neighbouring messages keep the

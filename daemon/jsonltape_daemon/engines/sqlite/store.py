@@ -21,7 +21,15 @@ import msgspec
 
 from jsonltape_daemon.engines.sqlite.fts_helper import Helper
 from jsonltape_daemon.engines.sqlite.fulltext import FTS_TABLES, FullText
-from jsonltape_daemon.engines.sqlite.schema import TKEY_SPAN, connect, migrate, probe, tkey_base
+from jsonltape_daemon.engines.sqlite.schema import (
+    TKEY_SPAN,
+    connect,
+    finish_bulk_merging,
+    migrate,
+    probe,
+    start_bulk_merging,
+    tkey_base,
+)
 from jsonltape_daemon.ingest.rows import EventRow, FileRow, MessageRow, Node, SessionRow, Store
 from jsonltape_daemon.paths import build_path, fsync_path, helper_path, remove_db
 
@@ -191,6 +199,7 @@ class SqliteStore(FullText):
         con = connect(tmp, create=True, bulk=True)
         try:
             migrate(con)
+            start_bulk_merging(con, "messages_cjk")  # merged once, when published
             con.executemany(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                 self.con.execute("SELECT key, value FROM meta WHERE key = 'roots'").fetchall(),
@@ -217,6 +226,7 @@ class SqliteStore(FullText):
         main, self._main = self._main, None
         assert main is not None
         tmp = build_path(self.path)
+        finish_bulk_merging(self.con, "messages_cjk")
         self.con.close()
         main.close()
         fsync_path(tmp)
