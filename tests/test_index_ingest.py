@@ -447,3 +447,46 @@ def test_the_index_calls_a_session_closed_exactly_when_verify_does(
     Ingestor(store, root).rescan()
     ((closed,),) = store.con.execute("SELECT closed FROM sessions").fetchall()
     assert bool(closed) == jsonltape.verify(path).closed
+
+
+def test_a_schema_5_index_gets_its_events_rebuilt_in_place(tmp_path: Path) -> None:
+    """Step 6 rebuilds ``events`` keyed by (sid, seq) alone; every row, and every answer the
+    index gives, stays the same, and nothing is read from the files again."""
+    root = tmp_path / "r"
+    _texts_root(root)
+    index = tmp_path / "i.db"
+    store = SqliteStore(index)
+    Ingestor(store, root).rescan()
+    store.close()
+    con = sqlite3.connect(index, isolation_level=None)
+    cols = "sid, seq, type, time, offset, size, crc"
+    rows = con.execute(f"SELECT {cols} FROM events ORDER BY sid, seq").fetchall()
+    assert rows
+    # back to schema 5: the rowid table with its primary key beside it
+    con.executescript(
+        f"""
+        CREATE TABLE old_events (sid INTEGER NOT NULL, seq INTEGER NOT NULL,
+            type TEXT NOT NULL, time INTEGER NOT NULL, offset INTEGER NOT NULL,
+            size INTEGER NOT NULL, crc TEXT NOT NULL, PRIMARY KEY (sid, seq));
+        INSERT INTO old_events SELECT {cols} FROM events;
+        DROP TABLE events;
+        ALTER TABLE old_events RENAME TO events;
+        DELETE FROM migrations WHERE version = 6;
+        PRAGMA user_version = 5;
+        """
+    )
+    con.close()
+    with sqlite3.connect(index) as old:
+        before = dump(old)
+    old.close()
+    store = SqliteStore(index)  # the writer migrates
+    try:
+        stats = Ingestor(store, root).rescan()
+        assert stats.files == 0  # nothing read again
+        sql = store.con.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()
+        assert "WITHOUT ROWID" in sql[0]
+        assert store.con.execute(f"SELECT {cols} FROM events ORDER BY sid, seq").fetchall() == rows
+        assert dump(store.con) == before == rebuild(root)
+        assert store.con.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+    finally:
+        store.close()

@@ -336,6 +336,26 @@ INSERT OR REPLACE INTO meta (key, value)
     FROM messages;
 """
 
+# Events are only ever looked up by (sid, seq): a table keyed by it alone holds each row once
+# instead of in a rowid table and an index beside it (1M events: 64 -> 51 MB; inserting them
+# in a bulk load 1.5 -> 1.2 s of CPU). Rebuilt in place (nothing is read again).
+_M006 = """
+CREATE TABLE events_by_seq (
+    sid    INTEGER NOT NULL,
+    seq    INTEGER NOT NULL,
+    type   TEXT NOT NULL,
+    time   INTEGER NOT NULL,
+    offset INTEGER NOT NULL,
+    size   INTEGER NOT NULL,
+    crc    TEXT NOT NULL,
+    PRIMARY KEY (sid, seq)
+) WITHOUT ROWID;
+INSERT INTO events_by_seq (sid, seq, type, time, offset, size, crc)
+    SELECT sid, seq, type, time, offset, size, crc FROM events ORDER BY sid, seq;
+DROP TABLE events;
+ALTER TABLE events_by_seq RENAME TO events;
+"""
+
 #: (version, name, SQL). Append only; never edit a released step.
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial", _M001),
@@ -343,6 +363,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (3, "texts from the files", _M003),
     (4, "a covering index for filters", _M004),
     (5, "bounds for until and kind filters", _M005),
+    (6, "events keyed by session and seq", _M006),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 #: The oldest schema a search can read as it is: the steps after it only add indexes, so a
