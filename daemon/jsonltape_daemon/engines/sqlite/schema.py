@@ -212,16 +212,8 @@ INSERT INTO meta (key, value) VALUES ('fts', 'live');
 INSERT INTO meta (key, value) VALUES ('substrings', '0');
 """
 
-# Messages get a key in time order (``tkey``), the rowid of every full-text table, and events
-# keep where their line is and its crc instead of a copy of it (the file is the truth). The
-# rows are derived, so this step empties the index (roots and settings stay): the next sync
-# reads every file again.
-_M002 = """
-DELETE FROM files;
-DELETE FROM sessions;
-DELETE FROM tool_calls;
-DROP TABLE events;
-CREATE TABLE events (
+# The columns of ``events`` from step 2 on (step 6 changes only how the table is stored).
+_EVENT_COLUMNS = """
     sid    INTEGER NOT NULL,
     seq    INTEGER NOT NULL,
     type   TEXT NOT NULL,
@@ -230,7 +222,18 @@ CREATE TABLE events (
     size   INTEGER NOT NULL,
     crc    TEXT NOT NULL,
     PRIMARY KEY (sid, seq)
-);
+"""
+
+# Messages get a key in time order (``tkey``), the rowid of every full-text table, and events
+# keep where their line is and its crc instead of a copy of it (the file is the truth). The
+# rows are derived, so this step empties the index (roots and settings stay): the next sync
+# reads every file again.
+_M002 = f"""
+DELETE FROM files;
+DELETE FROM sessions;
+DELETE FROM tool_calls;
+DROP TABLE events;
+CREATE TABLE events ({_EVENT_COLUMNS});
 DROP TABLE messages_fts;
 DROP TABLE messages_trigram;
 DROP TABLE messages_cjk;
@@ -339,17 +342,8 @@ INSERT OR REPLACE INTO meta (key, value)
 # Events are only ever looked up by (sid, seq): a table keyed by it alone holds each row once
 # instead of in a rowid table and an index beside it (1M events: 64 -> 51 MB; inserting them
 # in a bulk load 1.5 -> 1.2 s of CPU). Rebuilt in place (nothing is read again).
-_M006 = """
-CREATE TABLE events_by_seq (
-    sid    INTEGER NOT NULL,
-    seq    INTEGER NOT NULL,
-    type   TEXT NOT NULL,
-    time   INTEGER NOT NULL,
-    offset INTEGER NOT NULL,
-    size   INTEGER NOT NULL,
-    crc    TEXT NOT NULL,
-    PRIMARY KEY (sid, seq)
-) WITHOUT ROWID;
+_M006 = f"""
+CREATE TABLE events_by_seq ({_EVENT_COLUMNS}) WITHOUT ROWID;
 INSERT INTO events_by_seq (sid, seq, type, time, offset, size, crc)
     SELECT sid, seq, type, time, offset, size, crc FROM events ORDER BY sid, seq;
 DROP TABLE events;
