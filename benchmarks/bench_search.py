@@ -25,6 +25,7 @@ Warm cache only: dropping the page cache needs root. The generated tree is cache
     .venv/bin/python benchmarks/bench_search.py [--events 1000000] [--work DIR]
     .venv/bin/python benchmarks/bench_search.py --events 20000 --quick    # smoke, < 60 s
     .venv/bin/python benchmarks/bench_search.py --events 200000 --ingest  # sync vs baseline
+    .venv/bin/python benchmarks/bench_search.py --ingest --ingest-rounds 3  # alternated rounds
     JSONLTAPE_LONG=1 .venv/bin/python benchmarks/bench_search.py          # 5M events
 """
 
@@ -34,13 +35,10 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,11 +47,11 @@ from jsonltape_daemon.engines.sqlite.schema import connect
 from jsonltape_daemon.engines.sqlite.search import (
     search,
 )
-from jsonltape_daemon.engines.sqlite.texts import Texts
 from jsonltape_daemon.paths import remove_db
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _search_corpus as corpus
+from _ingest_bench import bench_baseline, run_measured
 from _installed import installed_command
 from _search_queries import FILTERS, count_hits, filters_for, queries
 
@@ -68,153 +66,6 @@ def pct(xs: list[float], p: float) -> float:
 
 def load_avg() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-# -- processes: wall, CPU, peak RSS over the tree -------------------------------------------
-
-
-def _tree_rss(root: int) -> int:
-    """RSS in bytes of ``root`` and all its descendants (from /proc)."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                parts = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid, ppid = int(d), int(parts[1])
-        children.setdefault(ppid, []).append(pid)
-        rss[pid] = int(parts[21]) * os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, [root]
-    while todo:
-        p = todo.pop()
-        total += rss.get(p, 0)
-        todo += children.get(p, [])
-    return total
-
-
-class Run:
-    """A finished command: wall and CPU seconds, peak summed RSS, largest single RSS, and
-    what it printed."""
-
-    def __init__(self, wall: float, cpu: float, peak_sum: int, peak_one: int, out: str) -> None:
-        self.wall, self.cpu, self.peak_sum, self.peak_one = wall, cpu, peak_sum, peak_one
-        self.out = out
-
-
-def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> Run:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with tempfile.TemporaryFile() as out:
-        t = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, stdout=out)
-        peak = 0
-        done = threading.Event()
-
-        def poll() -> None:
-            nonlocal peak
-            while not done.is_set():
-                peak = max(peak, _tree_rss(proc.pid))
-                done.wait(0.05)
-
-        poller = threading.Thread(target=poll, daemon=True)
-        poller.start()
-        rc = proc.wait()
-        wall = time.perf_counter() - t
-        done.set()
-        poller.join()
-        out.seek(0)
-        printed = out.read().decode()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if rc != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed with exit code {rc}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    # ru_maxrss of children is the largest one process reached (KiB), not a sum.
-    return Run(wall, cpu, peak, after.ru_maxrss * 1024, printed)
-
-
-# -- ingest: ours and the baseline ----------------------------------------------------------
-
-_BASELINE = r"""
-import json, os, sqlite3, sys
-import sqlite_utils
-from jsonltape_daemon.text.idents import idents
-from jsonltape_daemon.text.cjk import grams
-nd, db, tokenizer, events = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-con = sqlite3.connect(db, isolation_level=None)
-for p in ("page_size = 8192", "locking_mode = EXCLUSIVE", "journal_mode = OFF",
-          "synchronous = OFF", "cache_size = -262144", "temp_store = MEMORY"):
-    con.execute("PRAGMA " + p)
-d = sqlite_utils.Database(con)
-with open(nd, "rb") as f:
-    # the substring table indexes the code-like tokens, ours and the baseline's alike: the
-    # baseline finds them too (the same function), as part of its load
-    rows = (dict(r, idents=idents(r["text"])) for r in map(json.loads, f))
-    d["messages"].insert_all(rows, pk="id", batch_size=2000)
-d["messages"].enable_fts(["text"], fts_version="FTS5", tokenize=tokenizer)
-con.execute("CREATE VIRTUAL TABLE messages_trigram USING fts5(idents, content='messages', "
-            "content_rowid='id', tokenize='trigram', detail='none', columnsize=0)")
-con.execute("INSERT INTO messages_trigram (messages_trigram) VALUES ('rebuild')")
-if events:  # the same tables as ours: every event's row, and the CJK grams of each message
-    with open(events[0], "rb") as f:
-        d["events"].insert_all(map(json.loads, f), pk=("sid", "seq"), batch_size=2000)
-    con.execute("CREATE VIRTUAL TABLE messages_cjk USING fts5(grams, content='', "
-                "tokenize='ascii', detail='none', columnsize=0)")
-    con.execute("BEGIN")
-    con.executemany("INSERT INTO messages_cjk (rowid, grams) VALUES (?, ?)",
-                    ((i, g) for i, t in con.execute("SELECT id, text FROM messages")
-                     if (g := grams(t)) is not None))
-    con.execute("COMMIT")
-con.close()
-fd = os.open(db, os.O_RDONLY); os.fsync(fd); os.close(fd)
-"""
-
-
-def export_events(index: Path, nd: Path) -> int:
-    """The same-tables baseline's second input: our index's event rows, as NDJSON (not
-    timed)."""
-    con = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
-    cols = ("sid", "seq", "type", "time", "offset", "size", "crc")
-    n = 0
-    with open(nd, "w") as f:
-        for r in con.execute(f"SELECT {', '.join(cols)} FROM events"):
-            f.write(json.dumps(dict(zip(cols, r, strict=True))) + "\n")
-            n += 1
-    con.close()
-    return n
-
-
-def export_messages(index: Path, nd: Path) -> int:
-    """The baseline's input: the messages our index holds, as NDJSON (not timed)."""
-    con = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
-    n = 0
-    texts = Texts(con)
-    with open(nd, "w") as f:
-        for r0 in con.execute(
-            "SELECT m.id, s.id, m.seq, m.role, m.time, m.tkey FROM messages m "
-            "JOIN sessions s USING (sid)"
-        ):
-            r = (*r0[:5], texts.get([r0[5]])[r0[5]] or "")
-            texts.forget([r0[5]])
-            f.write(
-                json.dumps(
-                    {
-                        "id": r[0],
-                        "session": r[1],
-                        "seq": r[2],
-                        "role": r[3],
-                        "time": r[4],
-                        "text": r[5],
-                    },
-                    ensure_ascii=False,
-                )
-                + "\n"
-            )
-            n += 1
-    con.close()
-    return n
 
 
 def table_sizes(index: Path) -> dict[str, int] | None:
@@ -336,6 +187,12 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=50, help="in-process runs per query")
     ap.add_argument("--shell-runs", type=int, default=20, help="shell runs per query")
     ap.add_argument(
+        "--ingest-rounds",
+        type=int,
+        default=1,
+        help="rounds of the sync and the same-tables baseline, alternated (ratios: medians)",
+    )
+    ap.add_argument(
         "--cold-runs", type=int, default=3, help="cold-cache shell runs per unfiltered query"
     )
     args = ap.parse_args()
@@ -398,7 +255,7 @@ def main() -> int:
                 print(f"| {name} | {b / 1e6:.1f} | {100 * b / isize:.0f}% |")
 
     if not args.quick:
-        bench_baseline(index, work, sync)
+        bench_baseline(index, work, sync, [jt, "sync", str(root)], args.ingest_rounds)
     if args.ingest:
         print(f"\nload {load_avg()}")
         return 0
@@ -543,43 +400,6 @@ def in_process_only(
         f"{worst_shell * 1000:.0f} ms; load {load_avg()}"
     )
     return 0
-
-
-def bench_baseline(index: Path, work: Path, ours: Run) -> None:
-    try:
-        import sqlite_utils  # noqa: F401
-    except ImportError:
-        print("\n(sqlite-utils is not installed: `.venv/bin/pip install sqlite-utils`)")
-        return
-    nd, ev, db = work / "messages.ndjson", work / "events.ndjson", work / "baseline.db"
-    n = export_messages(index, nd)
-    ne = export_events(index, ev)
-    runs = []
-    for extra in ([], [str(ev)]):
-        remove_db(db)
-        cmd = [sys.executable, "-c", _BASELINE, str(nd), str(db), WORD_TOKENIZER, *extra]
-        runs.append((run_measured(cmd), db.stat().st_size))
-    remove_db(db)
-    (base, bsize), (same, ssize) = runs
-    print(
-        f"\n## ingest vs sqlite-utils\n\nsqlite-utils (Python API) insert_all of the same {n:,} "
-        f"messages + enable_fts (FTS5, `{WORD_TOKENIZER}`) + the same trigram table (over the "
-        f"code-like tokens, found by the same function as part of the load), our bulk "
-        f"durability (journal_mode=OFF, synchronous=OFF, one fsync at the end; the NDJSON "
-        f"export is not counted): wall {base.wall:.1f} s, CPU {base.cpu:.1f} s, peak RSS "
-        f"{base.peak_sum / 1e6:.0f} MB, db {bsize / 1e6:.0f} MB (no CJK table, no events)\n\n"
-        f"ours/baseline: wall {ours.wall / base.wall:.2f}, CPU {ours.cpu / base.cpu:.2f} "
-        f"(ours also reads and parses the session files)\n\n"
-        f"the same tables as ours (also our {ne:,} event rows, from NDJSON, and the CJK "
-        f"grams table, grams found by the same function as part of the load): wall "
-        f"{same.wall:.1f} s, CPU {same.cpu:.1f} s, peak RSS {same.peak_sum / 1e6:.0f} MB, db "
-        f"{ssize / 1e6:.0f} MB\n\nours/same tables: wall {ours.wall / same.wall:.2f}, CPU "
-        f"{ours.cpu / same.cpu:.2f} (ours also reads, checks and folds the session files; "
-        f"sqlite-utils reads NDJSON)",
-        flush=True,
-    )
-    nd.unlink()
-    ev.unlink()
 
 
 if __name__ == "__main__":
