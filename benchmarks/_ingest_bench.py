@@ -86,7 +86,8 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> Run:
     if rc != 0:
         raise SystemExit(f"{' '.join(cmd)} failed with exit code {rc}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    # ru_maxrss of children is the largest one process reached (KiB), not a sum.
+    # ru_maxrss of children is the largest one process reached (KiB), not a sum, over every
+    # child so far: this run's own only for the first command measured (the first sync).
     return Run(wall, cpu, peak, after.ru_maxrss * 1024, printed)
 
 
@@ -200,7 +201,7 @@ def bench_baseline(index: Path, work: Path, ours: Run, sync: list[str], rounds: 
 
     def again() -> Run:
         remove_db(scratch)
-        run = run_measured([*sync, "--index", str(scratch)])
+        run = run_measured([*sync, "--index", str(scratch), "--json"])
         remove_db(scratch)
         return run
 

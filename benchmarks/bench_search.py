@@ -196,6 +196,8 @@ def main() -> int:
         "--cold-runs", type=int, default=3, help="cold-cache shell runs per unfiltered query"
     )
     args = ap.parse_args()
+    if args.ingest_rounds < 1:
+        ap.error("--ingest-rounds must be at least 1")
     runs, shell_runs, budget = (5, 3, 0.5) if args.quick else (args.runs, args.shell_runs, 3.0)
     quiet_cache = args.quick or args.ingest or args.in_process
     cold_runs = 0 if quiet_cache or not drop_caches() else args.cold_runs

@@ -341,6 +341,9 @@ def test_a_bulk_load_merges_its_batches_and_hands_over_fts5s_merge_settings(
     try:
         for table in FTS_TABLES:
             assert _segments(store.con, table) == 1, table
+            config = dict(store.con.execute(f"SELECT k, v FROM {table}_config"))
+            assert config.get("automerge", 4) == 4, (table, config)  # FTS5's defaults
+            assert config.get("crisismerge", 16) == 16, (table, config)
         for n in range(20):  # each sync writes a segment of its own to each table
             _dated(
                 Path(engine.root) / f"later{n:02d}.jsonl",
@@ -350,7 +353,7 @@ def test_a_bulk_load_merges_its_batches_and_hands_over_fts5s_merge_settings(
             engine.rescan()
         fts_ok(store.con)
         for table in FTS_TABLES:
-            assert _segments(store.con, table) <= 16, table  # merged (crisismerge)
+            assert _segments(store.con, table) <= 16, table
         assert dump(store.con) == rebuild(Path(engine.root))
     finally:
         store.close()
@@ -488,5 +491,42 @@ def test_a_schema_5_index_gets_its_events_rebuilt_in_place(tmp_path: Path) -> No
         assert store.con.execute(f"SELECT {cols} FROM events ORDER BY sid, seq").fetchall() == rows
         assert dump(store.con) == before == rebuild(root)
         assert store.con.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+    finally:
+        store.close()
+
+
+def test_a_bulk_load_that_fails_to_publish_leaves_the_index_and_loads_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Merging the CJK table at the end of a load can fail (a full disk): the load is thrown
+    away, the published index and its connection are untouched, and the next sync loads."""
+    from jsonltape_daemon.engines.sqlite import store as store_module
+    from jsonltape_daemon.paths import build_path
+
+    root = tmp_path / "r"
+    _texts_root(root)
+    index = tmp_path / "i.db"
+    real = store_module.finish_bulk_merging
+    calls = []
+
+    def full_disk(con: sqlite3.Connection, table: str) -> None:
+        calls.append(table)
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("database or disk is full")
+        real(con, table)
+
+    monkeypatch.setattr(store_module, "finish_bulk_merging", full_disk)
+    store = SqliteStore(index, helper_from=0)
+    try:
+        engine = Ingestor(store, root)
+        with pytest.raises(sqlite3.OperationalError):
+            engine.rescan()
+        assert not store.in_bulk and not build_path(index).exists()
+        assert store.con.execute("PRAGMA database_list").fetchone()[2] == str(index)
+        engine.rescan()  # a new load, published
+        engine.build_substrings()
+        assert len(calls) == 2
+        fts_ok(store.con)
+        assert dump(store.con) == rebuild(root)
     finally:
         store.close()

@@ -340,8 +340,9 @@ INSERT OR REPLACE INTO meta (key, value)
 """
 
 # Events are only ever looked up by (sid, seq): a table keyed by it alone holds each row once
-# instead of in a rowid table and an index beside it (1M events: 64 -> 51 MB; inserting them
-# in a bulk load 1.5 -> 1.2 s of CPU). Rebuilt in place (nothing is read again).
+# instead of in a rowid table and an index beside it (1M events, a new index: 64 -> 51 MB;
+# inserting them in a bulk load 1.5 -> 1.2 s of CPU). Rebuilt in place (nothing is read again;
+# a migrated file keeps the old table's pages free until a rebuild).
 _M006 = f"""
 CREATE TABLE events_by_seq ({_EVENT_COLUMNS}) WITHOUT ROWID;
 INSERT INTO events_by_seq (sid, seq, type, time, offset, size, crc)
@@ -360,8 +361,9 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (6, "events keyed by session and seq", _M006),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
-#: The oldest schema a search can read as it is: the steps after it only add indexes, so a
-#: `jsonltape search` right after an upgrade works before a sync (or the daemon) migrates.
+#: The oldest schema a search can read as it is: the steps after it only add indexes, tables
+#: and settings, or (6) store a table differently, so a `jsonltape search` right after an
+#: upgrade works before a sync (or the daemon) migrates.
 READABLE_FROM = 3
 
 

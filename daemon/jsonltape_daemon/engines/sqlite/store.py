@@ -217,6 +217,10 @@ class SqliteStore(FullText):
         """Publish the load: sync the file and rename it over the index. The word index is
         built before (``rebuild_fts``), or left ``stale`` for the next sync to build."""
         assert self._bulk and not self.con.in_transaction
+        if not self._memory:
+            # The heaviest step of publishing (it rewrites the table), so before the load
+            # stops being one: if it fails, the ingest aborts the load, not the index.
+            finish_bulk_merging(self.con, "messages_cjk")
         self._bulk = False
         self._early = None
         if not self._fts_live:
@@ -226,7 +230,6 @@ class SqliteStore(FullText):
         main, self._main = self._main, None
         assert main is not None
         tmp = build_path(self.path)
-        finish_bulk_merging(self.con, "messages_cjk")
         self.con.close()
         main.close()
         fsync_path(tmp)
