@@ -322,6 +322,14 @@ def test_a_query_of_many_terms_plans_quickly_and_finds_what_sqlite_finds(
     r = _cli("search", huge, "--index", pg_db)
     assert r.returncode == 0 and "no matches" in r.stderr, r.stderr
     assert time.monotonic() - started < 20
+    # Tens of thousands of words, some in the message: each pass's tsquery of them all is no
+    # deeper than a few dozen levels (a chain of `&` made the server recurse once per word:
+    # "stack depth limit exceeded").
+    words = [f"w{i}x" for i in range(20_000)] + _MANY[:5]
+    r = _cli("search", *words, "--index", pg_db)
+    assert r.returncode == 0 and "no matches" in r.stderr, r.stderr
+    r = _cli("search", *_MANY, *_MANY, "--index", pg_db, "--json", "--path", "*/many.jsonl")
+    assert r.returncode == 0 and r.stdout.count("\n") == 1, r.stderr
 
 
 def test_service_files_and_passfiles_reach_the_index_and_their_passwords_stay_hidden(

@@ -21,6 +21,7 @@ __all__ = [
     "SESSION_ROWS",
     "RestTerms",
     "Where",
+    "all_of",
     "base_conditions",
     "bigrams",
     "clean",
@@ -65,6 +66,16 @@ def lexemes(con: psycopg.Connection[Any], terms: Sequence[Term]) -> list[list[tu
     for i, lexeme, pos in rows:
         out[int(i) - 1].append((str(lexeme), int(pos)))
     return out
+
+
+def all_of(queries: Sequence[str]) -> str:
+    """The tsquery every one of ``queries`` must match, as a balanced tree of ``&``: a chain
+    of thousands made the server recurse once per term ("stack depth limit exceeded" at
+    20,000 words); a tree is as deep as the log of their number."""
+    if len(queries) == 1:
+        return f"({queries[0]})"
+    half = len(queries) // 2
+    return f"({all_of(queries[:half])} & {all_of(queries[half:])})"
 
 
 def tsquery(term: Term, found: Sequence[tuple[str, int]]) -> str | None:
@@ -309,7 +320,7 @@ class RestTerms:
 
     def into(self, w: Where) -> None:
         if self.words:
-            w.add("m.words @@ %s::tsquery", " & ".join(f"({q})" for q in self.words))
+            w.add("m.words @@ %s::tsquery", all_of(self.words))
         if self.either[0]:
             w.add(
                 "NOT EXISTS (SELECT FROM unnest(%s::text[], %s::text[]) AS t(q, p) "

@@ -77,6 +77,7 @@ from jsonltape_daemon.engines.postgres.query import (
     SESSIONS_MAX,
     RestTerms,
     Where,
+    all_of,
     base_conditions,
     bigrams,
     clean,
@@ -211,7 +212,7 @@ def _by_rarest(
         if i not in rarest or k < rarest[i][0]:
             rarest[i] = (k, one)
     picked = [rarest[i] for i, q in enumerate(queries) if q is not None and i in rarest]
-    w.add("m.words @@ %s::tsquery", " & ".join(f"({q})" for _, q in picked), via="gin")
+    w.add("m.words @@ %s::tsquery", all_of([q for _, q in picked]), via="gin")
     return w, min(k for k, _ in picked)
 
 
@@ -254,7 +255,7 @@ class _Search:
             w = self._substrings(base, [t for t in terms if not t.wordy])
             found = [q for q in queries if q is not None]
             if w is not None and found:
-                w.add("m.words @@ %s::tsquery", " & ".join(f"({q})" for q in found), via="gin")
+                w.add("m.words @@ %s::tsquery", all_of(found), via="gin")
                 self._words_pass(w, words, found_lexemes, queries)
         # Then every term as a substring (idents, the CJK array or a scan), newest first.
         w = self._substrings(base, terms, either)
@@ -374,7 +375,7 @@ class _Search:
             if k * total <= term_limit(cap, len(found[i])) * max(sampled, 1):
                 common.discard(i)
         informative = [q for i, q in enumerate(queries) if q is not None and i not in common]
-        rank = " & ".join(f"({q})" for q in informative) or None
+        rank = all_of(informative) if informative else None
         if self.sort != "relevance":
             rank = None  # sort="recent": every pass newest first
         fetched = counts[0]
