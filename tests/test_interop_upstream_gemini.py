@@ -358,3 +358,31 @@ def test_a_response_sent_again_after_a_rewind_is_the_calls_result_again(tmp_path
         [t[0], t[1], open_call, t[4], t[5], {"$rewindTo": "t-1"}, again, _gemini("g-3", "ok")],
     )
     assert _surface(path)[2:] == [("tool", "a.txt\nb.txt"), ("assistant", "ok")]
+
+
+def test_a_checkpoint_the_surface_refuses_to_cut_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A surface that refuses every retraction (no recording found here makes the real rules
+    # refuse one: the branch is forced): the checkpoint is reported and its list is not
+    # mapped on top of what it could not cut (that appended "Two files, then." after "There
+    # are two files.").
+    from jsonltape.interop.gemini import GeminiMapper
+
+    monkeypatch.setattr(GeminiMapper, "_can_retract", lambda self, out, nodes: False)
+    t = _tool_turn()
+    changed = _gemini("g-2", "Two files, then.")
+    records = [*t, {"$set": {"messages": [t[1], t[3], t[4], changed]}}]
+    src = tmp_path / "src" / "session-2026-11-20T10-00-8c2d4e6f.jsonl"
+    src.parent.mkdir(parents=True)
+    src.write_text("".join(json.dumps(r) + "\n" for r in records))
+    past = time.time() - 7200
+    os.utime(src, (past, past))
+    report = import_file("gemini-cli", src, tmp_path / "root")
+    assert report.status == "imported", report.error
+    assert [p for _n, p in report.problems] == [
+        "checkpoint: the surface rules refuse dropping what follows"
+    ]
+    surface = _surface(Path(report.sessions[0]))
+    assert surface[-1] == ("assistant", "There are two files.")
+    assert "Two files, then." not in str(surface)

@@ -355,8 +355,8 @@ class GeminiMapper(Mapper):
             k += 1
         if k == len(records) and k == len(held):
             return  # nothing changed
-        if k < len(held):
-            self._drop(out, ids[ids.index(held[k][0]) :], "checkpoint")
+        if k < len(held) and not self._drop(out, ids[ids.index(held[k][0]) :], "checkpoint"):
+            return  # refused (reported): the list is not mapped onto a surface left uncut
         for r in records[k:]:
             self._record(out, r)
 
@@ -364,9 +364,10 @@ class GeminiMapper(Mapper):
         g = self.groups.get(mid)
         return g.vid if g is not None else self.nodes.get(mid)
 
-    def _drop(self, out: Out, ids: list[str], reason: str) -> None:
+    def _drop(self, out: Out, ids: list[str], reason: str) -> bool:
         """Retract the surface from the first node the messages ``ids`` made on, and forget
-        them (a later record with one of their ids maps afresh)."""
+        them (a later record with one of their ids maps afresh); False (reported) when the
+        surface rules refuse it, and then nothing is dropped."""
         self.end_turn(out, "completed", tag=f"{reason}:end")
         self.flush_group(out)
         nodes = out.surface.nodes
@@ -397,7 +398,7 @@ class GeminiMapper(Mapper):
                 self.problems.append(
                     (self.n, f"{reason}: the surface rules refuse dropping what follows")
                 )
-                return
+                return False
             for v, call in zip(after[:k], calls, strict=True):
                 assert call is not None
                 self._void(out, v, call, reason)
@@ -412,14 +413,13 @@ class GeminiMapper(Mapper):
             c for c in self.answered if c not in self.results or current(self.results[c])
         }
         self.voided = {c for c in self.voided if c in self.answered}
+        return True
 
     def _retract(self, out: Out, nodes: list[int], reason: str, tag: str) -> bool:
         """Retract ``nodes`` (a run of the surface; none: nothing to do); False if refused."""
         if not nodes:
             return True
-        try:
-            out.surface.removed_by("surface/retract", Retract(nodes[0], nodes[-1]))
-        except JsonltapeError:
+        if not self._can_retract(out, nodes):
             return False
         data = {"reason": reason, "import": self.imp()}
         self.emit(
