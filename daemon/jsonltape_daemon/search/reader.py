@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from jsonltape_daemon.engines.sqlite import search as s
-from jsonltape_daemon.errors import IndexStateError, IndexUnreachableError
 from jsonltape_daemon.target import PgTarget, SqliteTarget, Target
 
 __all__ = ["Reader", "open_reader"]
@@ -89,20 +88,18 @@ class _SqliteReader:
 
 
 class _PgReader:
-    def __init__(self, con: Any, name: str, url: str) -> None:
-        self.con, self.name, self._url = con, name, url
+    def __init__(self, con: Any, target: PgTarget) -> None:
+        self.con, self.name, self._target = con, str(target), target
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         import psycopg
 
-        from jsonltape_daemon.engines.postgres.conn import error_line
+        from jsonltape_daemon.engines.postgres.conn import failure
 
         try:
             return fn(*args, **kwargs)
         except psycopg.Error as exc:
-            broken = isinstance(exc, psycopg.OperationalError) or self.con.broken
-            cls = IndexUnreachableError if broken else IndexStateError
-            raise cls(f"{self.name}: {error_line(exc, self._url)}") from None
+            raise failure(self._target, self.con, exc) from None
 
     def notes(self) -> list[str]:
         return []  # every PostgreSQL index is complete once its rows are committed
@@ -168,4 +165,4 @@ def open_reader(target: Target) -> Reader:
         read_only,  # the PostgreSQL driver's door: not on a local query's path
     )
 
-    return _PgReader(read_only(target), str(target), target.url)
+    return _PgReader(read_only(target), target)

@@ -13,7 +13,7 @@ from typing import Any
 from jsonltape_daemon.errors import EngineMissingError, IndexStateError, IndexUnreachableError
 from jsonltape_daemon.target import SECRET_KEYS, PgTarget, userinfo_end
 
-__all__ = ["driver", "error_line", "read_only"]
+__all__ = ["driver", "error_line", "failure", "read_only"]
 
 
 def driver() -> Any:
@@ -88,21 +88,32 @@ def read_only(target: PgTarget, *, check: bool = True) -> Any:
         raise IndexUnreachableError(f"{target}: {error_line(exc, target.url)}") from None
     try:
         con.execute("SET default_transaction_read_only = on")
-        version = pg_schema.schema_version(con) if check else pg_schema.SCHEMA_VERSION
+        if not check:
+            return con
+        version = pg_schema.schema_version(con)
     except pg.Error as exc:
         con.close()
-        error = IndexUnreachableError if con.broken else IndexStateError
-        raise error(f"{target}: {error_line(exc, target.url)}") from None
+        raise failure(target, con, exc) from None
     if version == 0:
         con.close()
         raise IndexStateError(
             f"{target}: no team index here yet: `jsonltape sync ROOT --index URL` or "
             "`jsonltape index init`"
         )
-    if version > pg_schema.SCHEMA_VERSION:
+    try:
+        pg_schema.check_version(version)
+    except IndexStateError as exc:
         con.close()
-        raise IndexStateError(
-            f"{target}: PostgreSQL index schema version {version} was written by a newer "
-            f"jsonltape (this one reads up to {pg_schema.SCHEMA_VERSION}); upgrade jsonltape"
-        )
+        raise IndexStateError(f"{target}: {exc}") from None
     return con
+
+
+def failure(target: PgTarget, con: Any, exc: Exception) -> IndexStateError:
+    """What a query that failed on ``con`` with the driver's ``exc`` is: the index out of
+    reach when the connection broke or could not go on, else a state it refused; one line,
+    without the URL's secrets."""
+    import psycopg
+
+    broken = isinstance(exc, psycopg.OperationalError) or con.broken
+    cls = IndexUnreachableError if broken else IndexStateError
+    return cls(f"{target}: {error_line(exc, target.url)}")

@@ -86,6 +86,7 @@ __all__ = [
     "TABLES",
     "OriginStatus",
     "Roles",
+    "check_version",
     "grant_reader_sql",
     "grant_writer_sql",
     "init",
@@ -309,7 +310,8 @@ def schema_version(con: psycopg.Connection[Any], schema: str = SCHEMA) -> int:
     return int(found[0]) if found else 0
 
 
-def _check(version: int) -> None:
+def check_version(version: int) -> None:
+    """Refuse a schema newer than this jsonltape reads."""
     if version > SCHEMA_VERSION:
         raise IndexStateError(
             f"PostgreSQL index schema version {version} was written by a newer jsonltape (this "
@@ -325,13 +327,13 @@ def migrate(con: psycopg.Connection[Any], schema: str = SCHEMA) -> int:
     with con.transaction():
         con.execute(f"SELECT pg_advisory_xact_lock({_LOCK_KEY})")
         version = schema_version(con, schema)
-        _check(version)
+        check_version(version)
         if version == SCHEMA_VERSION:
             return version
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
         con.execute(_prelude(schema).encode())
         version = schema_version(con, schema)  # another process may have migrated meanwhile
-        _check(version)
+        check_version(version)
         if version < SCHEMA_VERSION:
             con.execute(_steps(version, schema).encode())
     return SCHEMA_VERSION
@@ -396,5 +398,5 @@ def init(conninfo: str, roles: Roles = Roles(), schema: str = SCHEMA) -> None:
 
     with psycopg.connect(conninfo, autocommit=True) as con:
         version = schema_version(con, schema)
-        _check(version)
+        check_version(version)
         con.execute(init_sql(roles, schema, after=version).encode())

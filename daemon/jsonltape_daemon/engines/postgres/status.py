@@ -9,8 +9,7 @@ import time
 from typing import Any
 
 from jsonltape_daemon.engines.postgres import schema as pg_schema
-from jsonltape_daemon.engines.postgres.conn import driver, error_line, read_only
-from jsonltape_daemon.errors import IndexStateError, IndexUnreachableError
+from jsonltape_daemon.engines.postgres.conn import driver, failure, read_only
 from jsonltape_daemon.target import PgTarget
 
 __all__ = ["shared_status"]
@@ -24,8 +23,7 @@ def shared_status(url: str, *, name: str, origin: str | None) -> dict[str, Any]:
     try:
         version, rows, behind, server = _read(con, origin)
     except driver().Error as exc:
-        error = IndexUnreachableError if con.broken else IndexStateError
-        raise error(f"{t}: {error_line(exc, url)}") from None
+        raise failure(t, con, exc) from None
     finally:
         con.close()
     now = int(time.time() * 1000)
