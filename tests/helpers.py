@@ -52,3 +52,28 @@ def load_script(path: Path, name: str) -> ModuleType:
     sys.modules[name] = module  # dataclasses and pickling look their module up here
     spec.loader.exec_module(module)
     return module
+
+
+def openai_surface(path: Path) -> list[tuple[str, Any]]:
+    """(role, content) of each message the model sees in the session at ``path``, as an
+    OpenAI request body."""
+    from jsonltape import fold
+
+    return [(m["role"], m.get("content")) for m in fold.messages(path, format="openai")["messages"]]
+
+
+def import_finished(source: str, src: Path, text: str, root: Path) -> Any:
+    """Write ``text`` as the file ``src`` of a finished session (modified two hours ago: not
+    live) and import it into ``root``; the import must succeed. Returns its report."""
+    import os
+    import time
+
+    from jsonltape.interop import import_file
+
+    src.parent.mkdir(parents=True, exist_ok=True)
+    src.write_text(text)
+    past = time.time() - 7200
+    os.utime(src, (past, past))
+    report = import_file(source, src, root)
+    assert report.status == "imported", report.error
+    return report

@@ -22,6 +22,8 @@ import jsonltape
 from jsonltape import fold
 from jsonltape.interop import import_file
 
+from .helpers import openai_surface
+
 SID = "30499b10-0000-4546-a431-c77d14d042e1"
 BASE = {
     "userType": "external",
@@ -140,8 +142,7 @@ def _parallel_turn(t: Transcript) -> None:
     )
 
 
-def _surface(path: Path) -> list[tuple[str, Any]]:
-    return [(m["role"], m.get("content")) for m in fold.messages(path, format="openai")["messages"]]
+_surface = openai_surface
 
 
 def test_a_2_1_transcript_maps_cleanly_with_its_new_line_types_known(tmp_path: Path) -> None:

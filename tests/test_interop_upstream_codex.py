@@ -22,6 +22,8 @@ import jsonltape
 from jsonltape import fold
 from jsonltape.interop import import_file
 
+from .helpers import import_finished
+
 T0 = "2026-11-20T10:00:{:02d}.000Z"
 
 
@@ -62,12 +64,8 @@ def _head() -> list[tuple[str, dict[str, Any]]]:
 
 def _import(tmp: Path, records: list[tuple[str, dict[str, Any]]]) -> tuple[Path, Any]:
     src = tmp / "src" / "rollout-2026-11-20T10-00-00-0199aaaa-0000-7000-8000-000000000001.jsonl"
-    src.parent.mkdir(parents=True, exist_ok=True)
-    src.write_text("".join(_line(k, t, p) + "\n" for k, (t, p) in enumerate(records)))
-    past = time.time() - 7200
-    os.utime(src, (past, past))
-    report = import_file("codex", src, tmp / "root")
-    assert report.status == "imported", report.error
+    text = "".join(_line(k, t, p) + "\n" for k, (t, p) in enumerate(records))
+    report = import_finished("codex", src, text, tmp / "root")
     return Path(report.sessions[0]), report
 
 

@@ -25,6 +25,8 @@ from jsonltape import fold
 from jsonltape.fold._valid import check_anthropic, check_openai
 from jsonltape.interop import import_file
 
+from .helpers import import_finished, openai_surface
+
 SESSION = "8c2d4e6f-1a3b-4c5d-8e7f-9a0b1c2d3e4f"
 CALL = "run_shell_command-1790000000000-abc123"
 
@@ -99,21 +101,20 @@ def _tool_turn() -> list[dict[str, Any]]:
     ]
 
 
-def _import(tmp: Path, records: list[dict[str, Any]]) -> tuple[Path, Any]:
+def _import_any(tmp: Path, records: list[dict[str, Any]]) -> Any:
+    """The import of ``records`` as a finished recording, whatever it reports."""
     src = tmp / "src" / "session-2026-11-20T10-00-8c2d4e6f.jsonl"
-    src.parent.mkdir(parents=True, exist_ok=True)
-    src.write_text("".join(json.dumps(r) + "\n" for r in records))
-    past = time.time() - 7200
-    os.utime(src, (past, past))
-    report = import_file("gemini-cli", src, tmp / "root")
-    assert report.status == "imported", report.error
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    return import_finished("gemini-cli", src, text, tmp / "root")
+
+
+def _import(tmp: Path, records: list[dict[str, Any]]) -> tuple[Path, Any]:
+    report = _import_any(tmp, records)
     assert report.problems == [] and report.unknown == {}
     return Path(report.sessions[0]), report
 
 
-def _surface(path: Path) -> list[tuple[str, Any]]:
-    """(role, content) of each message the model sees, as an OpenAI body."""
-    return [(m["role"], m.get("content")) for m in fold.messages(path, format="openai")["messages"]]
+_surface = openai_surface
 
 
 def test_a_recorded_tool_response_is_not_a_prompt_and_opens_no_turn(tmp_path: Path) -> None:
@@ -373,13 +374,7 @@ def test_a_checkpoint_the_surface_refuses_to_cut_changes_nothing(
     t = _tool_turn()
     changed = _gemini("g-2", "Two files, then.")
     records = [*t, {"$set": {"messages": [t[1], t[3], t[4], changed]}}]
-    src = tmp_path / "src" / "session-2026-11-20T10-00-8c2d4e6f.jsonl"
-    src.parent.mkdir(parents=True)
-    src.write_text("".join(json.dumps(r) + "\n" for r in records))
-    past = time.time() - 7200
-    os.utime(src, (past, past))
-    report = import_file("gemini-cli", src, tmp_path / "root")
-    assert report.status == "imported", report.error
+    report = _import_any(tmp_path, records)
     assert [p for _n, p in report.problems] == [
         "checkpoint: the surface rules refuse dropping what follows"
     ]

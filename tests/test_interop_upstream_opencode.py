@@ -19,6 +19,8 @@ from jsonltape import fold
 from jsonltape.interop import import_file
 from jsonltape.interop._opencode_store import units
 
+from .helpers import openai_surface
+
 SID = "ses_5a1b2c3d4e5fZ9y8x7w6v5u4t3"
 PRJ = "prj_9z8y7x"
 
@@ -94,8 +96,7 @@ def _import(tmp: Path, tree: Path) -> Path:
     return path
 
 
-def _surface(path: Path) -> list[tuple[str, Any]]:
-    return [(m["role"], m.get("content")) for m in fold.messages(path, format="openai")["messages"]]
+_surface = openai_surface
 
 
 def test_an_errored_reply_is_left_out_of_the_context_and_ends_the_turn(tmp_path: Path) -> None:

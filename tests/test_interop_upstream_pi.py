@@ -12,14 +12,12 @@ the exit code, cancellation and truncation notes).
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 from typing import Any
 
 import jsonltape
-from jsonltape import fold
-from jsonltape.interop import import_file
+
+from .helpers import import_finished, openai_surface
 
 TS = "2026-11-20T10:00:00.000Z"
 
@@ -57,18 +55,13 @@ def _reply(eid: str, parent: str, text: str) -> dict[str, Any]:
 
 def _import(tmp: Path, entries: list[dict[str, Any]]) -> Path:
     src = tmp / "src" / "2026-11-20T10-00-00-000Z_0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0.jsonl"
-    src.parent.mkdir(parents=True, exist_ok=True)
-    src.write_text("".join(json.dumps(e) + "\n" for e in entries))
-    past = time.time() - 7200
-    os.utime(src, (past, past))
-    report = import_file("pi", src, tmp / "root")
-    assert report.status == "imported", report.error
+    text = "".join(json.dumps(e) + "\n" for e in entries)
+    report = import_finished("pi", src, text, tmp / "root")
     assert report.problems == [] and report.unknown == {}
     return Path(report.sessions[0])
 
 
-def _surface(path: Path) -> list[tuple[str, Any]]:
-    return [(m["role"], m.get("content")) for m in fold.messages(path, format="openai")["messages"]]
+_surface = openai_surface
 
 
 def test_a_model_change_after_a_tree_move_leaves_the_abandoned_branch(tmp_path: Path) -> None:
