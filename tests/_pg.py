@@ -314,8 +314,11 @@ class PgServer:
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
 
-    def create_role(self, name: str, password: str, *, login: bool = True) -> None:
-        """A role with a (scram) password; ``login=False`` makes a group role."""
+    def create_role(
+        self, name: str, password: str, *, login: bool = True, create_on: str | None = None
+    ) -> None:
+        """A role with a (scram) password; ``login=False`` makes a group role; ``create_on``
+        a database it may create schemas in (what a single user's first sync needs)."""
         from psycopg import sql
 
         with self.connect() as con:
@@ -326,6 +329,13 @@ class PgServer:
                     sql.Literal(password),
                 )
             )
+        if create_on is not None:
+            with self.connect(create_on) as con:
+                con.execute(
+                    sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(
+                        sql.Identifier(create_on), sql.Identifier(name)
+                    )
+                )
 
     def terminate_backends(self, dbname: str) -> int:
         """Kill every connection to ``dbname`` (as a DBA or a network cut would); return how

@@ -129,7 +129,7 @@ def test_a_password_in_the_url_never_appears_in_errors(
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
-def _tree(root: Path, name: str, words: str) -> Path:
+def _tree(root: Path, name: str = "s1", words: str = "alembic") -> Path:
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"{name}.jsonl"
     with jsonltape.open(path, create=True) as tape:

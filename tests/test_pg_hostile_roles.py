@@ -16,18 +16,27 @@ from ._pg import PgServer, dbname_of
 from .test_pg_hostile import SECRET, _cli, _one_clean_error, _psql, _tree
 
 
+def _initialized_role(
+    server: PgServer, pg_db: str, tag: str, password: str, *, reader: bool
+) -> str:
+    """``index init`` with a role prefix of its own, and a login role (a reader of the index
+    if ``reader``, else granted nothing); the role's URL."""
+    prefix = server.unique(f"{tag}p")
+    assert _cli("index", "init", "--index", pg_db, "--prefix", prefix).returncode == 0
+    role = server.unique(tag)
+    server.create_role(role, password)
+    if reader:
+        g = _cli("index", "grant", "--index", pg_db, "--prefix", prefix, "--reader", role)
+        assert g.returncode == 0, g.stderr
+    return server.url(dbname_of(pg_db), role, password)
+
+
 def test_a_reader_denied_a_write_sees_no_password(
     pg_server: PgServer, pg_db: str, tmp_path: Path
 ) -> None:
-    prefix = pg_server.unique("rp")
-    assert _cli("index", "init", "--index", pg_db, "--prefix", prefix).returncode == 0
-    reader = pg_server.unique("rd")
-    pg_server.create_role(reader, SECRET)
-    g = _cli("index", "grant", "--index", pg_db, "--prefix", prefix, "--reader", reader)
-    assert g.returncode == 0, g.stderr
+    url = _initialized_role(pg_server, pg_db, "rd", SECRET, reader=True)
     root = tmp_path / "root"
     _tree(root)
-    url = pg_server.url(dbname_of(pg_db), reader, SECRET)
     for args in (
         ["sync", str(root), "--origin", "o-r"],
         ["index", "rebuild", str(root), "--origin", "o-r"],
@@ -39,14 +48,9 @@ def test_a_reader_denied_a_write_sees_no_password(
 def test_optimize_by_a_role_that_may_not_vacuum_fails_instead_of_claiming_success(
     pg_server: PgServer, pg_db: str
 ) -> None:
-    # VACUUM of another role's table only warns ("skipping ...") and succeeds.
-    prefix = pg_server.unique("op")
-    assert _cli("index", "init", "--index", pg_db, "--prefix", prefix).returncode == 0
-    reader = pg_server.unique("opr")
-    pg_server.create_role(reader, "pw-r")
-    g = _cli("index", "grant", "--index", pg_db, "--prefix", prefix, "--reader", reader)
-    assert g.returncode == 0, g.stderr
-    r = _cli("index", "optimize", "--index", pg_server.url(dbname_of(pg_db), reader, "pw-r"))
+    # VACUUM of another role's table only warns and succeeds.
+    url = _initialized_role(pg_server, pg_db, "opr", "pw-r", reader=True)
+    r = _cli("index", "optimize", "--index", url)
     assert "owns the index's tables" in _one_clean_error(r, "pw-r")
     assert "optimized" not in r.stdout
     done = _cli("index", "optimize", "--index", pg_db)  # the superuser may
@@ -128,11 +132,7 @@ def test_a_role_without_access_to_the_schema_gets_one_line_from_every_command(
     pg_server: PgServer, pg_db: str, tmp_path: Path
 ) -> None:
     # A login role the DBA has not granted yet: `init` revoked the schema from PUBLIC.
-    prefix = pg_server.unique("na")
-    assert _cli("index", "init", "--index", pg_db, "--prefix", prefix).returncode == 0
-    role = pg_server.unique("nobody")
-    pg_server.create_role(role, SECRET)
-    url = pg_server.url(dbname_of(pg_db), role, SECRET)
+    url = _initialized_role(pg_server, pg_db, "nobody", SECRET, reader=False)
     root = tmp_path / "root"
     _tree(root)
     for args in (
