@@ -368,9 +368,11 @@ def test_a_checkpoint_the_surface_refuses_to_cut_changes_nothing(
     # refuse one: the branch is forced): the checkpoint is reported and its list is not
     # mapped on top of what it could not cut (that appended "Two files, then." after "There
     # are two files.").
+    from jsonltape.errors import SurfaceError
     from jsonltape.interop.gemini import GeminiMapper
 
-    monkeypatch.setattr(GeminiMapper, "_can_retract", lambda self, out, nodes: False)
+    refused = SurfaceError("refused")
+    monkeypatch.setattr(GeminiMapper, "refusal", staticmethod(lambda out, nodes: refused))
     t = _tool_turn()
     changed = _gemini("g-2", "Two files, then.")
     records = [*t, {"$set": {"messages": [t[1], t[3], t[4], changed]}}]

@@ -4,6 +4,8 @@ entry."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..errors import JsonltapeError
 from ..events import Retract
 from ._core import MapperCore
@@ -42,15 +44,27 @@ class BranchesMixin(MapperCore):
         after = nodes[nodes.index(anchor) + 1 :] if anchor is not None else nodes
         if not any(out.types.get(v) != "tool/result" for v in after):
             return  # only results of the anchor's own calls follow: parallel results
-        op = Retract(after[0], after[-1])
-        try:
-            out.surface.removed_by("surface/retract", op)
-        except JsonltapeError:
+        if self.refusal(out, after) is not None:
             return  # the source's tree does not fit the surface rules: keep appending
-        data = {"reason": "branch", "import": self.imp(raw=False)}
+        self.retract(out, after, "branch", "branch", raw=False)
+
+    @staticmethod
+    def refusal(out: Out, nodes: Sequence[int]) -> JsonltapeError | None:
+        """Why the surface rules refuse retracting the run ``nodes`` (None: they take it)."""
+        try:
+            out.surface.removed_by("surface/retract", Retract(nodes[0], nodes[-1]))
+        except JsonltapeError as exc:
+            return exc
+        return None
+
+    def retract(
+        self, out: Out, nodes: Sequence[int], reason: str, tag: str, *, raw: bool = True
+    ) -> None:
+        """Retract the run ``nodes`` of the surface (:meth:`refusal` said it may)."""
+        data = {"reason": reason, "import": self.imp(raw=raw)}
         self.emit(
-            out, "surface/retract", data, self.key("branch"),
-            surface=("retract", after[0], after[-1]),
+            out, "surface/retract", data, self.key(tag),
+            surface=("retract", nodes[0], nodes[-1]),
         )  # fmt: skip
 
     def _entry_node(self, out: Out, entry: str) -> int | None:

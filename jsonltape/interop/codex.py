@@ -43,8 +43,6 @@ from typing import Any
 
 import msgspec
 
-from ..errors import JsonltapeError
-from ..events import Retract
 from ._base import Group, Mapper, Out
 from ._parts import data_url, parts_of, reasoning_part, text_of, text_part, tool_call_part
 from ._source import parse_time
@@ -409,14 +407,9 @@ class CodexMapper(Mapper):
         cut = prompts[max(len(prompts) - turns, 0)]
         nodes = out.surface.nodes
         after = nodes[nodes.index(cut) :]
-        try:
-            out.surface.removed_by("surface/retract", Retract(after[0], after[-1]))
-        except JsonltapeError as exc:  # kept raw, and said: the surface rules refuse this cut
-            self.problems.append((self.n, f"thread_rolled_back: not applied: {exc.message}"))
+        refused = self.refusal(out, after)
+        if refused is not None:  # kept raw, and said: the surface rules refuse this cut
+            self.problems.append((self.n, f"thread_rolled_back: not applied: {refused.message}"))
             return
         self._last = None  # a later usage never revises a rolled-back response
-        data = {"reason": "rollback", "import": self.imp()}
-        self.emit(
-            out, "surface/retract", data, self.key("rollback"),
-            surface=("retract", after[0], after[-1]),
-        )  # fmt: skip
+        self.retract(out, after, "rollback", "rollback")

@@ -55,8 +55,7 @@ from typing import Any, TypeGuard
 
 import msgspec
 
-from ..errors import FormatError, JsonltapeError
-from ..events import Retract
+from ..errors import FormatError
 from ._base import Group, Mapper, Out, title_of
 from ._parts import (
     blob_part,
@@ -394,7 +393,7 @@ class GeminiMapper(Mapper):
                 k += 1
             calls = [self._voidable(out, v, reason) for v in after[:k]]
             rest = after[k:]
-            if not k or None in calls or (rest and not self._can_retract(out, rest)):
+            if not k or None in calls or (rest and self.refusal(out, rest) is not None):
                 self.problems.append(
                     (self.n, f"{reason}: the surface rules refuse dropping what follows")
                 )
@@ -417,22 +416,10 @@ class GeminiMapper(Mapper):
 
     def _retract(self, out: Out, nodes: list[int], reason: str, tag: str) -> bool:
         """Retract ``nodes`` (a run of the surface; none: nothing to do); False if refused."""
-        if not nodes:
-            return True
-        if not self._can_retract(out, nodes):
+        if nodes and self.refusal(out, nodes) is not None:
             return False
-        data = {"reason": reason, "import": self.imp()}
-        self.emit(
-            out, "surface/retract", data, self.key(tag),
-            surface=("retract", nodes[0], nodes[-1]),
-        )  # fmt: skip
-        return True
-
-    def _can_retract(self, out: Out, nodes: list[int]) -> bool:
-        try:
-            out.surface.removed_by("surface/retract", Retract(nodes[0], nodes[-1]))
-        except JsonltapeError:
-            return False
+        if nodes:
+            self.retract(out, nodes, reason, tag)
         return True
 
     @staticmethod
