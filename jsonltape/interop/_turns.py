@@ -8,6 +8,7 @@ from typing import Any
 from .._repair import NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT
 from ._core import MapperCore
 from ._model import Out
+from ._tools import result_data
 
 __all__ = ["TurnsMixin"]
 
@@ -52,15 +53,12 @@ class TurnsMixin(MapperCore):
             recorded = call_vid is not None
             text = OUTCOME_UNKNOWN_TEXT if recorded else NOT_STARTED_TEXT
             code = "TOOL_OUTCOME_UNKNOWN" if recorded else "TOOL_NOT_STARTED"
-            part: dict[str, Any] = {"type": "tool_call_response", "id": call_id}
-            part.update(response=text, is_error=True)
-            data: dict[str, Any] = {
-                "call_id": call_id,
-                "message": {"id": f"interrupted-{call_id}", "role": "tool", "parts": [part]},
-                "error": {"code": code, "message": text},
-                "synthetic": True,
-                "import": self.imp(raw=False),
-            }
+            error = {"code": code, "message": text}
+            data = result_data(
+                call_id, text, is_error=True, msg_id=f"interrupted-{call_id}",
+                extra={"error": error, "synthetic": True},
+            )  # fmt: skip
+            data["import"] = self.imp(raw=False)
             sources = [call_vid] if call_vid is not None else None
             self.emit(
                 out, "tool/result", data, self.key(f"{tag}:closer:{i}"), sources=sources,

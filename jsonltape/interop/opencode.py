@@ -171,15 +171,13 @@ class OpenCodeMapper(Mapper):
             self.compacting = None
             self.finish_compaction(out, "\n\n".join(t for t in texts if t), mid)
             return
+        if out.turn is None:
+            self.start_turn(out)
         error = info.get("error")
         if isinstance(error, dict) and not _sent_despite(error, parts):
-            if out.turn is None:
-                self.start_turn(out)
             self._failed(out, error)
             self.raw_line("message/assistant", known=True)  # OpenCode never sends it again
             return
-        if out.turn is None:
-            self.start_turn(out)
         g = self.group_for(out, mid)
         self.add_line(g, mid)
         mapped: list[dict[str, Any]] = []

@@ -215,7 +215,7 @@ class PiMapper(Mapper):
             )
         if role in ("custom", "hookMessage", "branchSummary", "compactionSummary"):
             content = m.get("content", m.get("summary"))
-            if role != "custom" and role != "hookMessage" and isinstance(content, str):
+            if role in ("branchSummary", "compactionSummary") and isinstance(content, str):
                 content = (_BRANCH if role == "branchSummary" else _COMPACTED).format(content)
             parts = pi_parts(content)
             if parts:
