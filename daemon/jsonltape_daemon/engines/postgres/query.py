@@ -93,7 +93,8 @@ def tsquery(term: Term, found: Sequence[tuple[str, int]]) -> str | None:
 def clean(text: str) -> str:
     """A query term as PostgreSQL text can hold it: NUL, which the pusher stores as U+FFFD
     (``_rows.clean``), and lone surrogates (bytes of the command line that are not UTF-8,
-    which no indexed text holds) become U+FFFD."""
+    which no indexed text holds) become U+FFFD; so such a term can match only a text that
+    held U+FFFD or NUL there."""
     text = text.replace("\x00", "\ufffd")
     return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
