@@ -21,7 +21,7 @@ from jsonltape_daemon.text.cjk import match_expr
 __all__ = ["FILTERS", "Query", "count_hits", "filters_for", "queries"]
 
 DAY_MS = 86_400_000
-FILTERS = ("none", "role", "session", "since", "until", "type")
+FILTERS = ("none", "role", "session", "since", "until", "type", "path", "paths")
 
 
 class Query:
@@ -67,6 +67,10 @@ def filters_for(name: str, m: dict[str, object]) -> tuple[Filters, list[str]]:
         return Filters(until=until // DAY_MS * DAY_MS + DAY_MS), ["--until", day]
     if name == "type":
         return Filters(types=("tool/*",)), ["--type", "tool/*"]
+    if name == "path":  # one project directory of 40: its sessions spread over the archive
+        return Filters(path="*/p00/*"), ["--path", "*/p00/*"]
+    if name == "paths":  # the first 100 sessions by name, written first: the oldest
+        return Filters(path="*/s0000??.jsonl"), ["--path", "*/s0000??.jsonl"]
     return Filters(), []
 
 

@@ -77,3 +77,10 @@ def import_finished(source: str, src: Path, text: str, root: Path) -> Any:
     report = import_file(source, src, root)
     assert report.status == "imported", report.error
     return report
+
+
+def drop_session_bounds(con: Any) -> None:
+    """Remove what index schema step 7 added (``sessions.key_lo``/``key_hi``), for a test that
+    takes an index back to an older schema."""
+    con.execute("ALTER TABLE sessions DROP COLUMN key_lo")
+    con.execute("ALTER TABLE sessions DROP COLUMN key_hi")

@@ -19,6 +19,7 @@ from jsonltape_daemon.ingest.ingestor import Budget, Ingestor
 import jsonltape
 
 from ._search_cases import cli
+from .helpers import drop_session_bounds
 from .test_index_helpers import dump, fts_ok, raw_append, rebuild, session, user_data
 
 
@@ -474,10 +475,11 @@ def test_a_schema_5_index_gets_its_events_rebuilt_in_place(tmp_path: Path) -> No
         INSERT INTO old_events SELECT {cols} FROM events;
         DROP TABLE events;
         ALTER TABLE old_events RENAME TO events;
-        DELETE FROM migrations WHERE version = 6;
+        DELETE FROM migrations WHERE version >= 6;
         PRAGMA user_version = 5;
         """
     )
+    drop_session_bounds(con)  # and what step 7 added
     con.close()
     with sqlite3.connect(index) as old:
         before = dump(old)

@@ -32,6 +32,7 @@ from jsonltape_daemon.text.idents import contains, tokens
 
 import jsonltape
 
+from .helpers import drop_session_bounds
 from .test_index_helpers import fts_ok
 
 T0 = 1_780_000_000_000
@@ -304,6 +305,7 @@ def test_a_search_reads_a_version_3_index_before_the_sync_that_migrates_it(
     con.execute("DROP INDEX messages_filter")
     con.execute("DROP TABLE message_kinds")  # and what step 5 added
     con.execute("DELETE FROM meta WHERE key = 'tkey_spill'")
+    drop_session_bounds(con)  # and step 7's
     con.execute("DELETE FROM migrations WHERE version >= 4")
     con.execute("PRAGMA user_version = 3")
     con.commit()

