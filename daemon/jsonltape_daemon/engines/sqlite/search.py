@@ -27,9 +27,10 @@ The index keeps no copy of the texts: a hit's text is read back from its session
 text: the hit is left out where the text decides and shown without a snippet otherwise.
 
 Every full-text rowid is the message's time-ordered key (``messages.tkey``), so each pass
-reads its newest matches first and stops when it has what it needs; ``since`` and a session or
-path filter become a rowid range. Keys of deleted messages stay in the contentless full-text
-tables (``dead_keys``) and lead nowhere: a hit needs its ``messages`` row.
+reads its newest matches first and stops when it has what it needs; time, session and path
+filters become rowid spans, read newest first (``filters.py``). Keys of deleted messages stay
+in the contentless full-text tables (``dead_keys``) and lead nowhere: a hit needs its
+``messages`` row.
 
 Terms of the other kinds join a pass as filters, so every hit contains every term. While the
 substring index is still being built (after a first sync), substring terms are found in the
@@ -44,7 +45,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 
 from jsonltape_daemon.engines.sqlite.common import common_limit, is_common
-from jsonltape_daemon.engines.sqlite.schema import tkey_base
+from jsonltape_daemon.engines.sqlite.filters import Span, filter_sql, key_spans
 from jsonltape_daemon.engines.sqlite.texts import Texts
 from jsonltape_daemon.engines.sqlite.transcripts import (
     resolve_session,
@@ -84,35 +85,6 @@ __all__ = [
     "sessions",
     "window",
 ]
-
-
-def filter_sql(f: Filters) -> tuple[str, list[object]]:
-    """A filter as a WHERE condition over ``messages m`` (and ``sessions s`` when
-    :attr:`Filters.on_sessions`) and its parameters."""
-    where: list[str] = []
-    params: list[object] = []
-    if not f.all:
-        where.append("m.status = 'current'")
-    if f.session:
-        where.append("(s.id = ? OR substr(s.id, 1, length(?)) = ? OR s.path = ?)")
-        params += [f.session, f.session, f.session, f.session]
-    if f.roles:
-        where.append(f"m.role IN ({', '.join('?' * len(f.roles))})")
-        params += list(f.roles)
-    if f.types:
-        where.append("(" + " OR ".join("m.type GLOB ?" for _ in f.types) + ")")
-        params += list(f.types)
-    if f.since is not None:
-        where.append("m.time >= ?")
-        params.append(f.since)
-    if f.until is not None:
-        where.append("m.time < ?")
-        params.append(f.until)
-    if f.path:
-        glob = f.path if f.path.startswith(("/", "*")) else "*" + f.path
-        where.append("s.path GLOB ?")
-        params.append(glob)
-    return " AND ".join(where) or "1", params
 
 
 def _fts_string(term: Term) -> str:
@@ -227,48 +199,6 @@ def notes(con: sqlite3.Connection) -> list[str]:
     return out
 
 
-def _key_range(con: sqlite3.Connection, filters: Filters) -> tuple[int | None, int | None]:
-    """A full-text rowid range ``[lo, hi)`` that holds every message the filters allow (more
-    too: the rows are checked): from ``since`` (a key is never below its second's base),
-    ``until`` (nor above it by more than the index's ``tkey_spill``), the keys of the sessions
-    a session or path filter names (from their first message's to their last's), and empty
-    when no message has ever had a role and type the filters take (``message_kinds``). A
-    search then reads only that span."""
-    lo = tkey_base(filters.since) if filters.since is not None else None
-    hi = None
-    row = con.execute("SELECT value FROM meta WHERE key = 'tkey_spill'").fetchone()
-    if row is not None:  # schema 5 on: the bounds below are kept (schema._M005)
-        if filters.until is not None:
-            hi = tkey_base(filters.until) + int(row[0]) + 1
-        if filters.roles or filters.types:
-            where, params = filter_sql(Filters(roles=filters.roles, types=filters.types, all=True))
-            kinds = f"SELECT 1 FROM message_kinds m WHERE {where} LIMIT 1"
-            if con.execute(kinds, params).fetchone() is None:
-                return 0, 0
-    if not filters.session and not filters.path:
-        return lo, hi
-    where, params = filter_sql(Filters(session=filters.session, path=filters.path, all=True))
-    if con.execute("PRAGMA user_version").fetchone()[0] >= 7:  # kept per session (_M007)
-        a, b = con.execute(
-            f"SELECT min(s.key_lo), max(s.key_hi) FROM sessions s WHERE {where}", params
-        ).fetchone()
-    else:  # an older index: the span of up to 64 sessions, from their rows
-        sids = [
-            r[0]
-            for r in con.execute(f"SELECT s.sid FROM sessions s WHERE {where} LIMIT 65", params)
-        ]
-        if len(sids) > 64:
-            return lo, hi
-        a, b = con.execute(
-            "SELECT min(tkey), max(tkey) FROM messages "
-            f"WHERE sid IN ({', '.join('?' * len(sids))})",
-            sids,
-        ).fetchone()
-    if a is None:
-        return 0, 0  # no session, or none with a message: nothing can match
-    return (max(a, lo) if lo is not None else a), (min(b + 1, hi) if hi is not None else b + 1)
-
-
 def search(
     con: sqlite3.Connection,
     query: str,
@@ -302,7 +232,7 @@ def _search(
     base_where, base_params = filter_sql(filters)
     # the sessions row is read for the hits anyway; in a pass only when the filter needs it
     join_s = " JOIN sessions s ON s.sid = m.sid" if filters.on_sessions else ""
-    lo, hi = _key_range(con, filters)
+    spans = key_spans(con, filters)  # newest first; a pass reads each in turn
     upto = substrings_upto(con)
     hits: list[Hit] = []
     seen: set[int] = set()  # keys of the hits so far
@@ -320,7 +250,8 @@ def _search(
             checks.append((t.text.lower(), t.trigram_ok))
         return sql, params, checks
 
-    def in_range(col: str) -> tuple[str, list[object]]:
+    def in_range(col: str, span: Span) -> tuple[str, list[object]]:
+        lo, hi = span
         sql = ""
         params: list[object] = []
         if lo is not None:
@@ -353,27 +284,28 @@ def _search(
 
     def either_keys(term: Term) -> Iterator[int]:
         """The keys of the messages holding ``term`` as a word or inside an identifier,
-        newest first: both full-text tables read in rowid order and merged, so a pass that
-        stops early reads only what it needs."""
-        rng, rng_params = in_range("rowid")
-        cursors = [
-            (
-                int(r[0])
-                for r in con.execute(
-                    f"SELECT rowid FROM {table} WHERE {table} MATCH ?{rng} ORDER BY rowid DESC",
-                    [expr, *rng_params],
+        newest first: both full-text tables read in rowid order and merged, a span at a
+        time, so a pass that stops early reads only what it needs."""
+        for span in spans:
+            rng, rng_params = in_range("rowid", span)
+            cursors = [
+                (
+                    int(r[0])
+                    for r in con.execute(
+                        f"SELECT rowid FROM {table} WHERE {table} MATCH ?{rng} ORDER BY rowid DESC",
+                        [expr, *rng_params],
+                    )
                 )
-            )
-            for table, expr in (
-                ("messages_fts", _fts_string(term)),
-                ("messages_trigram", trigram_expr(term.text)),
-            )
-        ]
-        last = None
-        for k in heapq.merge(*cursors, reverse=True):
-            if k != last:
-                yield k
-                last = k
+                for table, expr in (
+                    ("messages_fts", _fts_string(term)),
+                    ("messages_trigram", trigram_expr(term.text)),
+                )
+            ]
+            last = None
+            for k in heapq.merge(*cursors, reverse=True):
+                if k != last:
+                    yield k
+                    last = k
 
     def streamed(
         keys: Iterator[int], n: int, more: str, more_params: list[object], checks: list[Check]
@@ -416,7 +348,7 @@ def _search(
         messages in time order) that pass the checks, or with ``rank`` (the informative words'
         expression) the best by bm25 among its newest ``RANKED``."""
         want = limit - len(hits)
-        if want <= 0 or (lo is not None and hi is not None and lo >= hi):
+        if want <= 0 or not spans:
             return
         key = f"{table}.rowid" if table is not None else "m.tkey"
         not_seen = ""
@@ -424,7 +356,6 @@ def _search(
         if seen:
             not_seen = f" AND {key} NOT IN ({', '.join('?' * len(seen))})"
             params += sorted(seen)
-        rng, rng_params = in_range(key)
         source = (
             f"{table} JOIN messages m ON m.tkey = {table}.rowid" if table is not None
             else "messages m"
@@ -432,42 +363,53 @@ def _search(
         head = [match] if table is not None else []
         cond = f"{table} MATCH ? AND " if table is not None else ""
         n = max(RANKED, want) if rank is not None else want
-        where = f"WHERE {cond}{base_where}{more}{not_seen}{rng} ORDER BY {key} DESC"
-        args = [*head, *base_params, *more_params, *params, *rng_params]
         scores: dict[int, float] = {}
+        keys: list[int] = []
         if stream is not None:
             keys = streamed(stream, want, more, more_params, checks)
-        elif rank is not None and rank == match and not checks:
-            # Every word informative: the pass that finds the newest matches ranks them too,
-            # and SQLite keeps the best (the order of the sort below) of its n.
-            scores = {
-                int(r[0]): r[1]
-                for r in con.execute(
-                    f"SELECT k, score FROM (SELECT {key} AS k, bm25({table}) AS score "
-                    f"FROM {source}{join_s} {where} LIMIT ?) ORDER BY score, k DESC LIMIT ?",
-                    [*args, n, want],
+        taken = 0  # of the n newest matches, in the spans read so far
+        for span in spans if stream is None else ():
+            rng, rng_params = in_range(key, span)
+            where = f"WHERE {cond}{base_where}{more}{not_seen}{rng} ORDER BY {key} DESC"
+            args = [*head, *base_params, *more_params, *params, *rng_params]
+            if rank is not None and rank == match and not checks:
+                # Every word informative: the pass that finds the newest matches ranks them too,
+                # and SQLite keeps the best of each span's (the order of the sort below), and
+                # says how many it ranked.
+                best = con.execute(
+                    f"SELECT k, score, count(*) OVER () FROM (SELECT {key} AS k, bm25({table}) "
+                    f"AS score FROM {source}{join_s} {where} LIMIT ?) ORDER BY score, k DESC "
+                    "LIMIT ?",
+                    [*args, n - taken, want],
+                ).fetchall()
+                for k, score, _ranked in best:
+                    scores[int(k)] = score
+                    keys.append(int(k))
+                taken += best[0][2] if best else 0
+            else:
+                keys += candidates(
+                    f"SELECT {key} FROM {source}{join_s} {where}", args, n - taken, checks
                 )
-            }
-            keys = list(scores)
-        else:
-            keys = candidates(
-                f"SELECT {key} FROM {source}{join_s} {where}",
-                args,
-                n,
-                checks,
-            )
+                taken = len(keys)
+            if taken >= n:
+                break
         if not keys:
             return
         if rank is not None and not scores:
-            # One range read of the informative words (a rowid IN list would make bm25 count
-            # every match again for each member): their counts are cheap, by definition.
-            scores = dict(
-                con.execute(
-                    f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? "
-                    "AND rowid >= ? AND rowid <= ?",
-                    (rank, keys[-1], keys[0]),
-                ).fetchall()
-            )
+            # A range read of the informative words in each span the keys are in (a rowid IN
+            # list would make bm25 count every match again for each member): their counts are
+            # cheap, by definition.
+            for a, b in spans:
+                a = keys[-1] if a is None else max(a, keys[-1])
+                b = keys[0] + 1 if b is None else min(b, keys[0] + 1)
+                if a < b:
+                    scores.update(
+                        con.execute(
+                            f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? "
+                            "AND rowid >= ? AND rowid < ?",
+                            (rank, a, b),
+                        ).fetchall()
+                    )
         if rank is not None:
             keys.sort(key=lambda k: (scores.get(k, 0.0), -k))  # best first; newer among equals
         top = keys[:want]
