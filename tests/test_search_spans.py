@@ -91,6 +91,7 @@ def test_a_search_over_spans_gives_what_reading_every_key_gives(
     index, ids, texts = corpus
     con = connect(index, readonly=True)
     monkeypatch.setattr(spans_mod, "SPANS", most)
+    monkeypatch.setattr(spans_mod, "GAP_MESSAGES", 0)  # a day's gap is worth a span here
     monkeypatch.setattr(search, "RANKED", ranked)
     if common:  # the frequent words are common: ranked by the others, read in a second pass
         monkeypatch.setattr(rank, "COMMON_MIN", 5)
@@ -121,17 +122,23 @@ def test_a_search_over_spans_gives_what_reading_every_key_gives(
 
 
 def test_the_spans_of_a_path_filter_are_its_sessions_apart(
-    corpus: tuple[Path, list[str], dict[int, str]],
+    corpus: tuple[Path, list[str], dict[int, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index, _ids, _texts = corpus
     con = connect(index, readonly=True)
     try:
+        # 480 messages in 12 days: a day between two sessions holds 40, too few to skip
+        (one,) = search.key_spans(con, Filters(path="*/a*.jsonl"))
+        monkeypatch.setattr(spans_mod, "GAP_MESSAGES", 40)
+        assert len(search.key_spans(con, Filters(path="*/a*.jsonl"))) == 6
+        monkeypatch.setattr(spans_mod, "GAP_MESSAGES", 0)
         got = search.key_spans(con, Filters(path="*/a*.jsonl"))
         bounds = con.execute(
             "SELECT key_lo, key_hi + 1 FROM sessions WHERE path GLOB '*/a*.jsonl' "
             "ORDER BY key_lo DESC"
         ).fetchall()
         assert got == bounds and len(got) == 6  # a day apart: six spans, newest first
+        assert (got[-1][0], got[0][1]) == one
         assert search.key_spans(con, Filters(path="*/none.jsonl")) == []
         # since and until cut the spans
         cut = search.key_spans(con, Filters(path="*/a*.jsonl", since=T0 + 5 * DAY))
@@ -143,16 +150,17 @@ def test_the_spans_of_a_path_filter_are_its_sessions_apart(
 @given(
     st.lists(st.tuples(st.integers(0, 200), st.integers(1, 30)), min_size=1, max_size=40),
     st.integers(1, 8),
+    st.integers(0, 20),
 )
 def test_joined_spans_cover_every_span_apart_and_in_order(
-    raw: list[tuple[int, int]], most: int
+    raw: list[tuple[int, int]], most: int, gap: int
 ) -> None:
     spans = [(a, a + n) for a, n in raw]
-    out = spans_mod._joined(spans, most)
+    out = spans_mod._joined(spans, most, gap)
     assert 1 <= len(out) <= most
     flat = [(a, b) for a, b in out if a is not None and b is not None]
     assert flat == out and flat == sorted(flat)
-    assert all(b < c for (_a, b), (c, _d) in itertools.pairwise(flat))  # apart
+    assert all(b + gap < c for (_a, b), (c, _d) in itertools.pairwise(flat))  # apart
     assert all(any(a <= x and y <= b for a, b in flat) for x, y in spans)  # covered
     # each joined span starts and ends where some span does: no key outside them all is added
     # at the ends

@@ -11,8 +11,9 @@ step 7), and are none at all when no message has ever had a role and type the fi
 
 The sessions of a path filter may be spread over the whole archive (a project worked on now
 and then), so their spans are kept apart rather than joined into one from the first to the
-last: at most :data:`SPANS` of them, joined across the narrowest gaps, each read by a query of
-its own.
+last, each read by a query of its own: at most :data:`SPANS` of them, and a gap between two is
+kept only where it holds about :data:`GAP_MESSAGES` messages or more (as many as the archive
+has per key on average): skipping fewer saves less than a query costs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ __all__ = ["SPANS", "Span", "filter_sql", "key_spans"]
 Span = tuple[int | None, int | None]
 #: The most spans a filtered pass reads (one query each).
 SPANS = 64
+#: The fewest messages a gap between two spans must hold to keep them apart (reading a span
+#: costs about what checking a few hundred matches does).
+GAP_MESSAGES = 2000
 #: Sessions past which a filter's spans are the one from the first session to the last.
 _SPAN_SESSIONS = 4096
 
@@ -92,7 +96,16 @@ def key_spans(con: sqlite3.Connection, filters: Filters) -> list[Span]:
                 f"SELECT min(s.key_lo), max(s.key_hi) + 1 FROM sessions s WHERE {where}", params
             ).fetchone()
         ]
-    return _clip(_joined(spans, SPANS), lo, hi)
+    if len(spans) == 1:
+        return _clip(_joined(spans, 1, 0), lo, hi)
+    # messages per key over the archive: one aggregate a statement, each an index look-up
+    # (SQLite reads a whole table for several)
+    n, first, last = (
+        con.execute(f"SELECT {agg} FROM messages").fetchone()[0]
+        for agg in ("max(id)", "min(tkey)", "max(tkey)")
+    )
+    gap = GAP_MESSAGES * (last - first + 1) // max(n, 1)
+    return _clip(_joined(spans, SPANS, gap), lo, hi)
 
 
 def _span_of_rows(con: sqlite3.Connection, where: str, params: list[object]) -> list[Span]:
@@ -110,12 +123,12 @@ def _span_of_rows(con: sqlite3.Connection, where: str, params: list[object]) -> 
     return [] if a is None else [(a, b)]
 
 
-def _joined(spans: list[tuple[int, int]], most: int) -> list[Span]:
-    """``spans`` sorted and overlapping ones joined, then joined across the narrowest gaps
-    until at most ``most`` are left."""
+def _joined(spans: list[tuple[int, int]], most: int, gap: int) -> list[Span]:
+    """``spans`` sorted, joined across every gap of ``gap`` keys or fewer, then across the
+    narrowest gaps until at most ``most`` are left."""
     out: list[list[int]] = []
     for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
+        if out and a <= out[-1][1] + gap:
             out[-1][1] = max(out[-1][1], b)
         else:
             out.append([a, b])

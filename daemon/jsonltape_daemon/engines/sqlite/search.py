@@ -367,49 +367,44 @@ def _search(
         keys: list[int] = []
         if stream is not None:
             keys = streamed(stream, want, more, more_params, checks)
-        taken = 0  # of the n newest matches, in the spans read so far
+        # Every word informative and one span: the pass that finds the newest matches ranks
+        # them too, and SQLite keeps the best (the order of the sort below). Over several
+        # spans bm25 would count the words' matches again in each (its weights are the whole
+        # table's): the keys are found first and ranked by one statement after.
+        fused = rank is not None and rank == match and not checks and len(spans) == 1
         for span in spans if stream is None else ():
             rng, rng_params = in_range(key, span)
             where = f"WHERE {cond}{base_where}{more}{not_seen}{rng} ORDER BY {key} DESC"
             args = [*head, *base_params, *more_params, *params, *rng_params]
-            if rank is not None and rank == match and not checks:
-                # Every word informative: the pass that finds the newest matches ranks them too,
-                # and SQLite keeps the best of each span's (the order of the sort below), and
-                # says how many it ranked.
-                best = con.execute(
-                    f"SELECT k, score, count(*) OVER () FROM (SELECT {key} AS k, bm25({table}) "
-                    f"AS score FROM {source}{join_s} {where} LIMIT ?) ORDER BY score, k DESC "
-                    "LIMIT ?",
-                    [*args, n - taken, want],
-                ).fetchall()
-                for k, score, _ranked in best:
-                    scores[int(k)] = score
-                    keys.append(int(k))
-                taken += best[0][2] if best else 0
+            if fused:
+                scores = {
+                    int(r[0]): r[1]
+                    for r in con.execute(
+                        f"SELECT k, score FROM (SELECT {key} AS k, bm25({table}) AS score "
+                        f"FROM {source}{join_s} {where} LIMIT ?) ORDER BY score, k DESC LIMIT ?",
+                        [*args, n, want],
+                    )
+                }
+                keys = list(scores)
             else:
                 keys += candidates(
-                    f"SELECT {key} FROM {source}{join_s} {where}", args, n - taken, checks
+                    f"SELECT {key} FROM {source}{join_s} {where}", args, n - len(keys), checks
                 )
-                taken = len(keys)
-            if taken >= n:
+            if len(keys) >= n:
                 break
         if not keys:
             return
         if rank is not None and not scores:
-            # A range read of the informative words in each span the keys are in (a rowid IN
-            # list would make bm25 count every match again for each member): their counts are
-            # cheap, by definition.
-            for a, b in spans:
-                a = keys[-1] if a is None else max(a, keys[-1])
-                b = keys[0] + 1 if b is None else min(b, keys[0] + 1)
-                if a < b:
-                    scores.update(
-                        con.execute(
-                            f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? "
-                            "AND rowid >= ? AND rowid < ?",
-                            (rank, a, b),
-                        ).fetchall()
-                    )
+            # One read of the informative words over the keys' range, ranking only the keys
+            # (``+``: not handed to FTS5, which would start over, and count every match again,
+            # for each member of the list).
+            scores = dict(
+                con.execute(
+                    f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? "
+                    f"AND rowid >= ? AND rowid <= ? AND +rowid IN ({', '.join('?' * len(keys))})",
+                    (rank, min(keys), max(keys), *keys),
+                ).fetchall()
+            )
         if rank is not None:
             keys.sort(key=lambda k: (scores.get(k, 0.0), -k))  # best first; newer among equals
         top = keys[:want]
