@@ -352,7 +352,7 @@ ALTER TABLE events_by_seq RENAME TO events;
 """
 
 # A session or path filter reads only the keys between the first and the last of its sessions'
-# messages (1M events, a path filter of the 100 oldest sessions: a common word 210 -> 2 ms).
+# messages (1M events, a path filter of 100 early sessions: a common word 210 -> 2 ms).
 # Before, up to 64 sessions were bounded by reading their rows; the bounds are now kept per
 # session: messages are only ever added to a session (a status changes, a key never), so they
 # only widen, and go with the session's row.
