@@ -24,7 +24,7 @@ from jsonltape_daemon.search import rank
 
 import jsonltape
 
-from ._search_cases import index_tree
+from ._search_cases import cli_search, index_tree
 from .test_search_topk import _query, _text
 
 T0 = 1_780_000_000_000
@@ -49,6 +49,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], d
                 t += 0 if rng.random() < 0.3 else rng.randint(1, 60_000)
                 role = "user" if n % 2 == 0 else "assistant"
                 text = _text(rng)
+                if rng.random() < 0.2:  # CJK and punctuation, served by other tables and scans
+                    text += " " + rng.choice(["東京都の天気", "数据库", "a -> b", "京"])
                 texts[day * 1000 + n] = text
                 items.append(
                     {
@@ -101,13 +103,19 @@ def test_a_search_over_spans_gives_what_reading_every_key_gives(
     several = 0
     try:
         for _ in range(120):
-            q = _query(rng, {(0, k): t for k, t in texts.items()})
+            q = (
+                rng.choice(["東京", "京", "数据库", "->", "b", "天気 the"])
+                if rng.random() < 0.15
+                else _query(rng, {(0, k): t for k, t in texts.items()})
+            )
             f = Filters(
                 path=rng.choice(["*/a*.jsonl", "*/b0[0-2].jsonl", "*/[ab]00.jsonl", None]),
                 session=rng.choice([None, None, rng.choice(ids)]),
                 since=rng.choice([None, None, T0 + rng.randrange(12) * DAY]),
                 until=rng.choice([None, None, T0 + rng.randrange(12) * DAY]),
                 roles=rng.choice([(), (), ("user",)]),
+                types=rng.choice([(), (), ("assistant/*",)]),
+                all=rng.random() < 0.1,
             )
             limit, sort = rng.choice([1, 3, 20]), rng.choice(["relevance", "recent"])
             several += len(real(con, f)) > 1
@@ -115,7 +123,7 @@ def test_a_search_over_spans_gives_what_reading_every_key_gives(
             with monkeypatch.context() as m:  # every key: one open span
                 m.setattr(search, "key_spans", lambda c, f: [(None, None)])
                 want = _hits(con, q, f, limit, sort)
-            assert got == want, (q, f.path, f.session, f.since, f.until, f.roles, limit, sort)
+            assert got == want, (q, f.path, f.session, f.since, f.until, f.roles, f.types, limit)
     finally:
         con.close()
     assert several > 10 if most > 1 else several == 0  # the filters gave several spans
@@ -165,3 +173,42 @@ def test_joined_spans_cover_every_span_apart_and_in_order(
     # each joined span starts and ends where some span does: no key outside them all is added
     # at the ends
     assert all(a in {x for x, _ in spans} and b in {y for _, y in spans} for a, b in flat)
+
+
+def test_a_filter_naming_more_sessions_than_are_bounded_reads_every_key(
+    corpus: tuple[Path, list[str], dict[int, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index, _ids, _texts = corpus
+    con = connect(index, readonly=True)
+    try:
+        want = _hits(con, "the", Filters(path="*/a*.jsonl"), 50, "recent")
+        monkeypatch.setattr(spans_mod, "SPAN_SESSIONS", 5)  # the filter names 6
+        assert search.key_spans(con, Filters(path="*/a*.jsonl")) == [(None, None)]
+        since = T0 + 6 * DAY
+        assert search.key_spans(con, Filters(path="*/a*.jsonl", since=since))[0][1] is None
+        assert _hits(con, "the", Filters(path="*/a*.jsonl"), 50, "recent") == want
+    finally:
+        con.close()
+
+
+def test_a_session_or_path_filter_on_an_index_without_messages_matches_nothing(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "s"
+    root.mkdir()
+    index = tmp_path / "index.db"
+    index_tree(root, index)  # no session at all
+    with jsonltape.open(root / "a.jsonl", create=True, durability="manual") as tape:
+        tape.append("turn/start", {})  # a session without a message
+        sid = tape.session_id
+    for _ in range(2):
+        con = connect(index, readonly=True)
+        try:
+            for f in (Filters(path="*/a.jsonl"), Filters(session=sid), Filters(path="*/x")):
+                assert search.key_spans(con, f) == []
+                assert search.search(con, "the", f) == []
+        finally:
+            con.close()
+        index_tree(root, index)  # now with the session
+    out = cli_search(index, "the", "--path", "*/a.jsonl")
+    assert (out.returncode, out.stdout, out.stderr) == (0, "", "no matches\n")
