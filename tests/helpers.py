@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import sqlite3
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import pytest
 
 import jsonltape
 
@@ -82,10 +85,6 @@ def import_finished(source: str, src: Path, text: str, root: Path) -> Any:
 def drop_session_bounds(con: Any) -> None:
     """Remove what index schema step 7 added (``sessions.key_lo``/``key_hi``), for a test that
     takes an index back to an older schema (``DROP COLUMN``: SQLite 3.35 or later)."""
-    import sqlite3
-
-    import pytest
-
     if sqlite3.sqlite_version_info < (3, 35):
         pytest.skip("taking an index back to schema 6 needs ALTER TABLE DROP COLUMN (3.35)")
     con.execute("ALTER TABLE sessions DROP COLUMN key_lo")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import random
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from jsonltape_daemon.search import rank
 
 import jsonltape
 
-from ._search_cases import cli_search, index_tree
+from ._search_cases import cli_search, event, index_tree
 from .test_search_topk import _query, _text
 
 T0 = 1_780_000_000_000
@@ -52,24 +53,19 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], d
                 if rng.random() < 0.2:  # CJK and punctuation, served by other tables and scans
                     text += " " + rng.choice(["東京都の天気", "数据库", "a -> b", "京"])
                 texts[day * 1000 + n] = text
-                items.append(
-                    {
-                        "type": f"{role}/message",
-                        "surface": "append",
-                        "time": t,
-                        "data": {
-                            "message": {
-                                "id": f"m{n}",
-                                "role": role,
-                                "parts": [{"type": "text", "content": text}],
-                            }
-                        },
-                    }
-                )
+                items.append(event(role, text, n, t))
             tape.append_batch(items)
     index = root.parent / "index.db"
     index_tree(root, index)
     return index, ids, texts
+
+
+@pytest.fixture
+def con(corpus: tuple[Path, list[str], dict[int, str]]) -> Iterator[sqlite3.Connection]:
+    """A reader of the corpus's index."""
+    ro = connect(corpus[0], readonly=True)
+    yield ro
+    ro.close()
 
 
 def _hits(con: sqlite3.Connection, q: str, f: Filters, limit: int, sort: str) -> list[object]:
@@ -85,13 +81,13 @@ def _hits(con: sqlite3.Connection, q: str, f: Filters, limit: int, sort: str) ->
 )
 def test_a_search_over_spans_gives_what_reading_every_key_gives(
     corpus: tuple[Path, list[str], dict[int, str]],
+    con: sqlite3.Connection,
     monkeypatch: pytest.MonkeyPatch,
     most: int,
     ranked: int,
     common: bool,
 ) -> None:
-    index, ids, texts = corpus
-    con = connect(index, readonly=True)
+    _index, ids, texts = corpus
     monkeypatch.setattr(spans_mod, "SPANS", most)
     monkeypatch.setattr(spans_mod, "GAP_MESSAGES", 0)  # a day's gap is worth a span here
     monkeypatch.setattr(search, "RANKED", ranked)
@@ -101,58 +97,49 @@ def test_a_search_over_spans_gives_what_reading_every_key_gives(
     rng = random.Random(most * 1000 + ranked + common)
     real = search.key_spans
     several = 0
-    try:
-        for _ in range(120):
-            q = (
-                rng.choice(["東京", "京", "数据库", "->", "b", "天気 the"])
-                if rng.random() < 0.15
-                else _query(rng, {(0, k): t for k, t in texts.items()})
-            )
-            f = Filters(
-                path=rng.choice(["*/a*.jsonl", "*/b0[0-2].jsonl", "*/[ab]00.jsonl", None]),
-                session=rng.choice([None, None, rng.choice(ids)]),
-                since=rng.choice([None, None, T0 + rng.randrange(12) * DAY]),
-                until=rng.choice([None, None, T0 + rng.randrange(12) * DAY]),
-                roles=rng.choice([(), (), ("user",)]),
-                types=rng.choice([(), (), ("assistant/*",)]),
-                all=rng.random() < 0.1,
-            )
-            limit, sort = rng.choice([1, 3, 20]), rng.choice(["relevance", "recent"])
-            several += len(real(con, f)) > 1
-            got = _hits(con, q, f, limit, sort)
-            with monkeypatch.context() as m:  # every key: one open span
-                m.setattr(search, "key_spans", lambda c, f: [(None, None)])
-                want = _hits(con, q, f, limit, sort)
-            assert got == want, (q, f.path, f.session, f.since, f.until, f.roles, f.types, limit)
-    finally:
-        con.close()
+    for _ in range(120):
+        q = (
+            rng.choice(["東京", "京", "数据库", "->", "b", "天気 the"])
+            if rng.random() < 0.15
+            else _query(rng, {(0, k): t for k, t in texts.items()})
+        )
+        f = Filters(
+            path=rng.choice(["*/a*.jsonl", "*/b0[0-2].jsonl", "*/[ab]00.jsonl", None]),
+            session=rng.choice([None, None, rng.choice(ids)]),
+            since=rng.choice([None, None, T0 + rng.randrange(12) * DAY]),
+            until=rng.choice([None, None, T0 + rng.randrange(12) * DAY]),
+            roles=rng.choice([(), (), ("user",)]),
+            types=rng.choice([(), (), ("assistant/*",)]),
+            all=rng.random() < 0.1,
+        )
+        limit, sort = rng.choice([1, 3, 20]), rng.choice(["relevance", "recent"])
+        several += len(real(con, f)) > 1
+        got = _hits(con, q, f, limit, sort)
+        with monkeypatch.context() as m:  # every key: one open span
+            m.setattr(search, "key_spans", lambda c, f: [(None, None)])
+            want = _hits(con, q, f, limit, sort)
+        assert got == want, (q, f.path, f.session, f.since, f.until, f.roles, f.types, limit)
     assert several > 10 if most > 1 else several == 0  # the filters gave several spans
 
 
 def test_the_spans_of_a_path_filter_are_its_sessions_apart(
-    corpus: tuple[Path, list[str], dict[int, str]], monkeypatch: pytest.MonkeyPatch
+    con: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    index, _ids, _texts = corpus
-    con = connect(index, readonly=True)
-    try:
-        # 480 messages in 12 days: a day between two sessions holds 40, too few to skip
-        (one,) = search.key_spans(con, Filters(path="*/a*.jsonl"))
-        monkeypatch.setattr(spans_mod, "GAP_MESSAGES", 40)
-        assert len(search.key_spans(con, Filters(path="*/a*.jsonl"))) == 6
-        monkeypatch.setattr(spans_mod, "GAP_MESSAGES", 0)
-        got = search.key_spans(con, Filters(path="*/a*.jsonl"))
-        bounds = con.execute(
-            "SELECT key_lo, key_hi + 1 FROM sessions WHERE path GLOB '*/a*.jsonl' "
-            "ORDER BY key_lo DESC"
-        ).fetchall()
-        assert got == bounds and len(got) == 6  # a day apart: six spans, newest first
-        assert (got[-1][0], got[0][1]) == one
-        assert search.key_spans(con, Filters(path="*/none.jsonl")) == []
-        # since and until cut the spans
-        cut = search.key_spans(con, Filters(path="*/a*.jsonl", since=T0 + 5 * DAY))
-        assert len(cut) == 3
-    finally:
-        con.close()
+    # 480 messages in 12 days: a day between two sessions holds 40, too few to skip
+    (one,) = search.key_spans(con, Filters(path="*/a*.jsonl"))
+    monkeypatch.setattr(spans_mod, "GAP_MESSAGES", 40)
+    assert len(search.key_spans(con, Filters(path="*/a*.jsonl"))) == 6
+    monkeypatch.setattr(spans_mod, "GAP_MESSAGES", 0)
+    got = search.key_spans(con, Filters(path="*/a*.jsonl"))
+    bounds = con.execute(
+        "SELECT key_lo, key_hi + 1 FROM sessions WHERE path GLOB '*/a*.jsonl' ORDER BY key_lo DESC"
+    ).fetchall()
+    assert got == bounds and len(got) == 6  # a day apart: six spans, newest first
+    assert (got[-1][0], got[0][1]) == one
+    assert search.key_spans(con, Filters(path="*/none.jsonl")) == []
+    # since and until cut the spans
+    cut = search.key_spans(con, Filters(path="*/a*.jsonl", since=T0 + 5 * DAY))
+    assert len(cut) == 3
 
 
 @given(
@@ -176,19 +163,14 @@ def test_joined_spans_cover_every_span_apart_and_in_order(
 
 
 def test_a_filter_naming_more_sessions_than_are_bounded_reads_every_key(
-    corpus: tuple[Path, list[str], dict[int, str]], monkeypatch: pytest.MonkeyPatch
+    con: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    index, _ids, _texts = corpus
-    con = connect(index, readonly=True)
-    try:
-        want = _hits(con, "the", Filters(path="*/a*.jsonl"), 50, "recent")
-        monkeypatch.setattr(spans_mod, "SPAN_SESSIONS", 5)  # the filter names 6
-        assert search.key_spans(con, Filters(path="*/a*.jsonl")) == [(None, None)]
-        since = T0 + 6 * DAY
-        assert search.key_spans(con, Filters(path="*/a*.jsonl", since=since))[0][1] is None
-        assert _hits(con, "the", Filters(path="*/a*.jsonl"), 50, "recent") == want
-    finally:
-        con.close()
+    want = _hits(con, "the", Filters(path="*/a*.jsonl"), 50, "recent")
+    monkeypatch.setattr(spans_mod, "SPAN_SESSIONS", 5)  # the filter names 6
+    assert search.key_spans(con, Filters(path="*/a*.jsonl")) == [(None, None)]
+    since = T0 + 6 * DAY
+    assert search.key_spans(con, Filters(path="*/a*.jsonl", since=since))[0][1] is None
+    assert _hits(con, "the", Filters(path="*/a*.jsonl"), 50, "recent") == want
 
 
 def test_a_session_or_path_filter_on_an_index_without_messages_matches_nothing(

@@ -15,8 +15,8 @@ last, each read by a query of its own: at most :data:`SPANS` of them, and a gap 
 kept only where it would hold :data:`GAP_MESSAGES` messages or more at the archive's average
 number of keys per message (skipping fewer saves less than a query costs). A filter naming more
 than :data:`SPAN_SESSIONS` sessions reads every key (clipped by the times): the sessions' rows
-are not read past that many, so a broad filter such as ``--path '/home/*'`` costs a few
-hundred rows, not the whole sessions table.
+are not read past that many, so a broad filter such as ``--path '/home/*'`` reads at most
+``SPAN_SESSIONS + 1`` of them, not the whole sessions table.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def key_spans(con: sqlite3.Connection, filters: Filters) -> list[Span]:
     if len(spans) > SPAN_SESSIONS:
         return _clip([(None, None)], lo, hi)
     if len(spans) <= 1:  # none: no session, or none with a message, so nothing can match
-        return _clip(_joined(spans, 1, 0), lo, hi)
+        return _clip(spans, lo, hi)
     # keys per message over the archive (ids given out, dropped sessions' too: an estimate);
     # one aggregate a statement, each an index look-up (SQLite reads a table for several)
     n, first, last = (
