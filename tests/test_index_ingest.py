@@ -532,3 +532,22 @@ def test_a_bulk_load_that_fails_to_publish_leaves_the_index_and_loads_again(
         assert dump(store.con) == rebuild(root)
     finally:
         store.close()
+
+
+def test_the_helpers_file_is_owner_only_whatever_the_umask(tmp_path: Path) -> None:
+    """The helper's database holds the code-like tokens of every message while a first sync
+    runs: it is created 0600 (SQLite alone would take the umask's 0644)."""
+    root = tmp_path / "r"
+    _texts_root(root)
+    old = os.umask(0o022)
+    try:
+        store = SqliteStore(tmp_path / "i.db", helper_from=0)
+        store.start_bulk()
+        Ingestor(store, root).rescan()
+        helper = store._helper
+        assert helper is not None and helper.finish_words()
+        assert helper.path.stat().st_mode & 0o777 == 0o600
+        assert store.path.with_name("i.db.build").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
+    store.close()

@@ -43,6 +43,7 @@ from jsonltape_daemon.engines.sqlite.schema import (
     FTS_TRIGRAM,
     FTS_WORDS,
     PAGE_SIZE,
+    create_private,
     finish_bulk_merging,
     start_bulk_merging,
 )
@@ -194,6 +195,7 @@ def main(argv: list[str]) -> int:
     threading.Thread(
         target=_read_frames, args=(sys.stdin.buffer, frames), daemon=True, name="frames"
     ).start()
+    create_private(Path(path))  # the code-like tokens of every message: owner-only
     con = sqlite3.connect(path, isolation_level=None)
     con.execute(f"PRAGMA page_size = {PAGE_SIZE}")
     con.execute("PRAGMA journal_mode = OFF")

@@ -30,6 +30,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "TKEY_SPAN",
     "connect",
+    "create_private",
     "features",
     "finish_bulk_merging",
     "migrate",
@@ -414,7 +415,9 @@ def features(con: sqlite3.Connection) -> dict[str, bool]:
     return found
 
 
-def _create_private(path: Path) -> None:
+def create_private(path: Path) -> None:
+    """Create ``path`` owner-only (0600, in a 0700 directory) unless it exists; SQLite
+    would create it with the umask's mode (0644), and it holds what the sessions say."""
     ensure_private_dir(path.parent)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
@@ -436,7 +439,7 @@ def connect(
     p = Path(path)
     if str(path) != ":memory:":
         if create:
-            _create_private(p)
+            create_private(p)
         elif not p.exists():
             if p.with_name(p.name + ".build").exists():
                 raise IndexStateError(
