@@ -39,6 +39,7 @@ messages it does not cover yet by a scan, so results stay complete; :func:`notes
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import sqlite3
@@ -285,27 +286,51 @@ def _search(
     def either_keys(term: Term) -> Iterator[int]:
         """The keys of the messages holding ``term`` as a word or inside an identifier,
         newest first: both full-text tables read in rowid order and merged, a span at a
-        time, so a pass that stops early reads only what it needs."""
-        for span in spans:
-            rng, rng_params = in_range("rowid", span)
-            cursors = [
-                (
-                    int(r[0])
-                    for r in con.execute(
-                        f"SELECT rowid FROM {table} WHERE {table} MATCH ?{rng} ORDER BY rowid DESC",
-                        [expr, *rng_params],
-                    )
+        time (a prefix: once over all of them), so a pass that stops early reads only what
+        it needs."""
+
+        def in_spans(table: str, expr: str) -> Iterator[int]:
+            for span in spans:
+                rng, rng_params = in_range("rowid", span)
+                cur = con.execute(
+                    f"SELECT rowid FROM {table} WHERE {table} MATCH ?{rng} ORDER BY rowid DESC",
+                    [expr, *rng_params],
                 )
-                for table, expr in (
-                    ("messages_fts", _fts_string(term)),
-                    ("messages_trigram", trigram_expr(term.text)),
-                )
-            ]
-            last = None
-            for k in heapq.merge(*cursors, reverse=True):
-                if k != last:
+                yield from (int(r[0]) for r in cur)
+
+        words = _fts_string(term)
+        last = None
+        for k in heapq.merge(
+            spanned("messages_fts", words)
+            if term.prefix and len(spans) > 1
+            else in_spans("messages_fts", words),
+            in_spans("messages_trigram", trigram_expr(term.text)),
+            reverse=True,
+        ):
+            if k != last:
+                yield k
+                last = k
+
+    def spanned(table: str, match: str) -> Iterator[int]:
+        """The keys of ``match`` inside the spans, newest first, read by one query over all of
+        them: FTS5 merges the doclists of every word a prefix matches each time a query
+        starts, whatever its rowid range (1.6 ms for ``migr*`` at 5M messages), so a prefix
+        is read once and the keys between the spans are skipped here."""
+        lo, hi = spans[-1][0], spans[0][1]
+        rng, rng_params = in_range("rowid", (lo, hi))
+        cur = con.execute(
+            f"SELECT rowid FROM {table} WHERE {table} MATCH ?{rng} ORDER BY rowid DESC",
+            [match, *rng_params],
+        )
+        # oldest first for bisect; an open end is past every key
+        starts = [-(2**63) if a is None else a for a, _ in reversed(spans)]
+        ends = [2**63 if b is None else b for _, b in reversed(spans)]
+        while rows := cur.fetchmany(1024):
+            for (k,) in rows:
+                i = bisect.bisect_right(starts, k) - 1
+                if i >= 0 and k < ends[i]:
                     yield k
-                    last = k
+        cur.close()
 
     def streamed(
         keys: Iterator[int], n: int, more: str, more_params: list[object], checks: list[Check]
@@ -327,6 +352,10 @@ def _search(
                 )
             }
             batch = [k for k in batch if k in kept and k not in seen]
+            if not checks:  # nothing for the texts to decide
+                out += batch
+                step = min(step * 2, 2048)
+                continue
             got = texts.get(batch)
             ok = [k for k in batch if (t := got[k]) is not None and _passes(t, checks)]
             texts.forget(set(batch).difference(ok))
@@ -343,13 +372,17 @@ def _search(
         checks: list[Check],
         rank: str | None = None,
         stream: Iterator[int] | None = None,
+        prefix: bool = False,
     ) -> None:
         """Add the hits of one pass: its newest matches (``table`` None: a scan of the
         messages in time order) that pass the checks, or with ``rank`` (the informative words'
-        expression) the best by bm25 among its newest ``RANKED``."""
+        expression) the best by bm25 among its newest ``RANKED``. ``prefix``: ``match`` has
+        a prefix term, read once over several spans (:func:`spanned`)."""
         want = limit - len(hits)
         if want <= 0 or not spans:
             return
+        if prefix and len(spans) > 1 and table is not None and match is not None:
+            stream = spanned(table, match)
         key = f"{table}.rowid" if table is not None else "m.tkey"
         not_seen = ""
         params: list[object] = []
@@ -366,7 +399,7 @@ def _search(
         scores: dict[int, float] = {}
         keys: list[int] = []
         if stream is not None:
-            keys = streamed(stream, want, more, more_params, checks)
+            keys = streamed(stream, n, more, more_params, checks)
         # Every word informative and one span: the pass that finds the newest matches ranks
         # them too, and SQLite keeps the best (the order of the sort below). Over several
         # spans bm25 would count the words' matches again in each (its weights are the whole
@@ -455,6 +488,7 @@ def _search(
             params,
             checks,
             " ".join(_fts_string(t) for t in informative) if informative else None,
+            prefix=any(t.prefix for t in words),
         )
     # Then every term as a substring, served by the trigram table, the CJK table or a scan,
     # newest first; the candidates' texts decide.
