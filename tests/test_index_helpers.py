@@ -142,6 +142,13 @@ def fts_ok(con: sqlite3.Connection) -> None:
             assert found("messages_cjk", " ".join(f'"{x}"' for x in g.split()), k), (i, text)
         if len(ids := idents(text)) >= 3:
             assert found("messages_trigram", trigram_expr(ids), k) == (i <= upto), (i, ids)
+    if live:  # the word list is the word index's vocabulary, counts and all (words.py)
+        con.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.ok_vocab "
+            "USING fts5vocab(main, messages_fts, 'row')"
+        )
+        vocab = dict(con.execute("SELECT term, doc FROM temp.ok_vocab"))
+        assert dict(con.execute("SELECT term, docs FROM words")) == vocab
 
 
 def fold_statuses(path: Path) -> dict[int, str]:

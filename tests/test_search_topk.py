@@ -167,11 +167,23 @@ def _oracle(
     total = con.execute("SELECT count(*) FROM messages").fetchone()[0]
     common = max(rank.COMMON_MIN, int(total * rank.COMMON_SHARE))
 
+    con.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.oracle_vocab "
+        "USING fts5vocab(main, messages_fts, 'row')"
+    )
+    vocab = con.execute("SELECT term, doc FROM temp.oracle_vocab").fetchall()
+
     def df(t: search.Term) -> int:
-        # at most: the rarest of its words (as the vocabulary counts them)
+        # at most: the rarest of its words (as the vocabulary counts them); a prefix of ASCII
+        # letters and digits: the counts of the words it begins, summed
         counts = []
         for n, w in enumerate(rank.tokens(t.text)):
-            pat = f'"{w}"' + ("*" if t.prefix and n == len(rank.tokens(t.text)) - 1 else "")
+            last = t.prefix and n == len(rank.tokens(t.text)) - 1
+            begun = [d for term, d in vocab if term.startswith(w)]
+            if last and w.isascii() and w.isalnum():
+                counts.append(sum(begun))
+                continue
+            pat = f'"{w}"' + ("*" if last else "")
             counts.append(
                 con.execute(
                     "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (pat,)

@@ -15,9 +15,12 @@ common phrase filters too.
 
 Whether a word is common is read from the word index by asking for its match one past the
 limit (FTS5 keeps no count per word: its vocabulary table would read the whole doclist of
-``the``; ``engines/sqlite/common.py``). Query words are folded the way the ``unicode61
-remove_diacritics 2`` tokenizer folds text (lower case, combining diacritics removed, split at
-everything else that is not a letter or a digit, other marks included).
+``the``; ``engines/sqlite/common.py``). A prefix of ASCII letters and digits counts the
+messages of each word it begins, summed, from the index's word list
+(``engines/sqlite/words.py``): asking FTS5 would merge the doclists of all those words.
+Query words are folded the way the ``unicode61 remove_diacritics 2`` tokenizer folds text
+(lower case, combining diacritics removed, split at everything else that is not a letter or a
+digit, other marks included).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 import jsonltape_daemon.search.rank as rank
+from jsonltape_daemon.engines.sqlite.words import expansion
 
 __all__ = ["common_limit", "is_common"]
 
@@ -17,11 +18,18 @@ def is_common(con: sqlite3.Connection, text: str, prefix: bool, common: int) -> 
     is common when each of its words is. A word is common when its ``cap + 1``-th match
     exists: FTS5 steps over the first ``cap`` matches (nothing is counted or handed back for
     them) and the first word within ``cap`` ends the test (each test reads up to ``cap``
-    entries of a doclist)."""
+    entries of a doclist). A prefix counts the messages of each word it begins, summed, from
+    the word list where it tells (``words.py``): FTS5 would merge every one of their doclists
+    to step over the first ``cap`` matches."""
     words = rank.tokens(text)
     cap = rank.term_limit(common, len(words))
     for n, w in enumerate(words):
-        pattern = '"' + w + '"' + ("*" if prefix and n == len(words) - 1 else "")
+        last = prefix and n == len(words) - 1
+        if last and (found := expansion(con, w)) is not None:
+            if found[1] <= cap:  # a prefix: its words' counts summed (words.py)
+                return False
+            continue
+        pattern = '"' + w + '"' + ("*" if last else "")
         beyond = con.execute(
             "SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT 1 OFFSET ?",
             (pattern, cap),

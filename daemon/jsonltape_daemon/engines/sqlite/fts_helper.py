@@ -38,6 +38,7 @@ from typing import Any, BinaryIO
 
 import msgspec
 
+from jsonltape_daemon.engines.sqlite import words as word_list
 from jsonltape_daemon.engines.sqlite.schema import (
     BULK_CACHE_KIB,
     FTS_TRIGRAM,
@@ -47,6 +48,7 @@ from jsonltape_daemon.engines.sqlite.schema import (
     finish_bulk_merging,
     start_bulk_merging,
 )
+from jsonltape_daemon.engines.sqlite.words import WORDS_TABLE
 from jsonltape_daemon.text.idents import idents
 
 __all__ = ["SHADOW_TABLES", "Helper", "main"]
@@ -238,6 +240,8 @@ def main(argv: list[str]) -> int:
         else:
             return 2
     finish_bulk_merging(con, "messages_fts")
+    con.execute(WORDS_TABLE)
+    word_list.refresh(con)  # copied in with the word index
     con.execute("COMMIT")
     _say("words")
     if frames.get()[0] != "go":

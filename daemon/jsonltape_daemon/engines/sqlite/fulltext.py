@@ -29,6 +29,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from jsonltape_daemon.engines.sqlite import words as word_list
 from jsonltape_daemon.engines.sqlite.fts_helper import SHADOW_TABLES, Helper
 from jsonltape_daemon.engines.sqlite.schema import connect
 from jsonltape_daemon.engines.sqlite.texts import Texts, line_text
@@ -118,6 +119,7 @@ class FullText:
                 "INSERT INTO messages_fts (rowid, text) VALUES (?, ?)",
                 [(k, t) for _i, k, t in rows],
             )
+            word_list.add(con, (t for _i, _k, t in rows))
         if substrings:
             self._index_substrings(rows)
 
@@ -180,6 +182,7 @@ class FullText:
                     "INSERT INTO messages_fts (rowid, text) VALUES (?, ?)",
                     sorted((k, t) for _i, k, t in part),
                 )
+            word_list.refresh(self.con)
             self.set_meta("fts", "live")
             self.commit()
         self._fts_live = True
@@ -254,7 +257,9 @@ class FullText:
                     continue  # no _docsize with columnsize=0
                 con.execute(f"DELETE FROM main.{name}")
                 con.execute(f"INSERT INTO main.{name} SELECT * FROM fts_helper.{name}")
-            if table == "messages_fts":
+            if table == "messages_fts":  # the helper's word list goes with its word index
+                con.execute("DELETE FROM main.words")
+                con.execute("INSERT INTO main.words SELECT * FROM fts_helper.words")
                 self.set_meta("fts", "live")
             for key, value in meta:
                 self.set_meta(key, value)
@@ -332,6 +337,7 @@ class FullText:
                 for table in FTS_TABLES:
                     con.execute(f"INSERT INTO {table} ({table}) VALUES ('delete-all')")
                 self._sub_upto = 0
+                con.execute("DELETE FROM words")  # counted again as the texts go in
                 for part in self._texts_from_files():
                     self._index(part, words=True, substrings=True)
                 self._sub_upto = self._next_id - 1

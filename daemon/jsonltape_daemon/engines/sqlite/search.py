@@ -6,7 +6,9 @@ served by the cheapest index that can answer it:
 
 1. words: the ``unicode61`` table (diacritics folded), ranked by bm25 of the query's
    informative words among its newest ``RANKED`` matches, newer first among equals; a query of
-   common words only lists its matches newest first (``rank.py`` says which words count);
+   common words only lists its matches newest first (``rank.py`` says which words count). A
+   ``prefix*`` is read as the OR of the words it begins (``words.py``); a common one that
+   begins more than ``words.MAX_WORDS`` is checked on the texts, newest first;
 2. substrings: the ``trigram`` table, which holds only the *code-like* tokens of each message
    (``idents.py``: a whitespace-separated token with an underscore, a ``. / \\ : -`` between
    letters or digits, a case change inside it as in ``camelCase``, or letters next to digits).
@@ -53,6 +55,7 @@ from jsonltape_daemon.engines.sqlite.transcripts import (
     sessions,
     window,
 )
+from jsonltape_daemon.engines.sqlite.words import expansion
 from jsonltape_daemon.search.language import (
     Filters,
     Hit,
@@ -93,6 +96,19 @@ def _fts_string(term: Term) -> str:
     return quoted + "*" if term.prefix else quoted
 
 
+def _words_expr(con: sqlite3.Connection, term: Term) -> str | None:
+    """The word index's expression that finds ``term``, None when no message has it as a
+    word: a prefix is the OR of the words it begins where the word list tells
+    (``words.py``), else FTS5's prefix query."""
+    if term.prefix:
+        found = expansion(con, term.text)
+        if found is not None and found[0] is not None:
+            if not found[0]:
+                return None
+            return "(" + " OR ".join('"' + w + '"' for w in found[0]) + ")"
+    return _fts_string(term)
+
+
 _COLUMNS = "s.id, s.path, m.seq, m.time, m.role, m.type, m.status, s.title"
 _IN_CJK = " AND m.tkey IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MATCH ?)"
 #: A text check: the needle (lower case), and whether it must be inside a code-like token
@@ -109,7 +125,7 @@ def _passes(text: str, checks: Sequence[Check]) -> bool:
     words: list[str] | None = None
     for check in checks:
         needle, ident = check[0], check[1]
-        if needle in low and (not ident or contains(text, needle)):
+        if needle and needle in low and (not ident or contains(text, needle)):
             continue
         if len(check) == 3:
             want, prefix = check[2]
@@ -145,9 +161,11 @@ def _either_count(con: sqlite3.Connection, term: Term, cap: int) -> int:
     each index (enough to tell the rarest term of a query)."""
     n = 0
     for table, expr in (
-        ("messages_fts", _fts_string(term)),
+        ("messages_fts", _words_expr(con, term)),
         ("messages_trigram", trigram_expr(term.text)),
     ):
+        if expr is None:
+            continue
         n += con.execute(
             f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
             (expr, cap),
@@ -298,15 +316,16 @@ def _search(
                 )
                 yield from (int(r[0]) for r in cur)
 
-        words = _fts_string(term)
+        words = _words_expr(con, term)
+        streams = [in_spans("messages_trigram", trigram_expr(term.text))]
+        if words is not None:
+            streams.append(
+                spanned("messages_fts", words)
+                if words.endswith("*") and len(spans) > 1  # FTS5's own prefix query
+                else in_spans("messages_fts", words)
+            )
         last = None
-        for k in heapq.merge(
-            spanned("messages_fts", words)
-            if term.prefix and len(spans) > 1
-            else in_spans("messages_fts", words),
-            in_spans("messages_trigram", trigram_expr(term.text)),
-            reverse=True,
-        ):
+        for k in heapq.merge(*streams, reverse=True):
             if k != last:
                 yield k
                 last = k
@@ -474,21 +493,35 @@ def _search(
             )
 
     words = [t for t in terms if t.wordy]
-    if words:
+    common = common_limit(con) if words else 0
+    # A common prefix of more words than the list expands (``c*``, ``s*``) is checked on the
+    # texts: in a twentieth of the messages or more, a few hundred texts hold the newest 20,
+    # where FTS5 would merge the doclists of thousands of words (5M messages: ``c*`` 3.3 s).
+    broad = [
+        t
+        for t in words
+        if t.prefix
+        and (found := expansion(con, t.text)) is not None
+        and found[0] is None
+        and found[1] > common
+    ]
+    indexed = [t for t in words if t not in broad]
+    exprs = [_words_expr(con, t) for t in indexed]
+    if words and None not in exprs:
         more, params, checks = as_substrings([t for t in terms if not t.wordy])
+        checks += [("", False, (tuple(tokens(t.text)), True)) for t in broad]
         informative: list[Term] = []
         if sort == "relevance":
-            common = common_limit(con)
-            informative = [t for t in words if not is_common(con, t.text, t.prefix, common)]
+            informative = [t for t in indexed if not is_common(con, t.text, t.prefix, common)]
         run(
-            "messages_fts",
-            " ".join(_fts_string(t) for t in words),
+            "messages_fts" if indexed else None,
+            " AND ".join(e for e in exprs if e is not None) if indexed else None,  # no ( ) ( )
             "word",
             more,
             params,
             checks,
-            " ".join(_fts_string(t) for t in informative) if informative else None,
-            prefix=any(t.prefix for t in words),
+            " AND ".join(_fts_string(t) for t in informative) if informative else None,
+            prefix=any(e.endswith("*") for e in exprs if e is not None),
         )
     # Then every term as a substring, served by the trigram table, the CJK table or a scan,
     # newest first; the candidates' texts decide.
