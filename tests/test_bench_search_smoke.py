@@ -23,7 +23,10 @@ CLASSES = [
     "CJK 2",
     "CJK 3",
     "CJK 4",
-    "prefix",
+    "prefix 1",
+    "prefix 2",
+    "prefix 3",
+    "prefix 4",
 ]
 FILTERS = {"none", "role", "session", "since"}
 
