@@ -115,7 +115,7 @@ _IN_CJK = " AND m.tkey IN (SELECT rowid FROM messages_cjk WHERE messages_cjk MAT
 #: (a substring term) or anywhere in the text (a CJK term, a term of one or two characters).
 #: A third member, for a term of a query that mixes words and identifier parts: the term as
 #: words (folded as the word index folds them, the last one a prefix for ``word*``), which
-#: satisfy the check too.
+#: satisfy the check too; with an empty needle only they do (a common prefix of many words).
 Check = tuple[str, bool] | tuple[str, bool, "tuple[tuple[str, ...], bool]"]
 
 
