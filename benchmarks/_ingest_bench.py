@@ -98,7 +98,7 @@ import json, os, sqlite3, sys
 import sqlite_utils
 from jsonltape_daemon.text.idents import idents
 from jsonltape_daemon.text.cjk import grams
-nd, db, tokenizer, events = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+nd, db, tokenizer, key, events = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 con = sqlite3.connect(db, isolation_level=None)
 for p in ("page_size = 8192", "locking_mode = EXCLUSIVE", "journal_mode = OFF",
           "synchronous = OFF", "cache_size = -262144", "temp_store = MEMORY"):
@@ -108,10 +108,13 @@ with open(nd, "rb") as f:
     # the substring table indexes the code-like tokens, ours and the baseline's alike: the
     # baseline finds them too (the same function), as part of its load
     rows = (dict(r, idents=idents(r["text"])) for r in map(json.loads, f))
-    d["messages"].insert_all(rows, pk="id", batch_size=2000)
+    # key "tkey": the messages are keyed by our time-ordered keys, so the full-text tables
+    # (external content, keyed by the table's rowid) hold the same rowids as ours; key "id":
+    # by insertion order, which makes smaller doclists than time order
+    d["messages"].insert_all(rows, pk=key, batch_size=2000)
 d["messages"].enable_fts(["text"], fts_version="FTS5", tokenize=tokenizer)
 con.execute("CREATE VIRTUAL TABLE messages_trigram USING fts5(idents, content='messages', "
-            "content_rowid='id', tokenize='trigram', detail='none', columnsize=0)")
+            f"content_rowid='{key}', tokenize='trigram', detail='none', columnsize=0)")
 con.execute("INSERT INTO messages_trigram (messages_trigram) VALUES ('rebuild')")
 if events:  # the same tables as ours: every event's row, and the CJK grams of each message
     with open(events[0], "rb") as f:
@@ -120,9 +123,17 @@ if events:  # the same tables as ours: every event's row, and the CJK grams of e
                 "tokenize='ascii', detail='none', columnsize=0)")
     con.execute("BEGIN")
     con.executemany("INSERT INTO messages_cjk (rowid, grams) VALUES (?, ?)",
-                    ((i, g) for i, t in con.execute("SELECT id, text FROM messages")
+                    ((i, g) for i, t in con.execute(f"SELECT {key}, text FROM messages")
                      if (g := grams(t)) is not None))
     con.execute("COMMIT")
+    # ours leaves each full-text table in one segment (what its searches read fastest) and
+    # lists the word index's words (its prefix search, schema 8): the same here
+    d["messages"].optimize()
+    for t in ("messages_trigram", "messages_cjk"):
+        con.execute(f"INSERT INTO {t} ({t}) VALUES ('optimize')")
+    con.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, messages_fts, 'row')")
+    con.execute("CREATE TABLE words (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID")
+    con.execute("INSERT INTO words SELECT term, doc FROM temp.vocab")
 con.close()
 fd = os.open(db, os.O_RDONLY); os.fsync(fd); os.close(fd)
 """
@@ -152,7 +163,7 @@ def export_messages(index: Path, nd: Path) -> int:
             "SELECT m.id, s.id, m.seq, m.role, m.time, m.tkey FROM messages m "
             "JOIN sessions s USING (sid)"
         ):
-            r = (*r0[:5], texts.get([r0[5]])[r0[5]] or "")
+            r = (*r0, texts.get([r0[5]])[r0[5]] or "")
             texts.forget([r0[5]])
             f.write(
                 json.dumps(
@@ -162,7 +173,8 @@ def export_messages(index: Path, nd: Path) -> int:
                         "seq": r[2],
                         "role": r[3],
                         "time": r[4],
-                        "text": r[5],
+                        "tkey": r[5],
+                        "text": r[6],
                     },
                     ensure_ascii=False,
                 )
@@ -175,8 +187,9 @@ def export_messages(index: Path, nd: Path) -> int:
 
 def bench_baseline(index: Path, work: Path, ours: Run, sync: list[str], rounds: int) -> None:
     """Print sqlite-utils against ``ours`` (the sync that built ``index``): the messages-only
-    load once, then the same-tables load, alternated with ``sync`` (a fresh index each time)
-    for ``rounds`` rounds in all; the ratios are the medians of the rounds'."""
+    load once, then, for ``rounds`` rounds in all, ``sync`` (a fresh index each time) and the
+    same-tables load with our time-ordered keys and with insertion-order keys, in an order that
+    rotates; the ratios are the medians of the rounds'."""
     try:
         import sqlite_utils  # noqa: F401
     except ImportError:
@@ -186,17 +199,18 @@ def bench_baseline(index: Path, work: Path, ours: Run, sync: list[str], rounds: 
     n = export_messages(index, nd)
     ne = export_events(index, ev)
 
-    def baseline(*extra: str) -> tuple[Run, int]:
+    def baseline(key: str, *extra: str) -> tuple[Run, int]:
         remove_db(db)
-        cmd = [sys.executable, "-c", _BASELINE, str(nd), str(db), WORD_TOKENIZER, *extra]
+        cmd = [sys.executable, "-c", _BASELINE, str(nd), str(db), WORD_TOKENIZER, key, *extra]
         run = run_measured(cmd)
         size = db.stat().st_size
         remove_db(db)
         return run, size
 
-    base, bsize = baseline()
-    first, ssize = baseline(str(ev))
-    pairs = [(ours, first)]
+    base, bsize = baseline("id")
+    keyed, ksize = baseline("tkey", str(ev))
+    plain, psize = baseline("id", str(ev))
+    rows = [(ours, keyed, plain)]
     scratch = work / "index-round.db"
 
     def again() -> Run:
@@ -206,13 +220,11 @@ def bench_baseline(index: Path, work: Path, ours: Run, sync: list[str], rounds: 
         return run
 
     for r in range(1, rounds):
-        if r % 2:  # alternate which side runs first
-            theirs = baseline(str(ev))[0]
-            mine = again()
-        else:
-            mine = again()
-            theirs = baseline(str(ev))[0]
-        pairs.append((mine, theirs))
+        runs: dict[str, Run] = {}
+        order = ("ours", "tkey", "id")
+        for name in order[r % 3 :] + order[: r % 3]:  # who goes first rotates
+            runs[name] = again() if name == "ours" else baseline(name, str(ev))[0]
+        rows.append((runs["ours"], runs["tkey"], runs["id"]))
     nd.unlink()
     ev.unlink()
     print(
@@ -224,27 +236,37 @@ def bench_baseline(index: Path, work: Path, ours: Run, sync: list[str], rounds: 
         f"{base.peak_sum / 1e6:.0f} MB, db {bsize / 1e6:.0f} MB (no CJK table, no events)\n\n"
         f"ours/baseline: wall {ours.wall / base.wall:.2f}, CPU {ours.cpu / base.cpu:.2f} "
         f"(ours also reads and parses the session files)\n\n"
-        f"the same tables as ours (also our {ne:,} event rows, from NDJSON, and the CJK "
-        f"grams table, grams found by the same function as part of the load): wall "
-        f"{first.wall:.1f} s, CPU {first.cpu:.1f} s, peak RSS {first.peak_sum / 1e6:.0f} MB, db "
-        f"{ssize / 1e6:.0f} MB (ours also reads, checks and folds the session files; "
-        f"sqlite-utils reads NDJSON)\n",
+        f"the same tables as ours (also our {ne:,} event rows, from NDJSON, the CJK grams "
+        f"table, grams found by the same function as part of the load, and the word list; "
+        f"each full-text table merged into one segment at the end, as ours; sqlite-utils "
+        f"reads NDJSON, ours reads, checks and folds the session files):\n\n"
+        f"- keyed as ours (messages and the full-text rowids are our time-ordered keys): wall "
+        f"{keyed.wall:.1f} s, CPU {keyed.cpu:.1f} s, peak RSS {keyed.peak_sum / 1e6:.0f} MB, "
+        f"db {ksize / 1e6:.0f} MB\n"
+        f"- keyed by insertion order (smaller doclists, but a search cannot read the newest "
+        f"matches first): wall {plain.wall:.1f} s, CPU {plain.cpu:.1f} s, peak RSS "
+        f"{plain.peak_sum / 1e6:.0f} MB, db {psize / 1e6:.0f} MB\n",
         flush=True,
     )
     print(
-        "| round | ours wall | ours CPU | same tables wall | same tables CPU | wall ratio | "
-        "CPU ratio |\n|---:|---:|---:|---:|---:|---:|---:|"
+        "| round | ours wall | ours CPU | same keys wall | same keys CPU | insertion-order "
+        "wall | insertion-order CPU | wall ratio | CPU ratio | CPU ratio, insertion order |"
+        "\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
-    for r, (o, b) in enumerate(pairs, 1):
+    for r, (o, k, p) in enumerate(rows, 1):
         print(
-            f"| {r} | {o.wall:.1f} | {o.cpu:.1f} | {b.wall:.1f} | {b.cpu:.1f} | "
-            f"{o.wall / b.wall:.2f} | {o.cpu / b.cpu:.2f} |"
+            f"| {r} | {o.wall:.1f} | {o.cpu:.1f} | {k.wall:.1f} | {k.cpu:.1f} | {p.wall:.1f} | "
+            f"{p.cpu:.1f} | {o.wall / k.wall:.2f} | {o.cpu / k.cpu:.2f} | {o.cpu / p.cpu:.2f} |"
         )
-    walls = [o.wall / b.wall for o, b in pairs]
-    cpus = [o.cpu / b.cpu for o, b in pairs]
+
+    def median(xs: list[float]) -> str:
+        return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
+
     print(
-        f"\nours/same tables over {len(pairs)} round(s), median: wall "
-        f"{statistics.median(walls):.2f} ({min(walls):.2f}-{max(walls):.2f}), CPU "
-        f"{statistics.median(cpus):.2f} ({min(cpus):.2f}-{max(cpus):.2f})",
+        f"\nours/same tables over {len(rows)} round(s), median (range): same keys: wall "
+        f"{median([o.wall / k.wall for o, k, _ in rows])}, CPU "
+        f"{median([o.cpu / k.cpu for o, k, _ in rows])}; insertion-order keys: wall "
+        f"{median([o.wall / p.wall for o, _, p in rows])}, CPU "
+        f"{median([o.cpu / p.cpu for o, _, p in rows])}",
         flush=True,
     )
