@@ -56,13 +56,10 @@ __all__ = ["SHADOW_TABLES", "Helper", "main"]
 #: The shadow tables of an external-content FTS5 table.
 SHADOW_TABLES = ("data", "idx", "docsize", "config")
 _HEADER = struct.Struct(">I")
-# Messages per frame (a segment of the word index each): frames of 16384 cost the same CPU at
-# 1M events and raised the largest process's peak RSS from 84 to 111 MB. Messages per trigram
-# step (a segment each): a step waits until this many have arrived, as the trigram index pays
-# for each segment (1M events: steps of 4,096 took 7.0 s of CPU with the merge 1.5; of 16,384,
-# 6.5 and 1.5; peak RSS of the sync 176 -> 180 MB).
+# Messages per frame (a segment of the word index each) and per trigram step: frames of 16384
+# cost the same CPU at 1M events and raised the largest process's peak RSS from 84 to 111 MB.
 _BATCH = 4096
-_TRIGRAM_STEP = 16384
+_TRIGRAM_STEP = 4096
 
 
 # -- the parent's side ----------------------------------------------------------------------
@@ -219,8 +216,8 @@ def main(argv: list[str]) -> int:
     tri = 0  # messages up to this id are in the trigram index
     while True:
         try:
-            # Between batches, the trigram index takes a step once a step's worth has arrived.
-            msg = frames.get(timeout=None if last - tri < _TRIGRAM_STEP else 0.0)
+            # Between batches, the trigram index takes small steps on what has arrived.
+            msg = frames.get(timeout=None if tri >= last else 0.0)
         except queue.Empty:
             tri = _trigram_step(con, tri, last)
             continue
