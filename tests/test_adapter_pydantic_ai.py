@@ -289,8 +289,13 @@ def test_the_next_run_sees_the_same_messages_as_with_in_memory_history(tmp_path:
     assert stable(load_messages(path)) == stable(theirs.all_messages())
 
 
+#: What each run stamps anew: times, ids and, since pydantic-ai 2.7x, a response's request time
+#: and duration.
+_VOLATILE = ("timestamp", "run_id", "conversation_id", "request_timestamp", "duration")
+
+
 def _drop_volatile(obj: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in obj.items() if k not in ("timestamp", "run_id", "conversation_id")}
+    return {k: v for k, v in obj.items() if k not in _VOLATILE}
 
 
 def test_a_test_model_run_with_tools_round_trips(tmp_path: Path) -> None:
