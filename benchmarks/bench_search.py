@@ -8,18 +8,22 @@ timestamps over six months), it measures
   peak RSS summed over the process tree (polled from /proc) and the largest single process;
 * the same messages loaded by sqlite-utils (words FTS5 table with our tokenizer, then the
   same trigram table, over the identifiers only, as ours) with our bulk-load durability: no
-  journal, no syncs, one fsync at the end;
+  journal, no syncs, one fsync at the end; then the same tables as ours (also the events, the
+  CJK table and the word list, each full-text table merged into one segment), keyed by our
+  time-ordered keys as ours are and, beside it, by insertion order (``_ingest_bench.py``);
 * index size against the session files, per table (SQLite's ``dbstat``);
 * queries across word frequency ranks (0, 10, 100, 1000, the rarest word that occurs), a
   phrase that has hits, substrings of 3, 4 and 6 characters inside an identifier, CJK terms of
   1-4 characters and a prefix, each without a filter and with a role, session, since, until
-  and type filter: in-process p50/p95/max of the daemon's ``search()`` (top 20, as
-  ``jsonltape search``), hit counts (every matching message), and for each query from the
-  shell ``jsonltape search`` p95 against ``rg -c`` (``grep -rc`` when rg is absent) over the
-  same tree.
+  and type filter and two path filters: in-process p50/p95/max of the daemon's ``search()``
+  (top 20, as ``jsonltape search``), hit counts (every matching message), and for each query
+  from the shell ``jsonltape search`` p95 against ``rg -c`` (``grep -rc`` when rg is absent)
+  over the same tree;
+* the unfiltered queries from the shell with a cold cache, ours and rg's: the page cache is
+  dropped before each run (the index, the session files, the interpreter's files), which
+  needs root; without it only warm runs are made.
 
-Warm cache only: dropping the page cache needs root. The generated tree is cached under
-``--work`` and reused.
+The generated tree is cached under ``--work`` and reused.
 
     .venv/bin/pip install sqlite-utils   # dev-only baseline
     .venv/bin/python benchmarks/bench_search.py [--events 1000000] [--work DIR]
@@ -217,7 +221,8 @@ def main() -> int:
         + (
             f"warm cache, and cold ({cold_runs} runs after dropping the page cache)"
             if cold_runs
-            else "warm cache only (dropping the page cache needs root)"
+            else "warm cache only"
+            + ("" if quiet_cache else " (dropping the page cache needs root)")
         ),
         flush=True,
     )
