@@ -14,7 +14,7 @@ timestamps over six months), it measures
 * index size against the session files, per table (SQLite's ``dbstat``);
 * queries across word frequency ranks (0, 10, 100, 1000, the rarest word that occurs), a
   phrase that has hits, substrings of 3, 4 and 6 characters inside an identifier, CJK terms of
-  1-4 characters and a prefix, each without a filter and with a role, session, since, until
+  1-4 characters and four prefixes, each without a filter and with a role, session, since, until
   and type filter and two path filters: in-process p50/p95/max of the daemon's ``search()``
   (top 20, as ``jsonltape search``), hit counts (every matching message), and for each query
   from the shell ``jsonltape search`` p95 against ``rg -c`` (``grep -rc`` when rg is absent)

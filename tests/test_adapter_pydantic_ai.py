@@ -289,8 +289,8 @@ def test_the_next_run_sees_the_same_messages_as_with_in_memory_history(tmp_path:
     assert stable(load_messages(path)) == stable(theirs.all_messages())
 
 
-#: What each run stamps anew: times, ids and, since pydantic-ai 2.7x, a response's request time
-#: and duration.
+#: What each run stamps anew: times, ids and (pydantic-ai-slim 2.78 on) a response's request
+#: time and duration.
 _VOLATILE = ("timestamp", "run_id", "conversation_id", "request_timestamp", "duration")
 
 
