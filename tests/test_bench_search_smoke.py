@@ -1,9 +1,11 @@
 """The search benchmark (benchmarks/bench_search.py, issue 16) runs in its quick mode and its
-table covers every query class, each finding messages in the generated corpus. No timing is
-asserted: the numbers live in benchmarks/README.md."""
+table covers every query class, each finding messages in the generated corpus; its ingest
+baseline builds the tables our index holds. No timing is asserted: the numbers live in
+benchmarks/README.md."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +56,50 @@ def test_quick_search_benchmark_reports_hits_for_every_query_class(tmp_path: Pat
         assert rows[(cls, "none")] >= max(rows[(cls, f)] for f in FILTERS)
     assert "index " in done.stdout and "session files" in done.stdout
     assert "peak RSS" in done.stdout
+
+
+def test_ingest_baseline_keyed_as_ours_builds_our_full_text_tables(tmp_path: Path) -> None:
+    """The same-tables baseline of the ingest comparison holds what our index holds: the same
+    rowids in each full-text table for the same query, and the same word list."""
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import _ingest_bench as ingest
+        import _search_corpus as corpus
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    root, index, theirs = tmp_path / "tree", tmp_path / "index.db", tmp_path / "baseline.db"
+    corpus.build(root, 4000)
+    sync = [sys.executable, "-m", "jsonltape", "sync", str(root), "--index", str(index)]
+    subprocess.run(sync, check=True, capture_output=True, timeout=120)
+    nd, ev = tmp_path / "messages.ndjson", tmp_path / "events.ndjson"
+    assert ingest.export_messages(index, nd) > 0 and ingest.export_events(index, ev) > 0
+    baseline = [sys.executable, "-c", ingest._BASELINE, str(nd), str(theirs)]
+    baseline += [ingest.WORD_TOKENIZER, "tkey", str(ev)]
+    subprocess.run(baseline, check=True, capture_output=True, timeout=120)
+
+    def rowids(db: Path, table: str, query: str) -> list[int]:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            sql = f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid"
+            return [r[0] for r in con.execute(sql, (query,))]
+        finally:
+            con.close()
+
+    for table, query in (
+        ("messages_fts", "the"),
+        ("messages_fts", '"most recent call last"'),
+        ("messages_trigram", '"Fou"'),  # one trigram: detail='none' has no phrases
+        ("messages_cjk", '"京"'),
+    ):
+        ours = rowids(index, table, query)
+        assert ours, f"{table} MATCH {query} finds nothing: the check would be empty"
+        assert rowids(theirs, table, query) == ours, (table, query)
+
+    def word_list(db: Path) -> list[tuple[str, int]]:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            return con.execute("SELECT term, docs FROM words ORDER BY term").fetchall()
+        finally:
+            con.close()
+
+    assert word_list(theirs) == word_list(index)
