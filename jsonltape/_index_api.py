@@ -1,7 +1,8 @@
 """The library's inner pieces that the index (``jsonltape_daemon``) builds on: the one door.
 
 The index reads session files as the library does (the same framing, line scan and verdicts),
-writes its files as the library does (owner-only, no symlinks followed), and renders other
+writes its files as the library does (owner-only, no symlinks followed), starts its processes as
+the library does (``python -P`` in a safe directory, :mod:`jsonltape._spawn`), and renders other
 agents' files through the importers' mapping. Those pieces are private to the library; this
 module names exactly the ones the index may use, so the coupling is visible in one place and a
 second engine cannot deepen it. Nothing else in ``jsonltape_daemon`` imports a ``jsonltape._``
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from . import _fs as fs
+    from . import _spawn as spawn
     from ._display import shown
     from ._framing import crc_of, frame_ok, iter_lines, iter_lines_reverse
     from ._lines import Bad, checkpoint_at, scan
@@ -42,6 +44,7 @@ __all__ = [
     "scan",
     "session_id_for",
     "shown",
+    "spawn",
     "witness_after",
 ]
 
@@ -65,8 +68,8 @@ _HOME = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "fs":
-        return importlib.import_module("jsonltape._fs")
+    if name in ("fs", "spawn"):  # modules: every process the index starts goes through _spawn
+        return importlib.import_module(f"jsonltape._{name}")
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

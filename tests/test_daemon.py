@@ -36,6 +36,7 @@ from watchdog.observers.polling import PollingObserver
 
 import jsonltape
 from jsonltape import _framing
+from jsonltape._spawn import SAFE_CWD, command
 
 from .test_index_helpers import dump, fts_ok, rebuild, session
 
@@ -377,14 +378,18 @@ def test_start_status_stop_from_the_command_line(root: Path, tmp_path: Path) -> 
     assert dead.returncode == 1 and "pid file" in dead.stdout, dead
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="the templates show Python 3.11's -P")
 def test_service_files_match_the_checked_in_templates() -> None:
-    systemd = units.systemd("{python}", "{root}", "{index}")
-    launchd = units.launchd("{python}", "{root}", "{index}", "{log}")
+    argv = command("jsonltape", "daemon", "run", "{root}", "--index", "{index}", python="{python}")
+    systemd = units.systemd(argv, SAFE_CWD)
+    launchd = units.launchd(argv, SAFE_CWD, "{log}")
     assert (REPO / "daemon/systemd/jsonltape-daemon.service").read_text() == systemd
     assert (REPO / "daemon/launchd/dev.jsonltape.daemon.plist").read_text() == launchd
     assert "Restart=on-failure" in systemd and "WantedBy=default.target" in systemd
-    quoted = units.systemd("/opt/py 3/python", "/home/u/100%", "/i.db")
+    assert '"{python}" "-P" "-m" "jsonltape"' in systemd and "WorkingDirectory=/\n" in systemd
+    quoted = units.systemd(["/opt/py 3/python", "/home/u/100%"], "/srv/50%")
     assert '"/opt/py 3/python"' in quoted and '"/home/u/100%%"' in quoted
+    assert "WorkingDirectory=/srv/50%%\n" in quoted
 
 
 def test_print_and_install_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

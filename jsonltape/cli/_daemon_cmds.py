@@ -232,12 +232,13 @@ def daemon_start(
 
     (idx, remote), r = local_index_of(index_path, local_index), existing_root(root)
     env = None
-    args = [str(r)]
+    # Paths as paths: the daemon runs in / (jsonltape._spawn), they are passed absolute.
+    args: list[str | os.PathLike[str]] = [r]
     if remote is None:
-        args += ["--index", str(idx)]
+        args += ["--index", idx]
     else:  # the URL goes by the environment: a password in argv is visible to every user
-        env = {**os.environ, "JSONLTAPE_INDEX": remote}
-        args += ["--local-index", str(idx), "--origin", origin_of(origin)]
+        env = {"JSONLTAPE_INDEX": remote}
+        args += ["--local-index", idx, "--origin", origin_of(origin)]
     args += [
         "--poll-interval",
         str(poll_interval),
@@ -341,9 +342,12 @@ def daemon_status_cmd(index_path: str | None, local_index: Path | None, as_json:
 def _service_text(kind: str, root: Path, index: Path) -> str:
     from jsonltape_daemon.ingest import units
 
+    from .._spawn import SAFE_CWD, command
+
+    argv = command("jsonltape", "daemon", "run", root, "--index", index)
     if kind == "launchd":
-        return units.launchd(sys.executable, str(root), str(index), str(paths.log_file(index)))
-    return units.systemd(sys.executable, str(root), str(index))
+        return units.launchd(argv, SAFE_CWD, str(paths.log_file(index)))
+    return units.systemd(argv, SAFE_CWD)
 
 
 _kind_option = click.option(

@@ -17,7 +17,7 @@ import re
 import shlex
 from pathlib import Path
 
-from ._invoke import python_args
+from .._spawn import command
 from ._run import git
 
 __all__ = ["HOOKS", "HookState", "hook_state", "hooks_dir", "install_hook"]
@@ -44,8 +44,10 @@ def hooks_dir(top: Path) -> Path:
     return top / out  # an absolute core.hooksPath stays absolute
 
 
-def _text(name: str, previous: str, python: str) -> str:
-    command = " ".join([*map(shlex.quote, python_args()), HOOKS[name]])
+def _text(name: str, previous: str, python: str | None) -> str:
+    # git runs hooks at the top of the work tree: the interpreter's options keep it off sys.path
+    python, *words = command("jsonltape", *HOOKS[name].split(), python=python)
+    run = shlex.join(words)
     head = (
         "#!/bin/sh\n"
         f"{_MARK} ({name}), written by `jsonltape git install`; installing again rewrites it.\n"
@@ -63,7 +65,7 @@ def _text(name: str, previous: str, python: str) -> str:
             '\techo "jsonltape: $python is gone; run \\`jsonltape git install\\` again" >&2\n'
             "\texit 1\n"
             "fi\n"
-            f'exec "$python" {command}\n'
+            f'exec "$python" {run}\n'
         )
     # A post-* hook cannot undo what git did: it runs both, and reports the first failure.
     return head + (
@@ -72,7 +74,7 @@ def _text(name: str, previous: str, python: str) -> str:
         '\t"$previous" "$@" || status=$?\n'
         "fi\n"
         'if [ -x "$python" ]; then\n'
-        f'\t"$python" {command} || status=$?\n'
+        f'\t"$python" {run} || status=$?\n'
         "else\n"
         '\techo "jsonltape: $python is gone; session files keep the modes git gave them; '
         'run \\`jsonltape git install\\` again" >&2\n'
@@ -126,8 +128,9 @@ def hook_state(hooks: Path, name: str) -> HookState:
     return HookState(True, f"runs {python}", ours)
 
 
-def install_hook(hooks: Path, name: str, python: str) -> str:
-    """Install (or refresh) hook ``name``; returns what was done: ``added``, ``chained``
+def install_hook(hooks: Path, name: str, python: str | None = None) -> str:
+    """Install (or refresh) hook ``name``, run by ``python`` (default: this interpreter);
+    returns what was done: ``added``, ``chained``
     (an existing hook moved beside ours), ``updated`` or ``unchanged``."""
     hooks.mkdir(parents=True, exist_ok=True)
     ours = _our_file(hooks, name)

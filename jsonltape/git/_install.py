@@ -7,22 +7,22 @@ config is written only where its value differs, hooks are chained (:mod:`._hooks
 files already checked out are tightened (:mod:`._modes`). Running it twice changes nothing.
 
 Every command written into the config and the hooks is the absolute invocation of the jsonltape
-that ran the install (``<python> -P -m jsonltape``, :mod:`._invoke`), so it works from a virtual
-environment that is not on ``PATH`` when git runs it. Git does not clone config or hooks: a
-fresh clone needs ``jsonltape git install`` once.
+that ran the install (``<python> -P -m jsonltape``, :mod:`jsonltape._spawn`), so it works from a
+virtual environment that is not on ``PATH`` when git runs it, and git, which runs drivers and
+hooks at the top of the work tree, never imports a ``jsonltape/`` package checked out there.
+Git does not clone config or hooks: a fresh clone needs ``jsonltape git install`` once.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._spawn import shell_command
 from ..errors import GitError, InvalidArgumentError, UnsafeFileError
 from ._hooks import HOOKS, hook_state, hooks_dir, install_hook
-from ._invoke import invocation
 from ._modes import ModeScan, scan_modes
 from ._run import git, git_ok, toplevel
 
@@ -33,7 +33,6 @@ __all__ = [
     "Item",
     "config_values",
     "install",
-    "invocation",
     "repository",
     "status",
 ]
@@ -67,7 +66,7 @@ class Item:
 
 def config_values(python: str | None = None) -> dict[str, str]:
     """The local git config install writes."""
-    run = invocation(python)
+    run = shell_command("jsonltape", python=python)
     return {
         "merge.jsonltape.name": "jsonltape session files (appends from both sides kept)",
         "merge.jsonltape.driver": f"{run} git merge-driver %O %A %B %P",
@@ -188,7 +187,7 @@ def install(start: Path, patterns: Sequence[str] = (), *, python: str | None = N
 
     hooks = hooks_dir(top)
     for name in HOOKS:
-        action = install_hook(hooks, name, python or sys.executable)
+        action = install_hook(hooks, name, python)
         items.append(Item(f"hook {name}", action, str(hooks / name)))
 
     modes = scan_modes(top, fix=True)

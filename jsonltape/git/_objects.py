@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..errors import GitError
-from ._run import env, git, git_ok
+from ._run import env, git, git_ok, git_program
 
 __all__ = ["blobs", "extends", "git_input", "head_blobs", "ls_blobs", "session_attrs", "sizes"]
 
@@ -28,7 +28,7 @@ def blobs(root: Path, shas: Sequence[str]) -> Iterator[bytes | None]:
     if not shas:
         return
     proc = subprocess.Popen(
-        ["git", "cat-file", "--batch"],
+        [git_program(), "cat-file", "--batch"],
         cwd=root,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

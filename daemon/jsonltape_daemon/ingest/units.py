@@ -4,12 +4,15 @@ Both run the daemon in the foreground (launchd forbids forking agents; systemd s
 ``Type=simple``), restart it on failure and stop it with SIGTERM, which the daemon answers by
 finishing its transaction and exiting 0. ``daemon/systemd/`` and ``daemon/launchd/`` hold the
 same files rendered with placeholders; a test keeps them identical to what this module makes.
+The command (``argv``) and its working directory come from ``jsonltape._spawn``: ``python -P``
+in ``/``, so a service never imports a package from the directory it was installed from.
 """
 
 from __future__ import annotations
 
 import plistlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = ["LAUNCHD_LABEL", "SYSTEMD_NAME", "default_kind", "install_path", "launchd", "systemd"]
@@ -23,11 +26,10 @@ def _systemd_quote(arg: str) -> str:
     return f'"{escaped}"'
 
 
-def systemd(python: str, root: str, index: str) -> str:
-    command = " ".join(
-        _systemd_quote(a)
-        for a in (python, "-m", "jsonltape", "daemon", "run", root, "--index", index)
-    )
+def systemd(argv: Sequence[str], cwd: str) -> str:
+    # ExecStart= takes quoted words; WorkingDirectory= takes one path, unquoted (both expand
+    # % specifiers)
+    command = " ".join(_systemd_quote(a) for a in argv)
     return f"""\
 [Unit]
 Description=jsonltape sync daemon: mirrors session files into a searchable index
@@ -35,6 +37,7 @@ Description=jsonltape sync daemon: mirrors session files into a searchable index
 [Service]
 Type=simple
 ExecStart={command}
+WorkingDirectory={cwd.replace("%", "%%")}
 Restart=on-failure
 RestartSec=5
 KillSignal=SIGTERM
@@ -46,10 +49,11 @@ WantedBy=default.target
 """
 
 
-def launchd(python: str, root: str, index: str, log: str) -> str:
+def launchd(argv: Sequence[str], cwd: str, log: str) -> str:
     plist = {
         "Label": LAUNCHD_LABEL,
-        "ProgramArguments": [python, "-m", "jsonltape", "daemon", "run", root, "--index", index],
+        "ProgramArguments": list(argv),
+        "WorkingDirectory": cwd,
         "RunAtLoad": True,
         "KeepAlive": {"SuccessfulExit": False},
         "ProcessType": "Background",

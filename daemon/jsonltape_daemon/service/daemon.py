@@ -1,7 +1,8 @@
 """The daemon's life: one per index (a lock), a pid and a status file, signals, the loop.
 
 ``run`` is the foreground daemon that systemd or launchd supervise: it never forks. ``start``
-launches ``run`` in the background with its output in a log file and waits until it is up.
+launches ``run`` in the background (``python -P``, in ``/``: ``jsonltape._spawn``) with its
+output in a log file and waits until it is up.
 SIGTERM and SIGINT let the current transaction finish, then the daemon exits 0; SIGUSR1 asks
 for a rescan. The daemon only reads session files; it writes the index and its own files.
 """
@@ -15,11 +16,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jsonltape import _index_api as _api
 from jsonltape_daemon.engines.sqlite.store import SqliteStore
 from jsonltape_daemon.errors import DaemonError
 from jsonltape_daemon.ingest.ingestor import Budget, SyncStats
@@ -272,10 +274,16 @@ def _now_ms() -> int:
 
 
 def start(
-    args: list[str], index: Path, *, timeout: float = 20.0, env: dict[str, str] | None = None
+    args: Sequence[str | os.PathLike[str]],
+    index: Path,
+    *,
+    timeout: float = 20.0,
+    env: Mapping[str, str] | None = None,
 ) -> int:
     """Run ``jsonltape daemon run ARGS`` in the background; return its pid once it is up.
-    ``env``: the child's environment (a PostgreSQL URL goes there, never into its argv)."""
+    A path in ``args`` goes as a path-like object (the daemon runs in ``/``, so it is made
+    absolute). ``env``: variables added to the child's environment (a PostgreSQL URL goes
+    there, never into its argv)."""
     pid = running_pid(index)
     if pid is not None:
         raise DaemonError(f"the daemon is already running (pid {pid})", path=index)
@@ -284,14 +292,16 @@ def start(
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         os.fchmod(fd, 0o600)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jsonltape", "daemon", "run", *args],
+        proc = _api.spawn.start(
+            "jsonltape",
+            "daemon",
+            "run",
+            *args,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=fd,
             stderr=fd,
             start_new_session=True,
-            close_fds=True,
-            env=env,
         )
     finally:
         os.close(fd)

@@ -21,7 +21,9 @@ Protocol: the parent writes frames (4-byte big-endian length, msgpack) on the he
 word per line on stdout. It exits at once when its stdin closes without ``bye``: its parent is
 gone. Any failure is a non-zero exit; the parent then does the work itself.
 
-    python -m jsonltape_daemon.engines.sqlite.fts_helper HELPER.db
+    python -P -m jsonltape_daemon.engines.sqlite.fts_helper HELPER.db
+
+(started by ``jsonltape._spawn``, in ``/``: ``HELPER.db`` is absolute).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any, BinaryIO
 
 import msgspec
 
+from jsonltape import _index_api as _api
 from jsonltape_daemon.engines.sqlite import words as word_list
 from jsonltape_daemon.engines.sqlite.schema import (
     BULK_CACHE_KIB,
@@ -69,16 +72,17 @@ class Helper:
     """A running helper process and its database file (``path``)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
+        self.path = Path(os.path.abspath(path))  # the helper is started in another directory
         self.failed = False
         self._rows: list[tuple[int, int, str]] = []
         self._replies: queue.Queue[str | None] = queue.Queue()
         self._pending: str | None = None
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jsonltape_daemon.engines.sqlite.fts_helper", str(path)],
+        # In a safe directory, without it on sys.path (the parent runs inside projects)
+        self.proc = _api.spawn.start(
+            "jsonltape_daemon.engines.sqlite.fts_helper",
+            self.path,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            close_fds=True,
         )
         assert self.proc.stdout is not None
         threading.Thread(
