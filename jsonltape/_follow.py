@@ -37,6 +37,7 @@ from typing import Any
 from . import _fs
 from ._lines import Bad, scan
 from ._scan import too_deep, witness_after
+from ._seek import start_of
 from .errors import ConcurrentModificationError, CorruptError, InvalidArgumentError
 from .events import Event, Line
 
@@ -114,14 +115,12 @@ def _follow(
     idle_timeout: float | None,
     on_wait: Callable[[], object] | None,
 ) -> Generator[Line, None, None]:
-    from .reader import _start  # the reader imports this module lazily, from `read`
-
     where = str(p)
     fd = _fs.open_for_read(p)
     try:
         st = os.fstat(fd)
         ident = (st.st_dev, st.st_ino)
-        pos, expected = _start(fd, where, min_seq, from_offset)
+        pos, expected = start_of(fd, where, min_seq, from_offset)
         idle_since = time.monotonic()
         sleeps = delays()
         last = b""  # the end of the last line served: its crc member and newline

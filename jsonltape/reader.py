@@ -15,17 +15,9 @@ import msgspec
 
 from . import _fs
 from ._lines import Bad, scan, scan_events
-from ._scan import (
-    State,
-    TailScan,
-    check,
-    read_header,
-    scan_full,
-    scan_tail,
-    too_deep,
-    witness_after,
-)
-from .errors import CorruptError, FormatError, InvalidArgumentError
+from ._scan import State, TailScan, read_header, scan_full, scan_tail, too_deep, witness_after
+from ._seek import start_of
+from .errors import CorruptError, InvalidArgumentError
 from .events import Event, HeaderData, Line
 
 __all__ = ["Report", "header", "lines", "read", "tail_scan", "verify", "witness_after"]
@@ -147,7 +139,7 @@ def _events(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Event]:
     def open_() -> tuple[int, int, int | None]:
         fd = _fs.open_for_read(p)
         try:
-            return (fd, *_start(fd, str(p), min_seq, from_offset))
+            return (fd, *start_of(fd, str(p), min_seq, from_offset))
         except BaseException:
             os.close(fd)
             raise
@@ -158,7 +150,7 @@ def _events(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Event]:
 def _lines(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Line]:
     fd = _fs.open_for_read(p)
     try:
-        start, expected = _start(fd, str(p), min_seq, from_offset)
+        start, expected = start_of(fd, str(p), min_seq, from_offset)
         for item in scan(fd, start, expected):
             if isinstance(item, Bad):
                 _stop(fd, str(p), item)
@@ -170,16 +162,6 @@ def _lines(p: Path, min_seq: int, from_offset: int | None) -> Iterator[Line]:
         os.close(fd)
 
 
-def _start(fd: int, path: str, min_seq: int, from_offset: int | None) -> tuple[int, int | None]:
-    """Where a read starts and the seq expected there (None: whatever the first line has)."""
-    _hdr, hend, _ = read_header(fd, path)
-    if from_offset is not None:
-        return from_offset, None
-    if min_seq <= 0:
-        return 0, 0
-    return _seek_seq(fd, min_seq, hend)
-
-
 def _stop(fd: int, path: str, bad: Bad) -> None:
     """A bad line: raise if a witness proves it corruption; otherwise it is a torn tail, not
     committed, and the read simply ends before it."""
@@ -187,50 +169,3 @@ def _stop(fd: int, path: str, bad: Bad) -> None:
         raise too_deep(path, bad.line, bad.offset)
     if witness_after(fd, bad.offset + len(bad.raw)):  # a too-deep line is never a witness
         raise CorruptError(bad.problem, path=path, line=bad.line, offset=bad.offset)
-
-
-_PROBE = 1 << 16
-
-
-def _line_at(fd: int, pos: int, limit: int) -> tuple[int, bytes] | None:
-    """Return the first complete line that starts after ``pos`` (skipping a partial one)."""
-    buf = b""
-    at = pos
-    while at < limit:
-        # A probe, not a scan: small reads, since a bisection makes a few dozen of them.
-        chunk = os.pread(fd, min(_PROBE, limit - at), at)
-        if not chunk:
-            return None
-        buf += chunk
-        at += len(chunk)
-        i = buf.find(b"\n")
-        if i < 0:
-            continue
-        j = buf.find(b"\n", i + 1)
-        if j >= 0:
-            return pos + i + 1, buf[i + 1 : j + 1]
-    return None
-
-
-def _seek_seq(fd: int, target: int, hend: int) -> tuple[int, int]:
-    """Find (offset, seq) of a committed line with seq <= target, as close to it as cheap."""
-    lo, lo_seq = hend, 1
-    hi = os.fstat(fd).st_size
-    while hi - lo > _PROBE:
-        mid = (lo + hi) // 2
-        found = _line_at(fd, mid - 1, hi)
-        if found is None:
-            hi = mid
-            continue
-        off, raw = found
-        try:
-            head, problem = check(raw, None)
-        except FormatError:  # too deep to decode: the read itself will say where
-            head, problem = None, "too deep"
-        if problem is not None or head is None or head.seq > target:
-            hi = mid
-            continue
-        lo, lo_seq = off, head.seq
-        if head.seq == target:
-            break
-    return lo, lo_seq
