@@ -1,6 +1,6 @@
 """Text from sessions made safe to show on a terminal: the one rule every human-readable
 output follows (diagnostics, ``search``, ``sessions``, ``show``, snippets, the interactive
-search, ``export`` to a terminal, git's textconv).
+search, ``export`` and ``cat`` to a terminal, git's textconv).
 
 Escaped, as Python escapes them (``\\x1b``, ``\\u202e``): control characters (ESC, BEL, the C1
 range), surrogates, line and paragraph separators, and format characters — bidi controls that
@@ -54,13 +54,18 @@ def json_shown(text: str) -> str:
     escapes: the same JSON value, safe on a terminal (the encoder escapes only what JSON
     requires, below U+0020, and leaves U+202E or the C1 range raw). Such characters can only
     be inside strings, so the result is valid wherever the input was; its line breaks and
-    tabs (a pretty-printer's) stay."""
+    tabs (a pretty-printer's) stay. A carriage return can only be whitespace between tokens
+    (a line ``cat`` prints as it is stored may hold one): it becomes a space, the same JSON,
+    since it would send the cursor back over what the line showed."""
     if text.isprintable():
         return text
     out = []
     for c in text:
-        if c.isprintable() or c in "\n\t\r" or _text(c):
+        if c.isprintable() or c in "\n\t" or _text(c):
             out.append(c)
+            continue
+        if c == "\r":
+            out.append(" ")
             continue
         code = ord(c)
         if code > 0xFFFF:  # a surrogate pair, as JSON writes a character outside the BMP

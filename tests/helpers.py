@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import select
 import sqlite3
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -91,3 +95,24 @@ def drop_session_bounds(con: Any) -> None:
     con.execute("ALTER TABLE sessions DROP COLUMN key_lo")
     con.execute("ALTER TABLE sessions DROP COLUMN key_hi")
     con.execute("DROP TABLE words")
+
+
+def read_terminal(
+    master: int, until: Callable[[bytes], bool] | None = None, timeout: float = 120
+) -> bytes:
+    """What a command wrote to the pseudo-terminal whose master end is ``master``: until
+    ``until(output)`` holds, else until the command exits and closes its end."""
+    out = b""
+    end = time.monotonic() + timeout
+    while until is None or not until(out):
+        assert time.monotonic() < end, out
+        if not select.select([master], [], [], 0.5)[0]:
+            continue
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the command exited and closed its end
+            break
+        if not chunk:
+            break
+        out += chunk
+    return out

@@ -14,6 +14,8 @@ import pytest
 
 import jsonltape
 
+from .helpers import read_terminal
+
 #: Colours, a window-title change, a bell, fake highlight marks, a right-to-left override.
 EVIL = "look \x1b[31mRED\x1b[0m \x1b]0;pwned\x07 and \x02fake\x03 marks \u202eevil"
 RAW = [b"\x1b", b"\x07", b"\x02", b"\x03", "\u202e".encode()]
@@ -213,19 +215,11 @@ def _on_a_terminal(*args: str) -> bytes:
             env={**os.environ, "NO_COLOR": "1"},
         )
         os.close(slave)
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the command exited and closed its end
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
+        out = read_terminal(master)
         assert proc.wait(timeout=120) == 0
     finally:
         os.close(master)
-    return b"".join(chunks)
+    return out
 
 
 @pytest.mark.parametrize("fmt", ["markdown", "html"])

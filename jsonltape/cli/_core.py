@@ -21,7 +21,7 @@ from .._scan import TOO_DEEP
 from .._time import format_ms
 from ..errors import InvalidEventError, JsonltapeError
 from . import CliError, fail, one_line, say
-from ._params import SECONDS, SEQ, JsonObject, json_line, parse_json
+from ._params import SECONDS, SEQ, JsonObject, json_line, json_writer, parse_json
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -173,8 +173,13 @@ def append(
     "torn tail; Ctrl-C ends it with exit code 0. A replaced file ends it with exit code 4.",
 )
 def cat(path: Path, from_seq: int, pattern: str | None, follow: bool) -> None:
-    """Print the committed lines of PATH exactly as stored (a torn tail is not printed)."""
+    """Print the committed lines of PATH exactly as stored (a torn tail is not printed).
+
+    On a terminal, the characters that could drive it (C1 controls, DEL, bidi controls,
+    line separators, ...) are written as \\u escapes: each line is still the same JSON.
+    """
     out = sys.stdout.buffer
+    write = json_writer()  # byte for byte into a pipe or a file
     line: Line
     lines: Iterator[Line]
     if follow:
@@ -186,7 +191,7 @@ def cat(path: Path, from_seq: int, pattern: str | None, follow: bool) -> None:
     try:
         for line in lines:
             if pattern is None or fnmatch.fnmatchcase(line.event.type, pattern):
-                out.write(line.raw)
+                write(line.raw)
     except KeyboardInterrupt:
         if not follow:
             raise

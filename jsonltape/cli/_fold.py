@@ -10,9 +10,8 @@ import click
 import msgspec
 
 from .. import fold
-from .._display import json_shown
 from . import CliError, say
-from ._params import SECONDS, SEQ, json_text
+from ._params import SECONDS, SEQ, json_text, json_writer
 
 _json = msgspec.json.Decoder()
 _enc = msgspec.json.Encoder()
@@ -161,23 +160,19 @@ def messages(
         branch=branch,
         branches=all_versions,
     )
-    out = sys.stdout.buffer
-    write = out.write
-    if sys.stdout.isatty():  # the display rule's \u escapes; each piece is whole JSON tokens
-        write = lambda piece: out.write(json_shown(piece.decode()).encode())  # noqa: E731
-    write_json(write, body)  # message by message: a long history is never held whole
-    out.flush()
+    # message by message, each piece whole JSON tokens: a long history is never held whole
+    write_json(json_writer(), body)
+    sys.stdout.buffer.flush()
 
 
 def _follow_messages(path: Path, parents: dict[str, str] | None) -> None:
     from .._follow import follow_messages
 
     out = sys.stdout.buffer
-    terminal = sys.stdout.isatty()  # the display rule's \u escapes only there
+    write = json_writer()
     try:
         for item in follow_messages(path, parents=parents, on_wait=out.flush):
-            line = _enc.encode(item)
-            out.write((json_shown(line.decode()).encode() if terminal else line) + b"\n")
+            write(_enc.encode(item) + b"\n")
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a follow ends: what was printed is whole lines, a success
     out.flush()

@@ -13,7 +13,7 @@ import math
 import os
 import stat
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ __all__ = [
     "index_of",
     "index_option",
     "json_line",
+    "json_writer",
     "origins_option",
     "parse_json",
     "target_of",
@@ -191,6 +192,16 @@ def json_text(text: str) -> str:
     """JSON text for stdout: on a terminal with the display rule's characters as ``\\u``
     escapes (the same value, see :func:`~jsonltape._display.json_shown`), else as it is."""
     return json_shown(text) if sys.stdout.isatty() else text
+
+
+def json_writer() -> Callable[[bytes], object]:
+    """The write for JSON text (encoded, whole tokens, raw lines) on stdout: on a terminal
+    with the display rule's characters as ``\\u`` escapes (:func:`json_text`), else the
+    bytes as they are."""
+    out = sys.stdout.buffer
+    if not sys.stdout.isatty():
+        return out.write
+    return lambda data: out.write(json_shown(data.decode("utf-8", "surrogateescape")).encode())
 
 
 def json_line(obj: Any) -> str:
