@@ -244,6 +244,47 @@ def test_control_characters_in_the_index_are_not_written_to_the_terminal(tui: Tu
     assert tui.exit_code() == 0
 
 
+#: A file name and a title with a window-title (OSC) and a clear-screen (CSI) sequence.
+EVIL_NAME = "e\x1b]0;path\x07\x1b[2Jf.jsonl"
+EVIL_TITLE = "t\x1b]0;owned\x07\x1b[1mbold\x9b2J"
+
+
+@pytest.fixture(scope="module")
+def evil_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("tui-evil")
+    with jsonltape.open(tmp / "root" / EVIL_NAME, create=True, title=EVIL_TITLE) as tape:
+        tape.user("where is the walrusfinder")
+        tape.assistant("in the \x1b[31mred\x1b[0m box")
+    db = tmp / "index.db"
+    subprocess.run(
+        [sys.executable, "-m", "jsonltape", "sync", str(tmp / "root"), "--index", str(db)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "JSONLTAPE_HOME": str(tmp / "home")},
+    )
+    return db
+
+
+def test_a_title_and_a_path_are_shown_escaped_exactly_not_with_their_sequences_dropped(
+    evil_index: Path,
+) -> None:
+    shown_title = "t\\x1b]0;owned\\x07\\x1b[1mbold\\x9b2J"
+    t = Tui("--index", str(evil_index))
+    try:
+        t.type("walrusfinder")
+        t.wait_for("1 hit ", shown_title)  # the results line: the title as it is, readable
+        t.key(ENTER)
+        screen = t.wait_for("in the red box")  # a message text loses its colours
+        assert shown_title in screen
+        assert "e\\x1b]0;path\\x07\\x1b[2Jf.jsonl" in screen  # the path names the file
+        assert b"\x1b]0;" not in t.screen.raw and b"\x07" not in t.screen.raw
+        assert "\x9b".encode() not in t.screen.raw
+        t.key(CTRL_C)
+        assert t.exit_code() == 0
+    finally:
+        t.close()
+
+
 def test_filters_apply_to_the_interactive_search(index: Path) -> None:
     t = Tui("--index", str(index), "--role", "assistant", "zanzibar")
     try:

@@ -6,9 +6,10 @@ run in one worker thread on its own read-only connection to the index (a local S
 PostgreSQL team index, through the same reader as ``jsonltape search``), so the screen never
 waits for a query: a newer keystroke interrupts a running SQLite query (a progress handler; a
 PostgreSQL query, bounded by its plans, runs out) and only the latest finished result is
-drawn. Text from the index is data: control characters are dropped
-before anything is drawn, so an escape sequence kept in a tool's output cannot reach the
-terminal.
+drawn. Text from the index is data: nothing from it reaches the terminal raw. Message texts
+lose whole terminal sequences (a tool's colours) and show other controls escaped; names (a
+title, a path, an error naming one) show every control escaped, sequences too, so they stay
+exact: a path drawn without its sequences would name a file that does not exist.
 
 Only this module imports prompt_toolkit, and only ``search -i`` imports this module.
 """
@@ -160,8 +161,8 @@ class _Transcript:
 
     def __init__(self, hit: s.Hit, info: s.SessionInfo, turns: list[s.Turn]) -> None:
         self.lines: list[StyleAndTextTuples] = [
-            [("class:hit", clean(f"{info.session}  {info.title or '(untitled)'}"))],
-            [("class:meta", clean(f"{info.path}  ·  {info.events} events  ·  {info.state}"))],
+            [("class:hit", shown(f"{info.session}  {info.title or '(untitled)'}"))],
+            [("class:meta", shown(f"{info.path}  ·  {info.events} events  ·  {info.state}"))],
         ]
         self.hit_line = 0
         for t in turns:
@@ -282,7 +283,7 @@ class _App:
             self.transcript, self.tline = result, result.hit_line
             self.app.layout.focus(self.transcript_window)
         elif isinstance(result, Exception):
-            self.status = clean(f"error: {result}")
+            self.status = shown(f"error: {result}")
         self.app.invalidate()
 
     # -- drawing ---------------------------------------------------------------------------
@@ -309,7 +310,7 @@ class _App:
             status = "" if hit.status == "current" else f" ({hit.status})"
             title = f"  {hit.title}" if hit.title else ""
             when = format_ms(hit.time, utc=False, seconds=False)
-            head = clean(f"{hit.session[:12]}  {when}  {hit.role}{status}{title}")
+            head = shown(f"{hit.session[:12]}  {when}  {hit.role}{status}{title}")
             out += [(f"{style} class:meta", head), ("", "\n"), (style, "    ")]
             out += _marked(hit.snippet, style)
             out.append(("", "\n"))
