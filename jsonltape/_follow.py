@@ -105,7 +105,7 @@ def follow_lines(
             f"idle_timeout must be None or a number of seconds >= 0, got {idle_timeout!r}",
             field="idle_timeout",
         )
-    return _follow(Path(path), from_seq, from_offset, idle_timeout, on_wait)
+    return _follow(_fs.given_path(path), from_seq, from_offset, idle_timeout, on_wait)
 
 
 def _follow(
@@ -225,7 +225,7 @@ def follow_messages(
     from .fold._fold import SessionFold, _base
     from .fold._stream import Row, header_of
 
-    p = Path(path)
+    p = _fs.given_path(path)
     lines = follow_lines(p, idle_timeout=idle_timeout, on_wait=on_wait)
     try:
         first = next(lines, None)

@@ -26,6 +26,7 @@ __all__ = [
     "check_dir",
     "check_file",
     "fsync_dir",
+    "given_path",
     "make_dirs",
     "open_for_append",
     "publish",
@@ -36,6 +37,8 @@ __all__ = [
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+#: What a path argument takes, for :func:`given_path`'s message.
+_PATH_KINDS = "a str or os.PathLike[str]"
 
 
 class FileOps:
@@ -89,21 +92,41 @@ def publish(tmp: Path, path: Path) -> None:
             os.close(fd)
 
 
-def session_path(path: object) -> Path:
-    """The absolute path of the session a caller named, or :class:`InvalidArgumentError` (field
-    ``path``) for what names no file: not a ``str``/``os.PathLike[str]``, empty, or with a NUL
-    (which the OS would refuse with a bare ValueError)."""
-    name = os.fspath(path) if isinstance(path, os.PathLike) else path
+def given_path(value: object, field: str = "path", *, kinds: str = _PATH_KINDS) -> Path:
+    """The file a caller named in the argument ``field``, as given (a relative path stays
+    relative, as errors show it), or :class:`InvalidArgumentError` naming ``field`` for what
+    names no file: not a ``str``/``os.PathLike[str]`` (``kinds`` says what else the argument
+    takes), empty, with a NUL, or with a lone surrogate no file name encodes (the OS would
+    refuse each with a bare ValueError or TypeError, or a directory for the empty one)."""
+    name = value
+    if isinstance(value, os.PathLike):
+        try:
+            name = os.fspath(value)
+        except TypeError:  # its __fspath__ returned neither str nor bytes
+            name = value
     if not isinstance(name, str):
         raise InvalidArgumentError(
-            f"path must be a str or os.PathLike[str], not {type(name).__name__}", field="path"
+            f"{field} must be {kinds}, not {type(name).__name__}", field=field
         )
     if not name or "\0" in name:
         raise InvalidArgumentError(
-            f"path must be a non-empty file name without NUL characters, not {name!r}",
-            field="path",
+            f"{field} must be a non-empty file name without NUL characters, not {name!r}",
+            field=field,
         )
-    return Path(os.path.abspath(name))
+    try:
+        os.fsencode(name)
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(
+            f"{field} {name!r} is no file name: it holds a lone surrogate, which no file "
+            "system name encodes",
+            field=field,
+        ) from None
+    return Path(name)
+
+
+def session_path(path: object, field: str = "path") -> Path:
+    """The absolute path of the session a caller named (:func:`given_path`'s checks)."""
+    return Path(os.path.abspath(given_path(path, field)))
 
 
 def fsync_dir(path: Path) -> None:

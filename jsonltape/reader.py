@@ -66,7 +66,7 @@ def verify(path: str | os.PathLike[str]) -> Report:
     included: valid JSON and UTF-8 throughout) with the envelope's member types, and the
     expected seq. Nothing else about the data is checked.
     """
-    p = Path(path)
+    p = _fs.given_path(path)
     fd = _fs.open_for_read(p)
     try:
         return Report.from_scan(scan_full(fd, str(p)))
@@ -76,7 +76,7 @@ def verify(path: str | os.PathLike[str]) -> Report:
 
 def header(path: str | os.PathLike[str]) -> HeaderData:
     """Return the session header (line 1) without reading the rest of the file."""
-    p = Path(path)
+    p = _fs.given_path(path)
     fd = _fs.open_for_read(p)
     try:
         return read_header(fd, str(p))[0]
@@ -86,7 +86,7 @@ def header(path: str | os.PathLike[str]) -> HeaderData:
 
 def tail_scan(path: str | os.PathLike[str]) -> TailScan:
     """O(tail) scan: header, last checkpoint, and the lines after it."""
-    p = Path(path)
+    p = _fs.given_path(path)
     fd = _fs.open_for_read(p)
     try:
         return scan_tail(fd, str(p))
@@ -102,7 +102,7 @@ def lines(
     ``from_offset`` must be the start of a line (for example a ``Line.offset`` seen before);
     ``from_seq`` is found by bisection, so starting late in a big file is cheap.
     """
-    return _lines(Path(path), from_seq, from_offset)
+    return _lines(_fs.given_path(path), from_seq, from_offset)
 
 
 def read(
@@ -131,7 +131,7 @@ def read(
         )
     if idle_timeout is not None:
         raise InvalidArgumentError("idle_timeout is for follow=True only", field="idle_timeout")
-    return _events(Path(path), from_seq, from_offset)
+    return _events(_fs.given_path(path), from_seq, from_offset)
 
 
 # read and lines differ only in what they yield; which lines are good is scan's alone.

@@ -326,7 +326,7 @@ def fold_file(
     :param parents: session id -> path, for the ancestors of a fork (else the path hints in
         the fork headers are used, relative to the fork's directory).
     """
-    p = Path(path)
+    p = _fs.given_path(path)
     if at is not None and (type(at) is not int or at < 0):
         raise FoldError(f"--at must be a seq (a non-negative integer), got {at!r}", path=p)
     fd = _fs.open_for_read(p)
@@ -380,7 +380,7 @@ def _base(
             field="$.data.parent",
         )
     if parents is not None and ref.session in parents:
-        ppath = Path(parents[ref.session])
+        ppath = _fs.given_path(parents[ref.session], f"parents[{ref.session!r}]")
     elif ref.path is not None and "\x00" not in ref.path:  # NUL: no file system's name
         hint = Path(ref.path)
         ppath = hint if hint.is_absolute() else path.parent / hint

@@ -16,6 +16,7 @@ from typing import Any, Union
 
 import msgspec
 
+from .. import _fs
 from ..events import Event, ParentRef
 from ..ids import new_session_id
 from ..reader import header as read_header
@@ -61,10 +62,11 @@ def fork(
     an unreadable parent (or a seq it does not have) is refused before any file is created;
     events still queued in an open tape of the parent are not seen (flush it first).
     """
-    ppath = Path(parent)
+    ppath = _fs.given_path(parent, "parent")
+    outp = _fs.given_path(out, "out") if out is not None else None  # refused before any work
     pf = fold_file(ppath, at, parents=parents)
     sid = session_id if session_id is not None else new_session_id()
-    target = Path(out) if out is not None else ppath.with_name(f"{sid}.jsonl")
+    target = outp if outp is not None else ppath.with_name(f"{sid}.jsonl")
     hint = os.path.relpath(os.path.abspath(ppath), os.path.dirname(os.path.abspath(target)))
     ref = ParentRef(session=pf.session, seq=at, path=hint, crc=pf.last_crc)
     from ..writer import open as open_tape  # writer imports this package: import late
@@ -117,7 +119,7 @@ def merge(
     (nothing if none); a fork whose already-merged messages have changed, or that was
     discarded, is refused.
     """
-    fpath = Path(fork_path)
+    fpath = _fs.given_path(fork_path, "fork_path")
     info: dict[str, Any] = {}
 
     def build(pf: SessionFold, n: int) -> list[dict[str, Any]]:
@@ -173,7 +175,7 @@ def merge(
         )
         return items
 
-    events = _run(parent, build, lock_timeout)
+    events = _run(parent, build, lock_timeout, "parent")
     if not events:
         return MergeResult(info["fork"], [], info["already"], True)
     return MergeResult(info["fork"], [e.seq for e in events[:-1]], events[-1].seq, False)
@@ -191,7 +193,7 @@ def discard(
 
     Discarding twice is a no-op that returns None; a merged fork cannot be discarded.
     """
-    fpath = Path(fork_path)
+    fpath = _fs.given_path(fork_path, "fork_path")
 
     def build(pf: SessionFold, n: int) -> list[dict[str, Any]]:
         ff = _fork_of(pf, fpath, parents)
@@ -214,7 +216,7 @@ def discard(
             data["reason"] = reason
         return [{"type": "fork/discard", "data": data, "key": f"fork:{fid}:discard"}]
 
-    events = _run(parent, build, lock_timeout)
+    events = _run(parent, build, lock_timeout, "parent")
     return events[0] if events else None
 
 

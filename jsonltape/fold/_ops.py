@@ -67,6 +67,11 @@ def _as_tape(target: Target) -> Tape | None:
     return target if isinstance(target, Tape) else None
 
 
+def _path_of(target: Target, field: str) -> Path:
+    """The session file a target that is not a Tape names (the argument is ``field``)."""
+    return _fs.given_path(target, field, kinds="a Tape, a str or an os.PathLike[str]")
+
+
 def _open(target: Target, lock_timeout: float) -> Tape:
     from ..writer import open as open_tape
 
@@ -90,9 +95,10 @@ def _session(target: Target, lock_timeout: float) -> Iterator[Tape]:
         tape.close()
 
 
-def _run(target: Target, build: Build, lock_timeout: float) -> list[Event]:
+def _run(target: Target, build: Build, lock_timeout: float, field: str = "target") -> list[Event]:
     if _as_tape(target) is None:
-        f = fold_file(cast("str | os.PathLike[str]", target))
+        target = _path_of(target, field)
+        f = fold_file(target)
         build(f, f.last_seq + 1)  # refuse a bad request before taking the lock
     with _session(target, lock_timeout) as tape:
         items = build(_fold_tape(tape), tape.next_seq)
@@ -299,9 +305,10 @@ def _compact_with(
 ) -> Compaction:
     tape = _as_tape(target)
     if tape is None:
-        f = fold_file(cast("str | os.PathLike[str]", target))
+        path = _path_of(target, "target")
+        f = fold_file(path)
         _shadow(f, first(f), through)
-        tape = _open(target, lock_timeout)
+        tape = _open(path, lock_timeout)
         try:
             return _compact_with(tape, summarize, first, through, reason, opts, config, 0)
         finally:
