@@ -13,15 +13,26 @@ What differs is the end of the file:
 - the file shrinking back to the end of the last good line (repair cutting a torn tail) and
   growing again is how a crash is recovered, and the follow goes on from there;
 - the file shrinking below what was served (or cut and rewritten between two wake-ups: the
-  last line served is no longer where it was), or another file taking its name (a new
-  inode, or none), ends the follow with one :class:`ConcurrentModificationError`: what was
-  served can no longer be vouched for, and following the new file from its start is the
-  caller's choice.
+  last line served is no longer where it was), rewritten in place (below), or another file
+  taking its name (a new inode, or none), ends the follow with one
+  :class:`ConcurrentModificationError`: what was served can no longer be vouched for, and
+  following the new file from its start is the caller's choice.
+
+A rewrite in place that leaves the size as it was (an editor saving over the file, a patched
+byte) is found from the file's stamp: a writer only appends, so a file whose mtime or ctime
+changed between two idle wake-ups while its size did not was written to in place (or only
+touched or chmodded). Then the bytes served are read again and their CRC-32 compared with the
+one kept while serving them (a rewrite that keeps every served byte, a ``touch``, goes on);
+that re-read costs O(bytes served), and only a write that does not grow the file pays it. Not
+seen: a rewrite between the same two wake-ups as an append that grows the file, when what
+follows the last line served still reads as its next line; and, on a kernel with coarse
+timestamps (Linux before 6.13), a rewrite within the same clock tick (a few ms) as the write
+before it.
 
 Waiting is a bounded poll, not a file-system watch: after a wake-up that found nothing the
 next sleep doubles, from 10 ms up to 250 ms, and drops back to 10 ms as soon as a line
-arrives. A wake-up costs one ``pread`` at the end of the file and two ``stat`` calls, so an
-idle follow wakes about four times a second and uses microseconds of CPU. A watch (inotify,
+arrives. A wake-up costs one ``pread`` at the end of the file, a ``stat`` and an ``fstat``, so
+an idle follow wakes about four times a second and uses microseconds of CPU. A watch (inotify,
 ``watchdog``) would need a dependency and falls back to polling on network and container file
 systems anyway, where a poll works the same everywhere; a viewer does not notice 250 ms.
 """
@@ -30,11 +41,12 @@ from __future__ import annotations
 
 import os
 import time
+import zlib
 from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import _fs
+from . import _framing, _fs
 from ._lines import Bad, scan
 from ._scan import too_deep, witness_after
 from ._seek import start_of
@@ -120,7 +132,9 @@ def _follow(
     try:
         st = os.fstat(fd)
         ident = (st.st_dev, st.st_ino)
+        stamp = _stamp(st)
         pos, expected = start_of(fd, where, min_seq, from_offset)
+        start, crc = pos, 0  # the bytes read from start to pos, and their CRC-32
         idle_since = time.monotonic()
         sleeps = delays()
         last = b""  # the end of the last line served: its crc member and newline
@@ -133,17 +147,22 @@ def _follow(
                     _judge(fd, where, item)
                     break  # a torn tail or a fragment: wait for a writer or a repair
                 off, body, event = item
-                pos = off + len(body) + 1
+                raw = body + b"\n"
+                pos = off + len(raw)
                 expected = event.seq + 1
+                crc = zlib.crc32(raw, crc)
                 served = True
-                last = body[-18:] + b"\n"
+                last = raw[-19:]
                 if event.seq >= min_seq:
-                    yield Line(off, body + b"\n", event)
+                    yield Line(off, raw, event)
             if served:
                 idle_since = time.monotonic()
                 sleeps = delays()
                 continue  # more may have come while those were served: look again at once
-            _same_file(p, fd, ident, pos)
+            now = _stamp(_same_file(p, fd, ident, pos))
+            if now[0] == stamp[0] and now != stamp:  # written to, yet no bigger
+                _unchanged(p, fd, start, pos, crc)
+            stamp = now
             wait = next(sleeps)
             if idle_timeout is not None:
                 left = idle_since + idle_timeout - time.monotonic()
@@ -178,9 +197,32 @@ def _still_there(p: Path, fd: int, pos: int, end: bytes) -> None:
         )
 
 
-def _same_file(p: Path, fd: int, ident: tuple[int, int], pos: int) -> None:
+def _stamp(st: os.stat_result) -> tuple[int, int, int]:
+    """What changes when a file is written to: its size, mtime and ctime (the ctime too, since
+    a program may set the mtime back after rewriting the file)."""
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _unchanged(p: Path, fd: int, start: int, end: int, crc: int) -> None:
+    """Raise unless the bytes from ``start`` to ``end`` still have the CRC-32 they had when
+    they were served: the file was written to without growing (rewritten in place, or only
+    touched or chmodded, which this tells apart)."""
+    now = 0
+    for at in range(start, end, _framing.CHUNK):
+        now = zlib.crc32(os.pread(fd, min(_framing.CHUNK, end - at), at), now)
+    if now != crc:
+        raise ConcurrentModificationError(
+            "the session file was rewritten in place while it was followed: the bytes already"
+            f" served, from offset {start} to {end}, are no longer the same",
+            path=p,
+            offset=start,
+        )
+
+
+def _same_file(p: Path, fd: int, ident: tuple[int, int], pos: int) -> os.stat_result:
     """Raise unless the path still names the file being followed and that file still holds
-    every byte already served (repair may cut it back to ``pos``, never below)."""
+    every byte already served (repair may cut it back to ``pos``, never below); return the
+    file's stat."""
     try:
         st = os.stat(p)
     except FileNotFoundError:
@@ -193,7 +235,8 @@ def _same_file(p: Path, fd: int, ident: tuple[int, int], pos: int) -> None:
             "follow it again to read the new file from its start",
             path=p,
         )
-    size = os.fstat(fd).st_size
+    now = os.fstat(fd)
+    size = now.st_size
     if size < pos:
         raise ConcurrentModificationError(
             f"the session file shrank to {size} bytes while it was followed, below the "
@@ -201,6 +244,7 @@ def _same_file(p: Path, fd: int, ident: tuple[int, int], pos: int) -> None:
             path=p,
             offset=size,
         )
+    return now
 
 
 def follow_messages(

@@ -25,6 +25,7 @@ CASES = {
     ),
     "bench_fsync_gap.py": (["--appends", "10", "--rounds", "1"], "| jsonltape always |"),
     "bench_fold.py": (["--events", "2000", "--repeat", "1"], "fold peak Python memory"),
+    "bench_follow.py": (["--events", "2000", "--rounds", "1"], "| (a) follow 2,000 events"),
     "bench_interop.py": (["--projects", "1", "--sessions", "2", "--turns", "3"], "claude-tree"),
     "bench_index.py": (["--events", "2000", "--rounds", "1"], "worst p95 over the queries"),
     "bench_startup.py": (["--rounds", "1"], "| jsonltape search (small index) |"),

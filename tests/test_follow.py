@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import jsonltape
-from jsonltape._follow import follow_lines, follow_messages
+from jsonltape._follow import MAX_DELAY, follow_lines, follow_messages
 
 from .conftest import LONG
 
@@ -106,9 +107,9 @@ def test_follower_sees_every_group_committed_event_once_in_order(tape_path: Path
 
 class _Follower(threading.Thread):
     """``read(path, follow=True)`` in a thread, until the checkpoint after the message
-    ``until`` (or ``idle`` seconds without an event)."""
+    ``until`` (None: until the follow ends), or ``idle`` seconds without an event."""
 
-    def __init__(self, path: Path, until: str, idle: float = 15.0) -> None:
+    def __init__(self, path: Path, until: str | None, idle: float = 15.0) -> None:
         super().__init__(daemon=True)
         self.path, self.until, self.idle = path, until, idle
         self.seen: list[jsonltape.Event] = []
@@ -378,3 +379,72 @@ def test_idle_timeout_needs_follow(tape_path: Path) -> None:
         jsonltape.read(tape_path, idle_timeout=1)
     with pytest.raises(jsonltape.InvalidArgumentError, match="idle_timeout"):
         jsonltape.read(tape_path, follow=True, idle_timeout=float("nan"))
+
+
+def _rewrite_in_place(path: Path, which: str, how: str) -> None:
+    """Rewrite one line of ``path`` in place, the file keeping its size: the first letter of
+    its type upper-cased, with its CRC left as it was (``flip``) or made right again (a valid
+    line: ``forge``), and with the file's times set back after it (``forge-utime``)."""
+    st = path.stat()
+    lines = path.read_bytes().split(b"\n")[:-1]
+    n = {"header": 0, "middle": len(lines) // 2, "last": len(lines) - 1}[which]
+    at = lines[n].index(b'"type":"') + 8
+    body = lines[n][:-18]
+    body = body[:at] + body[at : at + 1].upper() + body[at + 1 :]
+    crc = lines[n][-18:] if how == "flip" else b',"crc":"%08x"}' % zlib.crc32(body)
+    offset = sum(len(line) + 1 for line in lines[:n])
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(body + crc)
+    if how == "forge-utime":
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.read_bytes() != b"\n".join(lines) + b"\n"
+
+
+@pytest.mark.parametrize("how", ["flip", "forge", "forge-utime"])
+@pytest.mark.parametrize("which", ["header", "middle", "last"])
+def test_a_same_size_rewrite_of_served_lines_ends_the_follow(
+    tape_path: Path, which: str, how: str
+) -> None:
+    _new(tape_path)
+    follower = _Follower(tape_path, until=None, idle=30)
+    follower.start()
+    writer = subprocess.Popen([sys.executable, "-c", GROUP_WRITER, str(tape_path), "400"])
+    assert writer.wait(timeout=60) == 0
+    served = follower.caught_up()
+    _rewrite_in_place(tape_path, which, how)
+    follower.join(timeout=10)
+    assert not follower.is_alive(), "the follow went on after its lines were rewritten"
+    assert isinstance(follower.error, jsonltape.ConcurrentModificationError), follower.error
+    assert "rewritten in place" in str(follower.error) and str(tape_path) in str(follower.error)
+    assert len(follower.seen) == served  # nothing served after the rewrite
+
+
+def test_touch_and_chmod_do_not_end_the_follow(tape_path: Path) -> None:
+    _new(tape_path)
+    follower = _Follower(tape_path, until="b 9")
+    follower.start()
+    follower.caught_up()
+    os.utime(tape_path)  # new mtime and ctime, same bytes
+    os.chmod(tape_path, 0o600)  # new ctime
+    time.sleep(4 * MAX_DELAY)  # idle wake-ups see the new stamp and check the bytes
+    subprocess.run([sys.executable, "-c", SECOND_WRITER, str(tape_path), "10"], check=True)
+    follower.join(timeout=20)
+    assert follower.error is None
+    assert [e.seq for e in follower.seen] == _seqs(tape_path)
+
+
+@pytest.mark.parametrize("command", ["cat", "messages"])
+def test_a_same_size_rewrite_ends_a_follow_command_with_exit_4(
+    tape_path: Path, command: str
+) -> None:
+    with jsonltape.open(tape_path, create=True, durability="manual") as tape:
+        for i in range(20):
+            tape.user(f"m {i}")
+    with _spawn_follow([command], tape_path) as proc:
+        _rewrite_in_place(tape_path, "middle", "forge")
+        _out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 4
+    lines = err.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jsonltape: error: ")
+    assert "rewritten in place" in lines[0]

@@ -170,7 +170,8 @@ def append(
     "-f",
     is_flag=True,
     help="Keep printing lines as a writer commits them, across checkpoints and a repair of a "
-    "torn tail; Ctrl-C ends it with exit code 0. A replaced file ends it with exit code 4.",
+    "torn tail; Ctrl-C ends it with exit code 0. A replaced or rewritten file ends it with exit "
+    "code 4.",
 )
 def cat(path: Path, from_seq: int, pattern: str | None, follow: bool) -> None:
     """Print the committed lines of PATH exactly as stored (a torn tail is not printed).

@@ -97,7 +97,7 @@ parent_opt = click.option(
     help="Keep printing as a writer appends: one JSON line per message as it becomes visible"
     ' (the neutral items), and {"removed": [SEQ...], "status": ..., "by": SEQ} when a later'
     " event takes shown messages off the surface. Ctrl-C ends it with exit code 0; a"
-    " replaced file ends it with exit code 4.",
+    " replaced or rewritten file ends it with exit code 4.",
 )
 @parent_opt
 def messages(
