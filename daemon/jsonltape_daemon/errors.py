@@ -30,11 +30,12 @@ class FeatureMissingError(IndexStateError):
 
 
 class IndexTargetError(IndexStateError):
-    """``--index`` names no engine jsonltape has: a URL with an unknown scheme."""
+    """``--index`` names no engine jsonltape has: a URL with an unknown scheme (``scheme``),
+    or a connection string that is none (``scheme`` None)."""
 
     code = "index-target"
 
-    def __init__(self, message: str, *, scheme: str) -> None:
+    def __init__(self, message: str, *, scheme: str | None) -> None:
         super().__init__(message)
         self.scheme = scheme
 

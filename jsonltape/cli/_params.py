@@ -135,8 +135,8 @@ index_option = click.option(
     "--index",
     "index_path",
     metavar="PATH|URL",
-    help="Index: a SQLite file or a postgresql:// URL (default: $JSONLTAPE_INDEX or "
-    "<data dir>/index.db).",
+    help="Index: a SQLite file, a postgresql:// URL or a libpq key=value string (default: "
+    "$JSONLTAPE_INDEX or <data dir>/index.db).",
 )
 origins_option = click.option(
     "--origin",

@@ -26,7 +26,11 @@ def _pg(index_path: str | None, *, required: bool) -> target.PgTarget | None:
     if isinstance(t, target.PgTarget):
         return t
     if required:
-        raise CliError(f"{t}: needs a postgresql:// URL (--index or $JSONLTAPE_INDEX)", 2)
+        raise CliError(
+            f"{t}: needs a PostgreSQL index, a postgresql:// URL or a key=value string (--index "
+            "or $JSONLTAPE_INDEX)",
+            2,
+        )
     return None
 
 

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from jsonltape_daemon.errors import EngineMissingError, IndexStateError, IndexUnreachableError
-from jsonltape_daemon.target import SECRET_KEYS, PgTarget, userinfo_end
+from jsonltape_daemon.target import SECRET_KEYS, PgTarget, conninfo_pairs, redact, userinfo_end
 
 __all__ = ["driver", "error_line", "failure", "read_only"]
 
@@ -31,11 +31,15 @@ def _secrets(url: str) -> set[str]:
     """Every form of the URL's secrets libpq may echo: as written (percent-encoded or not) and
     decoded; the password of the userinfo as shown (up to the last ``@`` before the path) and
     as libpq reads it (up to the first), and each piece of it between raw ``@`` (libpq takes
-    the rest for the host); ``password=`` and ``sslpassword=`` parameters."""
+    the rest for the host); ``password=`` and ``sslpassword=`` parameters. For a keyword/value
+    string, the values of its secret keywords."""
     from urllib.parse import unquote
 
     found: set[str] = set()
-    rest = url.split("://", 1)[1] if "://" in url else ""
+    if "://" not in url:
+        pairs = conninfo_pairs(url) or []
+        return {v for k, v in pairs if k in SECRET_KEYS and v}
+    rest = url.split("://", 1)[1]
     at = userinfo_end(rest)
     if at >= 0:
         userinfo = rest[:at]
@@ -62,8 +66,9 @@ def error_line(exc: BaseException, url: str) -> str:
     except pg.Error:
         # libpq could not read the URL, and its message quotes the URL or the piece it could
         # not read, which may hold (a piece of) a password it did not recognise as one: keep
-        # only quotes from past the URL's last "@" (host, database, parameters).
-        tail = url.rpartition("@")[2]
+        # only quotes from past the URL's last "@" (host, database, parameters), or from a
+        # keyword/value string as shown without its secrets.
+        tail = url.rpartition("@")[2] if "://" in url else redact(url)
         text = re.sub(r'"([^"]*)"', lambda m: m[0] if m[1] in tail else '"…"', text)
         given = {}
     secrets |= {v for k, v in given.items() if k in SECRET_KEYS and isinstance(v, str) and v}
