@@ -19,42 +19,27 @@ rewrites in a finished message, a tool state's ``time.compacted`` (set when it p
 outputs), is left out so the rendering only grows. Records from the first assistant message
 without ``time.completed`` on may still change: they are ``held``.
 
-The database is opened read-only and never written: with ``mode=ro`` (which reads the WAL),
-or, where that would create files (a WAL database whose ``-wal`` and ``-shm`` are
-missing), ``immutable=1``: with no ``-wal`` everything is in the database file (a ``-wal`` without
-``-shm``, left by a crash, is not read).
+The database is read by :mod:`._opencode_db` (its real tables only, every row's types checked,
+the work capped); a session it cannot read gets one verdict, and the others import.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import urllib.parse
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from ..errors import JsonltapeError
-from ._source import Unit
+from ._opencode_db import ROW_DEPTH, Database, OpenCodeStoreError, SessionRow, with_ids
+from ._source import Unit, too_deep
 
 __all__ = ["OpenCodeStoreError", "units"]
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.decode
-
-_COLUMNS = {
-    "session": ("id", "project_id", "parent_id", "directory", "version", "time_created",
-                "time_updated"),
-    "message": ("id", "session_id", "time_created", "time_updated", "data"),
-    "part": ("id", "message_id", "session_id", "time_created", "time_updated", "data"),
-}  # fmt: skip
-
-
-class OpenCodeStoreError(JsonltapeError):
-    """Not an OpenCode database or storage tree, or one that cannot be read."""
-
-    code = "bad-source"
+_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 # -- rendering (shared by the database and the tree) ----------------------------------------
@@ -71,13 +56,6 @@ def _session_record(s: dict[str, Any]) -> dict[str, Any]:
     if s.get("version") is not None:
         rec["version"] = s["version"]
     return rec
-
-
-def _with_ids(ids: dict[str, Any], data: Any) -> dict[str, Any]:
-    out = dict(ids)
-    if isinstance(data, dict):
-        out.update((k, v) for k, v in data.items() if k not in ids)
-    return out
 
 
 def _stable_part(part: dict[str, Any]) -> dict[str, Any]:
@@ -120,108 +98,27 @@ def _order(info: dict[str, Any]) -> tuple[float, str]:
 # -- the database ---------------------------------------------------------------------------
 
 
-def connect(db: Path) -> sqlite3.Connection:
-    """A read-only connection to an OpenCode database; never creates a file next to it."""
-    quoted = urllib.parse.quote(str(db.resolve()))
-    wal = db.with_name(db.name + "-wal").exists()
-    shm = db.with_name(db.name + "-shm").exists()
-    # mode=ro reads the WAL, but on a WAL database it creates -wal and -shm when they are
-    # missing: then nothing is un-checkpointed, and immutable=1 reads the same rows.
-    mode = "ro" if (wal and shm) or not _wal_mode(db) else None
-    try:
-        if mode is not None:
-            con = sqlite3.connect(f"file:{quoted}?mode=ro", uri=True)
-        else:
-            con = sqlite3.connect(f"file:{quoted}?immutable=1", uri=True)
-        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.Error as exc:
-        raise OpenCodeStoreError(f"cannot read the database: {exc}", path=db) from None
-    return con
-
-
-def _wal_mode(db: Path) -> bool:
-    try:
-        with open(db, "rb") as f:
-            header = f.read(20)
-    except OSError:
-        return False
-    return header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
-
-
-def _check(con: sqlite3.Connection, db: Path) -> None:
-    for table, wanted in _COLUMNS.items():
-        have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
-        missing = [c for c in wanted if c not in have]
-        if missing:
-            what = f"no {table!r} table" if not have else f"{table!r} lacks {', '.join(missing)}"
-            raise OpenCodeStoreError(f"not an OpenCode database ({what})", path=db)
-
-
-def _db_messages(
-    con: sqlite3.Connection, sid: str
-) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    parts: dict[str, list[dict[str, Any]]] = {}
-    for pid, mid, data in con.execute(
-        "SELECT id, message_id, data FROM part WHERE session_id = ? ORDER BY message_id, id",
-        (sid,),
-    ):
-        ids = {"id": pid, "sessionID": sid, "messageID": mid}
-        parts.setdefault(mid, []).append(_with_ids(ids, _loads(data)))
-    out = []
-    for mid, data in con.execute(
-        "SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id", (sid,)
-    ):
-        out.append((_with_ids({"id": mid, "sessionID": sid}, _loads(data)), parts.get(mid, [])))
-    return out
-
-
-def _loads(data: Any) -> Any:
-    try:
-        return _decode(data) if isinstance(data, (str, bytes)) else None
-    except msgspec.DecodeError:
-        return None
-
-
 def db_units(db: Path) -> list[Unit]:
-    """One unit per session of an ``opencode.db``."""
-    con = connect(db)
-    try:
-        _check(con, db)
-        rows = con.execute(
-            "SELECT s.id, s.project_id, s.parent_id, s.directory, s.version, s.time_created,"
-            " s.time_updated,"
-            " (SELECT count(*) FROM message m WHERE m.session_id = s.id),"
-            " (SELECT max(time_updated) FROM message m WHERE m.session_id = s.id),"
-            " (SELECT count(*) FROM part p WHERE p.session_id = s.id),"
-            " (SELECT max(time_updated) FROM part p WHERE p.session_id = s.id)"
-            " FROM session s ORDER BY s.time_created, s.id"
-        ).fetchall()
-    except sqlite3.Error as exc:
-        raise OpenCodeStoreError(f"cannot read the database: {exc}", path=db) from None
-    finally:
-        con.close()
+    """One unit per session of an ``opencode.db`` (a session whose row breaks OpenCode's types
+    is a unit too: rendering it raises the verdict)."""
+    database = Database(db)
     units = []
-    for sid, project, parent, directory, version, created, updated, nm, tm, np, tp in rows:
-        session = {"id": sid, "projectID": project, "directory": directory, "parentID": parent,
-                   "time": {"created": created}, "version": version}  # fmt: skip
-        changed = max(int(t) for t in (updated, tm or 0, tp or 0))
-        units.append(
-            Unit(str(db), f"{db.name}#{sid}", nm + np, changed * 1_000_000,
-                 _db_render(db, session))
-        )  # fmt: skip
+    for n, row in enumerate(database.sessions(), 1):
+        name = f"{db.name}#{row.sid if row.sid is not None else f'(session row {n})'}"
+        # A refused session's change time is unknown: -1 is never the one an import recorded,
+        # so the verdict is given again each time, never "unchanged".
+        mtime_ns = -1 if row.problem is not None else row.changed_ms * 1_000_000
+        units.append(Unit(str(db), name, row.rows, mtime_ns, _db_render(database, row)))
     return units
 
 
-def _db_render(db: Path, session: dict[str, Any]) -> Callable[[bool], tuple[bytes, int]]:
+def _db_render(database: Database, row: SessionRow) -> Callable[[bool], tuple[bytes, int]]:
     def render(settled: bool) -> tuple[bytes, int]:
-        con = connect(db)
-        try:
-            messages = _db_messages(con, session["id"])
-        except sqlite3.Error as exc:
-            raise OpenCodeStoreError(f"cannot read the database: {exc}", path=db) from None
-        finally:
-            con.close()
-        return _render(session, messages, settled)
+        if row.problem is not None or row.sid is None:
+            raise OpenCodeStoreError(
+                f"{row.problem}; nothing of this session is imported", path=database.path
+            )
+        return _render(row.record, database.messages(row.sid), settled)
 
     return render
 
@@ -230,16 +127,31 @@ def _db_render(db: Path, session: dict[str, Any]) -> Callable[[bool], tuple[byte
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
+    """A storage file's object, or None for what is not one (half-written: OpenCode's migration
+    skips those too); a file nested too deep to decode is refused (:class:`OpenCodeStoreError`)."""
     try:
-        value = _decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError):
+        fd = os.open(path, _NOFOLLOW)  # never through a symlink
+        with open(fd, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    deep = too_deep(data, ROW_DEPTH)
+    if deep is not None:
+        raise OpenCodeStoreError(f"{deep}; nothing of this session is imported", path=path)
+    try:
+        value = _decode(data)
+    except msgspec.DecodeError:
         return None
     return value if isinstance(value, dict) else None
 
 
 def _json_files(d: Path) -> list[Path]:
+    if d.is_symlink():
+        return []
     try:
-        return sorted(p for p in d.iterdir() if p.suffix == ".json" and p.is_file())
+        return sorted(
+            p for p in d.iterdir() if p.suffix == ".json" and p.is_file() and not p.is_symlink()
+        )
     except OSError:
         return []
 
@@ -248,6 +160,8 @@ def tree_units(storage: Path) -> list[Unit]:
     """One unit per session of an OpenCode ``storage`` directory."""
     units = []
     for project_dir in sorted((storage / "session").glob("*")):
+        if project_dir.is_symlink():
+            continue
         for info_path in _json_files(project_dir):
             sid = info_path.stem
             files = [info_path]
@@ -288,9 +202,9 @@ def _tree_render(
                 part = _read_json(p)
                 if part is not None:
                     ids = {"id": p.stem, "sessionID": sid, "messageID": m.stem}
-                    parts.append(_with_ids(ids, part))
+                    parts.append(with_ids(ids, part))
             parts.sort(key=lambda p: str(p["id"]))
-            messages.append((_with_ids({"id": m.stem, "sessionID": sid}, info), parts))
+            messages.append((with_ids({"id": m.stem, "sessionID": sid}, info), parts))
         messages.sort(key=lambda mp: _order(mp[0]))
         return _render(session, messages, settled)
 

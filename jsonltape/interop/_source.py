@@ -21,15 +21,26 @@ import json
 import math
 import os
 import re
+from array import array
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from itertools import accumulate
 from typing import Any, BinaryIO, NamedTuple
 
 import msgspec
 
-__all__ = ["SourceLine", "SourceReader", "Unit", "parse_time"]
+__all__ = ["MAX_DEPTH", "SourceLine", "SourceReader", "Unit", "parse_time", "too_deep"]
 
 _decode = msgspec.json.decode
+#: The deepest nesting of arrays and objects an importer decodes. Sources may nest deeper than
+#: the format's 128 levels (what lies deeper is stored as JSON text, ``_core.within_depth``);
+#: this bounds the decoders' recursion (about 1,000 Python frames in all) with room to spare.
+MAX_DEPTH = 512
+#: What the walk that names the place looks at: an escape, a quote, a bracket.
+_LEX = re.compile(rb'\\.|["\[\]{}]', re.S)
+#: Brackets as steps of the depth (+1, -1 as signed bytes); everything else is dropped.
+_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 _MAX_SAFE = 2**53 - 1
 _SURROGATE = re.compile(rb"\\u[dD][89abAB]|\\u[dD][c-fC-F]")
 _DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
@@ -121,6 +132,43 @@ def _clean(value: Any) -> tuple[Any, bool]:
             changed = changed or c or ck
         return out_dict, changed
     return value, False  # pragma: no cover - JSON decodes to the types above
+
+
+def too_deep(raw: bytes, limit: int = MAX_DEPTH) -> str | None:
+    """Why the JSON text ``raw`` is not decoded, when it nests arrays and objects deeper than
+    ``limit`` levels (naming the byte where it does), else None.
+
+    Two ``count`` calls decide most texts: fewer openers than levels cannot nest too deep.
+    Others are measured by passes at C speed (strings cut out, the brackets' running sum); only
+    a text that is refused is walked byte by byte, to name the place.
+    """
+    if raw.count(b"[") + raw.count(b"{") <= limit or _depth(raw) <= limit:
+        return None
+    depth = 0
+    inside = False
+    for m in _LEX.finditer(raw):
+        c = raw[m.start()]
+        if c == 0x22:
+            inside = not inside
+        elif inside or c == 0x5C:  # in a string, or an escape (only strings have them)
+            continue
+        elif c in (0x5B, 0x7B):
+            depth += 1
+            if depth > limit:
+                return f"arrays and objects nest deeper than {limit} levels (at byte {m.start()})"
+        else:
+            depth -= 1
+    # Only a text that is not JSON gets here (a backslash outside strings, which the walk
+    # reads as an escape): the decoder stops there, no deeper than the walk went.
+    return None
+
+
+def _depth(raw: bytes) -> int:
+    """The deepest nesting of arrays and objects in ``raw``, what strings hold left out."""
+    if b"\\" in raw:  # an escaped backslash, then an escaped quote: neither ends a string
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside = b"".join(raw.split(b'"')[::2])
+    return max(accumulate(array("b", outside.translate(_STEP, _NOT_BRACKET))), default=0)
 
 
 def _parse(body: bytes) -> tuple[dict[str, Any] | None, str | None, bool]:
