@@ -91,8 +91,9 @@ def import_(
 
     Every source line is kept verbatim in the imported session. Importing again adds nothing;
     a source that grew adds only its new part. Prints the session files created or appended
-    to (every report with --json); problems and a one-line summary go to stderr. Exit 2 if a
-    source could not be imported (nothing is written for it).
+    to (every report with --json); problems (lines kept raw) and a one-line summary go to
+    stderr. Exit 2 if a source could not be imported (nothing is written for it; the other
+    sources are imported).
     """
     out_root = _import_root(root)
     files, skipped = discover(source, sources, exclude=str(out_root))

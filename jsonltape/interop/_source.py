@@ -6,6 +6,10 @@ so the importer can keep it verbatim and report it. A last fragment without a ne
 still being written (or torn by a crash): it is held back unless it already parses as a JSON
 object (then only the newline is missing), and reported.
 
+A line nested deeper than :data:`MAX_DEPTH` levels is not decoded at all (one problem naming
+the byte where it goes too deep): the decoders recurse once per level within Python's recursion
+limit, so without a fixed limit the same line would decode or not depending on the call stack.
+
 Values are decoded with msgspec; a line msgspec refuses only because of a lone surrogate escape
 (JavaScript writers produce them when they cut an emoji in half) is decoded by the standard
 library instead. Values jsonltape cannot store losslessly (lone surrogates, integers beyond
@@ -172,6 +176,9 @@ def _depth(raw: bytes) -> int:
 
 
 def _parse(body: bytes) -> tuple[dict[str, Any] | None, str | None, bool]:
+    deep = too_deep(body)
+    if deep is not None:
+        return None, deep, False
     try:
         value = _decode(body)
     except msgspec.DecodeError as exc:

@@ -45,7 +45,7 @@ import msgspec
 
 from ._base import Group, Mapper, Out
 from ._parts import data_url, parts_of, reasoning_part, text_of, text_part, tool_call_part
-from ._source import parse_time
+from ._source import parse_time, too_deep
 
 __all__ = ["CodexMapper"]
 
@@ -98,9 +98,12 @@ _EXIT_LINE = re.compile(r"^(?:Exit code: |Process exited with code )(-?\d+)\s*$"
 def _arguments(value: Any) -> Any:
     """Function arguments: the object when they are a JSON object text, else as given."""
     if isinstance(value, str):
+        raw = value.encode("utf-8", "surrogatepass")
+        if too_deep(raw) is not None:  # kept as text, whatever the call stack's depth
+            return value
         try:
-            decoded = _decode(value)
-        except (msgspec.DecodeError, RecursionError):  # not JSON, or nested beyond reason
+            decoded = _decode(raw)
+        except (msgspec.DecodeError, RecursionError):  # not JSON
             return value
         return decoded if isinstance(decoded, dict) else value
     return value

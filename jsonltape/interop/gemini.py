@@ -44,7 +44,8 @@ The legacy whole-file ``session-*.json`` (one pretty-printed ``ConversationRecor
 rewritten whole on every change; Gemini CLI migrates it to ``.jsonl`` when it is resumed) is
 read as the same records (:func:`legacy_unit`): the metadata without what changes on every save,
 each message, then ``{"$set": {summary, lastUpdated}}``. Until the file is settled its last
-message and that ``$set`` are held back: the CLI may still rewrite them.
+message and that ``$set`` are held back: the CLI may still rewrite them. A file nested deeper
+than a JSONL line may be (``_source.MAX_DEPTH``) is refused whole, naming the byte.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ from ._parts import (
     tool_call_part,
     uri_part,
 )
-from ._source import Unit, parse_time
+from ._source import Unit, parse_time, too_deep
 from ._tools import result_data
 
 __all__ = ["GeminiMapper", "legacy_unit"]
@@ -532,7 +533,11 @@ def legacy_unit(path: Path) -> Unit:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             with open(fd, "rb") as f:
-                value = msgspec.json.decode(f.read())
+                data = f.read()
+            deep = too_deep(data)
+            if deep is not None:
+                raise FormatError(f"{deep}; nothing of this chat is imported", path=path)
+            value = msgspec.json.decode(data)
         except msgspec.DecodeError as exc:
             raise FormatError(f"not a Gemini CLI chat: malformed JSON ({exc})", path=path) from None
         if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
