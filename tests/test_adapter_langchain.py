@@ -244,6 +244,67 @@ def test_a_message_that_would_not_round_trip_is_refused_and_nothing_written(
     assert history.messages == [HumanMessage("kept")]
 
 
+NESTED = json.loads("[" * 200 + "]" * 200)
+REFUSED = {
+    "nan": AIMessage("x", additional_kwargs={"n": float("nan")}),
+    "set": AIMessage("x", additional_kwargs={"parsed": {1, 2}}),
+    "bytes": AIMessage("x", response_metadata={"at": b"bytes"}),
+    "unsafe-int": HumanMessage("x", additional_kwargs={"n": 2**60}),
+    "deeper-than-128": HumanMessage(
+        "x", additional_kwargs={"d": json.loads("[" * 200 + "]" * 200)}
+    ),
+    "lone-surrogate": HumanMessage("a\udc80b"),
+}
+
+
+@pytest.mark.parametrize("bad", REFUSED.values(), ids=REFUSED.keys())
+def test_a_refused_first_add_leaves_no_file_and_the_next_valid_add_creates_it(
+    tmp_path: Path, bad: BaseMessage
+) -> None:
+    # The writer refuses these only once the session exists: the first add used to leave a
+    # header-only session and its lock file behind.
+    root = tmp_path / "chats"
+    history = JsonltapeChatMessageHistory.for_session(root, "s1", title="t")
+    with pytest.raises(jsonltape.JsonltapeError) as err:
+        history.add_messages([HumanMessage("first of the batch"), bad])
+    assert err.value.path == str(root / "s1.jsonl")  # named as the caller knows it
+    assert list(root.rglob("*")) == []  # no session, no lock file, no temporary file
+    assert history.messages == []
+    history.add_messages([HumanMessage("hello")])
+    assert [p.name for p in root.rglob("*")] == ["s1.jsonl"]
+    header = jsonltape.header(root / "s1.jsonl")
+    assert (header.id, header.title, header.agent) == ("s1", "t", "jsonltape.adapters.langchain")
+    assert history.messages == [HumanMessage("hello")]
+    assert jsonltape.verify(root / "s1.jsonl").state == "clean"
+
+
+def test_histories_racing_to_create_a_session_all_land_in_one_file(tmp_path: Path) -> None:
+    # Each builds the session aside; one gets the name, the others then append to it.
+    path = tmp_path / "race" / "r.jsonl"
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def add(i: int) -> None:
+        history = JsonltapeChatMessageHistory(path)
+        start.wait()
+        try:
+            history.add_messages([HumanMessage(f"q{i}"), AIMessage(f"a{i}")])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    back = [m.content for m in JsonltapeChatMessageHistory(path).messages]
+    assert sorted(back) == sorted(f"{k}{i}" for i in range(8) for k in "qa")
+    assert all(back[i][1:] == back[i + 1][1:] for i in range(0, 16, 2))  # batches whole
+    assert [e.seq for e in jsonltape.read(path) if e.type == "session/start"] == [0]
+    assert sorted(p.name for p in path.parent.iterdir()) == [".r.jsonl.lock", "r.jsonl"]
+
+
 def test_files_are_owner_only_and_session_ids_are_validated(tmp_path: Path) -> None:
     history = JsonltapeChatMessageHistory.for_session(tmp_path / "chats", "user-42.chat")
     history.add_messages([HumanMessage("hi")])
@@ -393,6 +454,46 @@ def test_a_writer_sigkilled_between_adds_keeps_every_acknowledged_add(tape_path:
     history.add_messages([HumanMessage("after the crash")])  # the next writer repairs the tail
     assert history.messages[-1] == HumanMessage("after the crash")
     assert jsonltape.verify(tape_path).state == "clean"
+
+
+FIRSTS = """
+import sys
+from pathlib import Path
+from langchain_core.messages import AIMessage, HumanMessage
+from jsonltape.adapters.langchain import JsonltapeChatMessageHistory
+root = Path(sys.argv[1])
+for i in range(100_000):
+    history = JsonltapeChatMessageHistory(root / f"s{i}.jsonl")
+    history.add_messages([HumanMessage(f"q{i}" * 2000), AIMessage(f"a{i}")])
+"""
+
+
+@pytest.mark.parametrize("after", [0, 3, 7, 12, 20])
+def test_a_writer_sigkilled_as_a_new_session_appears_leaves_it_whole(
+    tmp_path: Path, after: int
+) -> None:
+    # A new session file appears only once its first batch is durable. Killed the moment
+    # s<after>.jsonl shows up (the writer used to publish the header first and write the batch
+    # after it), every session there holds its whole batch; a private .tmp directory may stay.
+    proc = subprocess.Popen([sys.executable, "-c", FIRSTS, str(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL)  # fmt: skip
+    target = tmp_path / f"s{after}.jsonl"
+    try:
+        while not target.exists() and proc.poll() is None:
+            pass  # spin: the kill must land right after the name appears
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+    sessions = sorted(tmp_path.glob("s*.jsonl"), key=lambda p: int(p.stem[1:]))
+    assert len(sessions) >= after + 1
+    for path in sessions:
+        i = int(path.stem[1:])
+        assert JsonltapeChatMessageHistory(path).messages == [
+            HumanMessage(f"q{i}" * 2000),
+            AIMessage(f"a{i}"),
+        ], path
+    others = [p for p in tmp_path.iterdir() if not p.name.startswith("s")]
+    assert all(p.name.startswith(".s") and p.name.endswith(".tmp") for p in others), others
 
 
 def test_two_processes_adding_at_once_wait_for_each_other_and_never_interleave(

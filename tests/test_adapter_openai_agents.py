@@ -371,6 +371,34 @@ def test_an_item_that_cannot_be_stored_is_refused_naming_it_and_nothing_is_writt
     assert run(session.get_items()) == [{"role": "user", "content": "kept"}]
 
 
+REFUSED = {
+    "nan": {"x": float("nan")},
+    "unsafe-int": {"role": "user", "content": "x", "n": 2**60},
+    "deeper-than-128": {"role": "user", "content": "x", "d": json.loads("[" * 200 + "]" * 200)},
+    "lone-surrogate": {"role": "user", "content": "a\udc80b"},
+}
+
+
+@pytest.mark.parametrize("bad", REFUSED.values(), ids=REFUSED.keys())
+def test_a_refused_first_add_leaves_no_file_and_the_next_valid_add_creates_it(
+    tmp_path: Path, bad: Any
+) -> None:
+    # The writer refuses these only once the session exists: the first add_items used to
+    # leave a header-only session and its lock file behind.
+    root = tmp_path / "root"
+    session = JsonltapeSession("first", root=root)
+    with pytest.raises(jsonltape.InvalidEventError) as info:
+        run(session.add_items([{"role": "user", "content": "ok"}, bad]))
+    assert info.value.batch_item == 1 and info.value.path == str(session.path)
+    assert list(root.rglob("*")) == []  # no session, no lock file, no temporary file
+    assert run(session.get_items()) == [] and run(session.pop_item()) is None
+    run(session.add_items([{"role": "user", "content": "hello"}]))
+    assert [p.name for p in root.rglob("*")] == ["first.jsonl"]
+    header = jsonltape.header(session.path)
+    assert header.id == "first" and str(header.agent).startswith("openai-agents/")
+    assert run(session.get_items()) == [{"role": "user", "content": "hello"}]
+
+
 def test_a_compaction_by_jsonltape_reads_back_as_an_sdk_item(tmp_path: Path) -> None:
     session = JsonltapeSession("compact", root=tmp_path)
     run(

@@ -409,6 +409,36 @@ def test_files_are_owner_only(tmp_path: Path) -> None:
         append_messages(tmp_path / "d" / "t.jsonl", every_kind()[:1], session_id="../x")
 
 
+REFUSED = {
+    "unsafe-int": ModelResponse(parts=[ToolCallPart("f", {"n": 2**60}, tool_call_id="c1")]),
+    "deeper-than-128": ModelResponse(
+        parts=[ToolCallPart("f", {"d": json.loads("[" * 200 + "]" * 200)}, tool_call_id="c1")]
+    ),
+    "lone-surrogate": ModelResponse(parts=[TextPart("a\udc80b")]),
+}
+
+
+@pytest.mark.parametrize("bad", REFUSED.values(), ids=REFUSED.keys())
+def test_a_refused_first_append_leaves_no_file_and_the_next_valid_one_creates_it(
+    tmp_path: Path, bad: ModelResponse
+) -> None:
+    # The writer refuses these only once the session exists (and its turn has begun): the first
+    # append_messages used to leave a session with an errored turn and its lock file behind.
+    path = tmp_path / "d" / "s.jsonl"
+    run = [ModelRequest(parts=[UserPromptPart("hi")]), bad]
+    with pytest.raises(jsonltape.NotLosslessError) as err:
+        append_messages(path, run, title="t", session_id="pa-first")
+    assert err.value.path == str(path)
+    assert list(path.parent.rglob("*")) == []  # no session, no lock file, no temporary file
+    assert load_messages(path, missing_ok=True) == []
+    good = [ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("hello")])]
+    append_messages(path, good, title="t", session_id="pa-first")
+    assert [p.name for p in path.parent.rglob("*")] == ["s.jsonl"]
+    header = jsonltape.header(path)
+    assert (header.id, header.title) == ("pa-first", "t")
+    same_as_library_round_trip(load_messages(path), good)
+
+
 CHILD = textwrap.dedent(
     """
     import sys, time

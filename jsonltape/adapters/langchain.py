@@ -39,6 +39,7 @@ from .._session import check_options
 from ..errors import InvalidSessionIdError, SurfaceError
 from ..fold import fold_file
 from ..ids import validate_session_id
+from ._first_write import write
 from ._langchain_map import CLEAR, EXTENSION, from_event, to_event
 
 __all__ = ["JsonltapeChatMessageHistory"]
@@ -50,9 +51,10 @@ _AGENT = "jsonltape.adapters.langchain"
 class JsonltapeChatMessageHistory(BaseChatMessageHistory):
     """A LangChain chat message history stored in the jsonltape session at ``path``.
 
-    The file is created (owner-only) by the first write; until then :attr:`messages` is
-    empty. ``session_id`` and ``title`` go into the header of a file this history creates;
-    the session id defaults to the file name without ``.jsonl`` when that is a valid id.
+    The file is created (owner-only) by the first write that succeeds (a refused one leaves
+    no file); until then :attr:`messages` is empty. ``session_id`` and ``title`` go into the
+    header of a file this history creates; the session id defaults to the file name without
+    ``.jsonl`` when that is a valid id.
 
     :param lock_timeout: seconds a write waits for another writer of the session.
     """
@@ -114,12 +116,19 @@ class JsonltapeChatMessageHistory(BaseChatMessageHistory):
         return out
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Append ``messages`` as one batch; durable (fsynced) when this returns."""
+        """Append ``messages`` as one batch; durable (fsynced) when this returns. A batch that
+        cannot be stored raises and writes nothing (nor creates the file)."""
         items = [to_event(m, i) for i, m in enumerate(messages)]
         if not items:
             return
-        with self._open(create=True) as tape:
-            tape.append_batch(items)
+        write(
+            self.path,
+            lambda tape: tape.append_batch(items),
+            session_id=self.session_id,
+            title=self.title,
+            agent=_AGENT,
+            lock_timeout=self.lock_timeout,
+        )
 
     def clear(self) -> None:
         """Retract every message (one ``surface/retract`` and an ``x-langchain/clear``
@@ -130,7 +139,7 @@ class JsonltapeChatMessageHistory(BaseChatMessageHistory):
         """
         if not os.path.lexists(self.path):
             return
-        with self._open(create=False) as tape:
+        with self._open() as tape:
             tape.drain()  # what opening wrote (closers of a crashed turn) is folded too
             fold = fold_file(self.path)  # under the lock: nothing moves meanwhile
             nodes = fold.own_nodes()
@@ -155,18 +164,10 @@ class JsonltapeChatMessageHistory(BaseChatMessageHistory):
 
     # -- internals --------------------------------------------------------------------------
 
-    def _open(self, *, create: bool) -> writer.Tape:
+    def _open(self) -> writer.Tape:
         # "manual": close() flushes and fsyncs before the lock is released, which is the
-        # promise add_messages makes; nothing is synced twice.
-        return writer.open(
-            self.path,
-            create="if-missing" if create else False,
-            session_id=self.session_id,
-            title=self.title,
-            agent=_AGENT,
-            durability="manual",
-            lock_timeout=self.lock_timeout,
-        )
+        # promise clear makes; nothing is synced twice.
+        return writer.open(self.path, durability="manual", lock_timeout=self.lock_timeout)
 
     def _extension_messages(self, last_seq: int) -> list[tuple[int, BaseMessage]]:
         """The ``x-langchain/message`` events after the last clear, through ``last_seq``."""

@@ -8,17 +8,18 @@
     session = JsonltapeSession("support-42", root="sessions")   # sessions/support-42.jsonl
     result = await Runner.run(agent, "hello", session=session)
 
-One file per session id under ``root`` (``<root>/<session_id>.jsonl``, created 0600 on the first
-``add_items``). Each item is one model-visible event keeping the item verbatim in
-``data.openai_agents.items`` (the consecutive items of one model response share one
-``assistant/message``; :mod:`._openai_agents_map`). ``get_items`` reads the fold's current
-surface; ``pop_item`` and ``clear_session`` append ``surface/retract`` events, or a revision
-of a response's message without its last item (nothing is removed from the file).
+One file per session id under ``root`` (``<root>/<session_id>.jsonl``, created 0600 by the first
+``add_items`` that succeeds: a refused one leaves no file). Each item is one model-visible event
+keeping the item verbatim in ``data.openai_agents.items`` (the consecutive items of one model
+response share one ``assistant/message``; :mod:`._openai_agents_map`). ``get_items`` reads the
+fold's current surface; ``pop_item`` and ``clear_session`` append ``surface/retract`` events,
+or a revision of a response's message without its last item (nothing is removed from the file).
 
 Durability: when ``add_items``, ``pop_item`` or ``clear_session`` returns, what it did is on
 disk (synced and checkpointed); a crash or SIGKILL after that loses none of it. One that raises
 wrote nothing, unless the process died in the middle of its write: then a prefix of its items
-(whole items, never a torn one) may be there after reopening.
+(whole items, never a torn one) may be there after reopening. The first ``add_items`` of a
+session is all or nothing even then: its file appears only once the items are durable.
 
 Concurrency, as the SDK's ``SQLiteSession`` on a file: every operation runs in a worker thread
 (the event loop is never blocked on a lock, a write or an fsync), and operations on one
@@ -52,6 +53,7 @@ from ..errors import SurfaceError
 from ..events import Replace, Retract
 from ..fold import Node, fold_file
 from ..ids import validate_session_id
+from ._first_write import write
 from ._openai_agents_map import events_of, items_of
 
 __all__ = ["DEFAULT_ROOT", "JsonltapeSession"]
@@ -130,20 +132,18 @@ class JsonltapeSession(SessionABC):
             return fn()
 
     def _write(self, fn: Callable[[writer.Tape], Any], create: bool = True) -> Any:
-        """Run ``fn`` with the session open for writing, then close it (flush, checkpoint)."""
+        """Run ``fn`` with the session open for writing, then close it (flush, checkpoint); a
+        session created here appears only if ``fn`` returns (``_first_write``)."""
         with self._lock:
             if not create and not os.path.lexists(self.path):
                 return None
-            tape = writer.open(
+            return write(
                 self.path,
-                create="if-missing" if create else False,
+                fn,
                 session_id=self.session_id,
                 agent=f"openai-agents/{_sdk_version}",
-                durability="manual",  # one flush per operation, at close
                 lock_timeout=self.lock_timeout,
             )
-            with tape:
-                return fn(tape)
 
     def _nodes(self) -> list[Node]:
         if not os.path.lexists(self.path):

@@ -44,6 +44,7 @@ from ..fold import fold_file, retract
 from ..fold._fold import Node
 from ..writer import Tape
 from ..writer import open as open_tape
+from ._first_write import write
 
 __all__ = ["EXT", "append_messages", "clear", "load_messages", "retract_last"]
 
@@ -85,8 +86,9 @@ def append_messages(
 ) -> int:
     """Append a run's messages (``result.new_messages()``) to a session as one turn.
 
-    ``target`` is a session path (created if missing, with ``title`` and ``session_id``) or an
-    open :class:`~jsonltape.Tape`. Returns once everything appended is durable (flushed); the
+    ``target`` is a session path (created if missing, with ``title`` and ``session_id``, once
+    the messages are written: a call that raises leaves no file) or an open
+    :class:`~jsonltape.Tape`. Returns once everything appended is durable (flushed); the
     return value is the durable seq. A second writer waits up to ``lock_timeout`` seconds, then
     fails with :class:`~jsonltape.LockedError`; appends of two writers never interleave.
     """
@@ -99,17 +101,14 @@ def append_messages(
         return _append(target, events, header)
     from pydantic_ai import __version__
 
-    tape = open_tape(
-        target,
-        create="if-missing",
+    return write(
+        _fs.session_path(target),
+        lambda tape: _append(tape, events, header),
         title=title,
         session_id=session_id,
         agent=f"pydantic-ai {__version__}",
-        durability="manual",
         lock_timeout=lock_timeout,
     )
-    with tape:
-        return _append(tape, events, header)
 
 
 def _check_messages(messages: object) -> None:
