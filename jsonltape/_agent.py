@@ -2,7 +2,9 @@
 
 The builders turn a helper's arguments into an event's data (refusing what no event could
 carry, naming the member); the Tape method appends it through the one ``append`` pipeline,
-which checks everything else. Nothing here touches the writer's state.
+which checks everything else. Nothing here touches the writer's state: the turn and step blocks
+take any :class:`Appender` (what they need of a writer, which :class:`jsonltape.Tape` is), so
+this module sits below the writer and never imports it.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ import random
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import InvalidEventError, JsonltapeError
 
 if TYPE_CHECKING:
-    from .writer import Tape
+    from .events import Event
 
 __all__ = [
+    "Appender",
     "TurnHandle",
     "assistant_data",
     "message_id",
@@ -41,6 +44,17 @@ if hasattr(os, "register_at_fork"):
 def message_id() -> str:
     """A fresh message id: 16 lowercase hex digits."""
     return f"{_ids.getrandbits(64):016x}"
+
+
+class Appender(Protocol):
+    """What a turn or step block needs of a writer: :class:`jsonltape.Tape` is one."""
+
+    @property
+    def open_turn(self) -> int | None:
+        """Seq of the ``turn/start`` of the turn currently open, if any."""
+
+    def append(self, type: str, data: Mapping[str, Any] | None = None) -> Event:
+        """Append one event through the writer's pipeline and return it as written."""
 
 
 class TurnHandle:
@@ -152,7 +166,7 @@ def tool_result_data(call_id: object, result: Any, is_error: object, path: Path)
 
 
 @contextmanager
-def turn(tape: Tape, input: Any) -> Iterator[TurnHandle]:
+def turn(tape: Appender, input: Any) -> Iterator[TurnHandle]:
     """``turn/start`` now, ``turn/end`` when the block ends (``error`` if it raised)."""
     start = tape.append("turn/start", {"input": input} if input is not None else {})
     handle = TurnHandle(start.seq)
@@ -174,7 +188,7 @@ def turn(tape: Tape, input: Any) -> Iterator[TurnHandle]:
 
 
 @contextmanager
-def step(tape: Tape) -> Iterator[int]:
+def step(tape: Appender) -> Iterator[int]:
     """``step/start`` now and ``step/end`` when the block ends; yields the step's seq."""
     data = {"turn": tape.open_turn} if tape.open_turn is not None else {}
     start = tape.append("step/start", data)
@@ -186,7 +200,7 @@ def step(tape: Tape) -> Iterator[int]:
     tape.append("step/end", {"step": start.seq, **data})
 
 
-def _end_quietly(tape: Tape, type_: str, data: dict[str, Any]) -> None:
+def _end_quietly(tape: Appender, type_: str, data: dict[str, Any]) -> None:
     # The block's own exception is what the caller needs to see; a writer that has failed
     # cannot record the end and its repair will close the turn instead.
     try:
