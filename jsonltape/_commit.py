@@ -7,7 +7,9 @@ without the lock, so appends go on meanwhile; nothing reaches the file while tha
 
 A writer is one :class:`WriterState` (everything it knows about its session, like filelock's
 ``FileLockContext``) shared by :class:`jsonltape.Tape`, the API, and :class:`Committer`, which
-owns the order of writes, syncs and checkpoints.
+owns the order of writes, syncs and checkpoints. The state holds the writer's lock as a
+:class:`Hold` (what the Tape does with it); :mod:`jsonltape._session` takes the lock and builds
+the state, so it imports this module and never the reverse.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -29,14 +31,24 @@ from .errors import ConcurrentModificationError, JsonltapeError, WriterFailedErr
 from .events import Event, FlushData, Span, TurnRef
 
 if TYPE_CHECKING:
-    from ._session import SessionLock
     from ._surface import SurfaceFold
 
-__all__ = ["MAX_BUFFER", "Committer", "WriterState", "checkpoint_line"]
+__all__ = ["MAX_BUFFER", "Committer", "Hold", "WriterState", "checkpoint_line"]
 
 #: Queued bytes beyond which lines are written out before the next sync.
 MAX_BUFFER = 1 << 20
 _TURN_TYPES = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
+
+
+class Hold(Protocol):
+    """A writer's hold on its session, as the Tape ends it (:class:`jsonltape._session.SessionLock`
+    is the one)."""
+
+    def release(self) -> None:
+        """End the hold (on close). Idempotent."""
+
+    def forget(self) -> None:
+        """In a forked child: close this process's copy without unlocking the parent's."""
 
 
 @dataclass(eq=False, slots=True)
@@ -46,7 +58,7 @@ class WriterState:
     path: Path
     fd: int
     ops: _fs.FileOps
-    lock: SessionLock
+    lock: Hold
     #: The header line's bytes: each sync checks the file still starts with them.
     header_line: bytes
     #: (st_dev, st_ino) of the session file: each sync checks the path still names it.
