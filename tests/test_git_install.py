@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import jsonltape
-from jsonltape.cli import _available
+from jsonltape.cli._base import available as _available
 from jsonltape.git._install import DEFAULT_PATTERN, IGNORED
 
 from .helpers import one_turn

@@ -10,24 +10,15 @@ for every command and group, with a pointer to the command's ``--help``.
 from __future__ import annotations
 
 import errno
-import importlib
-import importlib.util
 import sys
-from typing import Any, ClassVar
+from typing import Any
 
 import click
 
-from .._display import shown
-from ..errors import (
-    ConcurrentModificationError,
-    CorruptError,
-    JsonltapeError,
-    LockedError,
-    SessionExistsError,
-    StorageError,
-)
+from ..errors import JsonltapeError
+from ._base import EXIT_CODES, CliError, LazyCommands, fail, one_line, say
 
-__all__ = ["EXIT_CODES", "LazyCommands", "cli", "main", "one_line", "say"]
+__all__ = ["EXIT_CODES", "CliError", "LazyCommands", "cli", "fail", "main", "one_line", "say"]
 
 # name -> (module under jsonltape.cli, attribute, the first paragraph of its help). The help
 # text lives here too so that `jsonltape --help` lists every command without importing any;
@@ -156,43 +147,6 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
 }
 
-#: Exit codes: 0 ok; 1 repairable (verify) or other error; 2 bad input; 3 corrupt;
-#: 4 another writer / file changed underneath; 5 I/O failure (fsync, EIO, a full disk).
-EXIT_CODES: list[tuple[type[BaseException], int]] = [
-    (CorruptError, 3),
-    (LockedError, 4),
-    (ConcurrentModificationError, 4),
-    (StorageError, 5),
-    (SessionExistsError, 2),
-    (JsonltapeError, 2),
-]
-
-
-class CliError(click.ClickException):
-    """One line on stderr, ``jsonltape: error: <where>: <what>``, and an exit code."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code  # type: ignore[misc]
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"jsonltape: error: {one_line(self.format_message())}", err=True)
-
-
-def say(text: str, *, err: bool = False) -> None:
-    """One line of human output (``err``: on stderr), whatever a path, name or value in it
-    holds made safe to show (:func:`one_line`)."""
-    click.echo(one_line(text), err=err)
-
-
-def one_line(text: str) -> str:
-    """``text`` with line breaks and other control characters escaped (``\\n``, ``\\x1b``).
-
-    A diagnostic is one line whatever a file name or a value holds, and a terminal never
-    receives an escape sequence from one.
-    """
-    return shown(text)
-
 
 def _usage_line(exc: click.UsageError) -> CliError:
     """A click usage error as one line: ``<what> (see 'jsonltape CMD --help')``, exit 2."""
@@ -201,79 +155,6 @@ def _usage_line(exc: click.UsageError) -> CliError:
         what = what[0].lower() + what[1:]
     where = exc.ctx.command_path if exc.ctx is not None else "jsonltape"
     return CliError(f"{what} (see '{where} --help')", 2)
-
-
-def fail(exc: BaseException) -> CliError:
-    """Map a library (or OS) error to its exit code."""
-    for cls, code in EXIT_CODES:
-        if isinstance(exc, cls):
-            return CliError(str(exc), code)
-    if isinstance(exc, OSError):
-        where = f"{exc.filename}: " if exc.filename else ""
-        code = 2 if exc.errno in _BAD_INPUT_ERRNOS else 5  # what the user named, or the I/O
-        return CliError(f"{where}{exc.strerror or exc}", code)
-    return CliError(str(exc), 1)
-
-
-#: OS errors about the path the user gave (exit 2, bad input); any other is an I/O failure (5).
-_BAD_INPUT_ERRNOS = frozenset(
-    {
-        errno.ENOENT,
-        errno.ENOTDIR,
-        errno.EISDIR,
-        errno.EACCES,
-        errno.EPERM,
-        errno.ELOOP,
-        errno.ENAMETOOLONG,
-        errno.EEXIST,
-    }
-)
-
-
-class LazyCommands(click.Group):
-    """A group whose commands are loaded on first use from :attr:`table` (name -> module under
-    ``jsonltape.cli``, attribute, first paragraph of its help), beside any added eagerly.
-
-    A command whose module is not there (yet) is simply not listed. Listing them for ``--help``
-    imports none: the table holds the text.
-    """
-
-    table: ClassVar[dict[str, tuple[str, str, str]]] = {}
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        lazy = {n for n, (mod, _, _) in self.table.items() if _available(mod)}
-        return sorted(lazy | set(self.commands))
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self.commands:
-            return self.commands[cmd_name]
-        target = self.table.get(cmd_name)
-        if target is None or not _available(target[0]):
-            return None
-        module = importlib.import_module(f"{__name__}.{target[0]}")
-        command = getattr(module, target[1])
-        assert isinstance(command, click.Command)
-        return command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The command list of ``--help``, as click writes it, from the table: listing the
-        commands imports none of them (they would load the fold, the importers and sqlite3)."""
-        helps: dict[str, str] = {}
-        for name in self.list_commands(ctx):
-            eager = self.commands.get(name)
-            if eager is None:
-                helps[name] = self.table[name][2]
-            elif not eager.hidden:
-                helps[name] = eager.help or ""
-        if not helps:
-            return
-        limit = formatter.width - 6 - max(len(name) for name in helps)  # click's own layout
-        rows = [
-            (name, click.Command(name, help=text).get_short_help_str(limit))
-            for name, text in helps.items()
-        ]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
 
 
 class _LazyGroup(LazyCommands):
@@ -308,10 +189,6 @@ class _LazyGroup(LazyCommands):
             from .._scan import TOO_DEEP  # not at the top: it loads the decoder for every command
 
             raise CliError(f"input: {TOO_DEEP}", 2) from None
-
-
-def _available(module: str) -> bool:
-    return importlib.util.find_spec(f"{__name__}.{module}") is not None
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

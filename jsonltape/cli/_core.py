@@ -20,7 +20,7 @@ from .. import reader
 from .._scan import TOO_DEEP
 from .._time import format_ms
 from ..errors import InvalidEventError, JsonltapeError
-from . import CliError, fail, one_line, say
+from ._base import CliError, fail, one_line, say
 from ._params import SECONDS, SEQ, JsonObject, json_line, json_writer, parse_json
 
 if TYPE_CHECKING:

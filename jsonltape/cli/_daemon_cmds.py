@@ -21,7 +21,7 @@ from jsonltape_daemon import paths, target
 from jsonltape_daemon.engines.sqlite import schema
 
 from .._project import make_sessions_dir, resolve_root
-from . import CliError, say
+from ._base import CliError, say
 from ._params import Seconds, echo_json, index_of, index_option, origins_option, target_of
 
 __all__ = [

@@ -10,7 +10,7 @@ import click
 import msgspec
 
 from .. import fold
-from . import CliError, say
+from ._base import CliError, say
 from ._params import SECONDS, SEQ, json_text, json_writer
 
 _json = msgspec.json.Decoder()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from . import LazyCommands, one_line
+from ._base import LazyCommands, one_line
 
 if TYPE_CHECKING:
     from ..git._install import Item

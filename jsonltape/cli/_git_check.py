@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from . import CliError, one_line
+from ._base import CliError, one_line
 
 if TYPE_CHECKING:
     from ..git._check import Problem

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from . import one_line
+from ._base import one_line
 from ._params import SECONDS, SEQ
 
 __all__ = ["adopt", "merge_driver"]

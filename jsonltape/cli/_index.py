@@ -22,7 +22,7 @@ from jsonltape_daemon.ingest.foreign import parse_source
 from jsonltape_daemon.service.lock import daemon_status, running_pid
 from jsonltape_daemon.target import PgTarget
 
-from . import CliError, say
+from ._base import CliError, say
 from ._core import describe_root, root_here
 from ._daemon_cmds import (
     daemon,

@@ -18,7 +18,7 @@ from ..interop import SOURCES, FileReport, discover, import_file
 from ..interop._source import Unit
 from ..interop.export import FORMATS, ExportFormat
 from ..interop.export import export as export_session
-from . import CliError, say
+from ._base import CliError, say
 from ._params import SECONDS, json_line
 
 _enc = msgspec.json.Encoder()

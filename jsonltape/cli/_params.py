@@ -22,7 +22,7 @@ import msgspec
 
 from .._display import json_shown
 from .._limits import MAX_INT
-from . import CliError
+from ._base import CliError
 
 if TYPE_CHECKING:
     from jsonltape_daemon.target import Target

@@ -8,7 +8,7 @@ from typing import NoReturn
 import click
 from jsonltape_daemon import target
 
-from . import CliError, say
+from ._base import CliError, say
 from ._daemon_cmds import index_option, target_of
 
 __all__ = ["index_grant", "index_init"]

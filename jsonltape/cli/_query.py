@@ -27,7 +27,7 @@ from jsonltape_daemon.target import SqliteTarget
 
 from .._display import shown
 from .._time import MAX_TIME, format_ms
-from . import CliError
+from ._base import CliError
 from ._params import (
     COUNT,
     SEQ,

@@ -45,7 +45,7 @@ from prompt_toolkit.styles import Style
 
 from .._display import shown
 from .._time import format_ms
-from . import CliError
+from ._base import CliError
 
 __all__ = ["clean", "interactive_search"]
 
