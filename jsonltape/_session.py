@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import filelock
 import msgspec
 
 from . import _fs, _repair
@@ -161,6 +160,11 @@ class SessionLock:
     """
 
     def __init__(self, path: Path, timeout: float) -> None:
+        # Imported here, when a lock is taken: filelock's import is ~20 ms (its core, logging,
+        # secrets/hashlib), which a process that loads the writer without writing (`export`,
+        # a type annotation) does not pay.
+        import filelock
+
         self.path = path
         self._deadline = time.monotonic() + timeout
         self._fd = -1  # the session descriptor carrying the flock, once held

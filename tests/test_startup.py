@@ -200,6 +200,26 @@ def test_append_loads_the_writer_but_not_the_fold_or_the_index(workspace: Path) 
     assert loaded(modules, *HEAVY, "jsonltape.repair") == []
 
 
+def test_the_writer_loads_the_lock_library_only_when_it_takes_a_lock(tmp_path: Path) -> None:
+    assert "filelock" not in modules_after("import jsonltape.writer")
+    path = tmp_path / "s.jsonl"
+    opened = modules_after(f"import jsonltape; jsonltape.open({str(path)!r}, create=True).close()")
+    assert "filelock" in opened
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "sessions/s.jsonl", "--format", "markdown"],
+        ["messages", "sessions/s.jsonl"],
+        ["todo", "sessions/s.jsonl"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_commands_that_write_nothing_load_no_lock_library(workspace: Path, argv: list[str]) -> None:
+    assert "filelock" not in command_imports(*argv, cwd=workspace)
+
+
 @pytest.mark.parametrize(
     "argv",
     [["search", "migration"], ["sessions"], ["show", "sessions/s.jsonl", "--last", "1"]],
