@@ -10,11 +10,13 @@ measures the milliseconds.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -78,6 +80,19 @@ def command_imports(*argv: str, cwd: Path) -> set[str]:
     return modules_after(
         f"sys.argv = ['jsonltape', *{list(argv)!r}]; from jsonltape.cli import main; main()", cwd
     )
+
+
+def at_exit(expression: str, *argv: str, cwd: Path) -> Any:
+    """The value of ``expression`` (a literal; ``gc`` and ``sys`` are imported) in the last
+    exit handler of ``jsonltape ARGV``: after the command and every other handler ran."""
+    code = (
+        "import atexit, gc, sys; "
+        f"atexit.register(lambda: print('at exit:', repr({expression}), file=sys.stderr)); "
+        f"sys.argv = ['jsonltape', *{list(argv)!r}]; from jsonltape.cli import main; main()"
+    )
+    last = run(["-c", code], cwd).splitlines()[-1]
+    assert last.startswith("at exit: "), last
+    return ast.literal_eval(last.removeprefix("at exit: "))
 
 
 def loaded(modules: set[str], *names: str) -> list[str]:
@@ -198,6 +213,14 @@ def test_append_loads_the_writer_but_not_the_fold_or_the_index(workspace: Path) 
     modules = command_imports(*argv, cwd=workspace)
     assert "jsonltape.writer" in modules
     assert loaded(modules, *HEAVY, "jsonltape.repair") == []
+
+
+def test_append_builds_the_data_shape_of_its_event_type_only(workspace: Path) -> None:
+    # The fast shape check compiles one Struct per core type (24 of them, ~1.3 ms together).
+    data = '{"message":{"id":"m8","role":"user","parts":[{"type":"text","content":"hi"}]}}'
+    argv = ["append", "sessions/s.jsonl", "--type", "user/message", "--data", data]
+    shapes = "sorted(sys.modules['jsonltape._validate']._SHAPES)"
+    assert at_exit(shapes, *argv, cwd=workspace) == ["user/message"]
 
 
 def test_the_writer_loads_the_lock_library_only_when_it_takes_a_lock(tmp_path: Path) -> None:
