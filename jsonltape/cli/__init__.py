@@ -10,6 +10,7 @@ for every command and group, with a pointer to the command's ``--help``.
 from __future__ import annotations
 
 import errno
+import gc
 import sys
 from typing import Any
 
@@ -208,3 +209,10 @@ def main() -> None:
     except KeyboardInterrupt:  # pragma: no cover - interactive
         click.echo("jsonltape: interrupted", err=True)
         sys.exit(130)
+    finally:
+        # The process is about to end: the interpreter's last collections would trace every
+        # object the imports made (modules, classes, functions: ~100k for `append`), 15 ms or
+        # 0.7x `python -c pass`, to free memory the OS takes back anyway. Frozen objects are
+        # skipped; atexit handlers still run (tapes close, locks release) and whatever is not
+        # in a reference cycle is still freed as its module is cleared.
+        gc.freeze()
