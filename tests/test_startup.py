@@ -82,11 +82,12 @@ def command_imports(*argv: str, cwd: Path) -> set[str]:
     )
 
 
-def at_exit(expression: str, *argv: str, cwd: Path) -> Any:
+def at_exit(expression: str, *argv: str, cwd: Path, before: str = "pass") -> Any:
     """The value of ``expression`` (a literal; ``gc`` and ``sys`` are imported) in the last
-    exit handler of ``jsonltape ARGV``: after the command and every other handler ran."""
+    exit handler of ``jsonltape ARGV``: after the command and every other handler ran.
+    ``before`` is a statement run first."""
     code = (
-        "import atexit, gc, sys; "
+        f"import atexit, gc, sys; {before}; "
         f"atexit.register(lambda: print('at exit:', repr({expression}), file=sys.stderr)); "
         f"sys.argv = ['jsonltape', *{list(argv)!r}]; from jsonltape.cli import main; main()"
     )
@@ -243,7 +244,8 @@ def test_commands_that_write_nothing_load_no_lock_library(workspace: Path, argv:
     assert "filelock" not in command_imports(*argv, cwd=workspace)
 
 
-@pytest.mark.parametrize(
+#: Commands of each kind: no library, a reader, the writer, the index.
+_EACH_KIND = pytest.mark.parametrize(
     "argv",
     [
         ["--help"],
@@ -253,6 +255,31 @@ def test_commands_that_write_nothing_load_no_lock_library(workspace: Path, argv:
     ],
     ids=lambda argv: argv[0],
 )
+
+
+@_EACH_KIND
+def test_a_command_starts_without_a_collection(workspace: Path, argv: list[str]) -> None:
+    # Everything start-up allocates lives until exit: a collection there traces it for nothing.
+    # Counted from main() on (the console script imports jsonltape.cli, and click, before it).
+    count = (
+        "from jsonltape.cli import main; "
+        "C = []; gc.callbacks.append(lambda phase, info: C.append(info['generation']))"
+    )
+    assert at_exit("C", *argv, cwd=workspace, before=count) == []
+
+
+def test_the_collector_runs_as_usual_once_a_command_allocates_past_its_start_up() -> None:
+    code = (
+        "import gc; from jsonltape.cli import _defer_first_collection, _FIRST_COLLECTION; "
+        "default = gc.get_threshold(); _defer_first_collection(); "
+        "assert gc.get_threshold() == (_FIRST_COLLECTION, *default[1:]), gc.get_threshold(); "
+        "kept = [[] for _ in range(_FIRST_COLLECTION + 1000)]; "
+        "assert gc.get_threshold() == default, gc.get_threshold()"
+    )
+    run(["-c", code], None)
+
+
+@_EACH_KIND
 def test_a_command_leaves_the_interpreters_last_collections_nothing_to_trace(
     workspace: Path, argv: list[str]
 ) -> None:
