@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 import jsonltape
-from jsonltape._follow import MAX_DELAY, follow_lines, follow_messages
+from jsonltape._follow import MAX_DELAY, follow_lines
+from jsonltape.fold._follow import follow_messages
 
 from .conftest import LONG
 

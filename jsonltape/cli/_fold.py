@@ -166,7 +166,7 @@ def messages(
 
 
 def _follow_messages(path: Path, parents: dict[str, str] | None) -> None:
-    from .._follow import follow_messages
+    from ..fold._follow import follow_messages
 
     out = sys.stdout.buffer
     write = json_writer()
