@@ -1,8 +1,10 @@
 """The good-line rule of spec §10.2, in one place: every reader's lines come from here.
 
 :func:`decode` is the one decode that judges a line's JSON (every byte of it, unknown members
-included); :func:`scan` walks a file from an offset and yields its good lines until the first
-line that is not good, which it yields as a :class:`Bad` and stops. ``verify``, ``read``,
+included); a ``branch/start`` or ``branch/event`` line must also have the shape of spec
+§8.7.14 (format 1.2: their data is acted on by merges, and a fold skips them, so nothing else
+would ever judge it). :func:`scan` walks a file from an offset and yields its good lines until
+the first line that is not good, which it yields as a :class:`Bad` and stops. ``verify``, ``read``,
 ``lines``, the fold, repair's tail check and the index's ingest all read through ``scan``, so a
 line is good or bad for all of them alike.
 """
@@ -17,13 +19,15 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from . import _framing
+from . import _framing, _records
+from ._records import BRANCH_TYPES
 from .events import Event, FlushData, Replace, Retract, SeqInt, TimeInt
 
 __all__ = [
     "Bad",
     "Good",
     "Run",
+    "branch_problem",
     "checkpoint_at",
     "decode",
     "problem_of",
@@ -196,7 +200,33 @@ def problem_of(raw: bytes, expected: int | None) -> tuple[Event | None, str | No
         return None, f"not a valid event envelope: {exc}"
     if expected is not None and event.seq != expected:
         return event, f"seq {event.seq} where {expected} was expected"
+    if event.type in BRANCH_TYPES:
+        return event, branch_problem(event, raw)
     return event, None
+
+
+def branch_problem(event: Event, body: bytes) -> str | None:
+    """What makes the ``branch/start`` or ``branch/event`` ``event`` (its line ``body``, with
+    or without the newline, a good envelope) break the shape of spec §8.7.14, or None.
+
+    A ``branch/event``'s ``line`` must be a good line on its own (its own checksum, the
+    envelope; its seq is not compared with its position). ``RecursionError`` propagates.
+    """
+    if event.ignorable is not True or event.surface is not None:
+        return f"a {event.type} is ignorable and takes no surface (spec §8.7.14)"
+    try:
+        if event.type == "branch/start":
+            return _records.start_problem(event.seq, _records.start_data(body))
+        rec = _records.recorded(body)
+    except msgspec.DecodeError as exc:
+        return f"not a {event.type} of spec §8.7.14: {exc}"
+    if not _framing.frame_ok(rec.line + b"\n"):
+        return "branch/event: the recorded line fails its own checksum - at `$.data.line`"
+    try:
+        line = decode(rec.line)
+    except msgspec.DecodeError as exc:
+        return f"branch/event: the recorded line is not a valid event envelope: {exc}"
+    return _records.event_problem(event.seq, rec, line.seq, line.type)
 
 
 def _bad(raw: bytes, offset: int, expected: int | None) -> Bad:
@@ -386,8 +416,9 @@ def _lines_of(
                         or (expected is not None and events[0].seq != expected)
                         or [item.seq for item in events]
                         != list(range(events[0].seq, events[0].seq + n))
+                        or not BRANCH_TYPES.isdisjoint([item.type for item in events])
                     ):
-                        break  # a seq out of place: judged line by line
+                        break  # a seq out of place or a branch record: judged line by line
                     expected = events[-1].seq + 1
                     if mode == _RUNS:
                         yield Run(buf, a, buf_at + a, buf_at + e, events)
@@ -427,6 +458,7 @@ def _lines_of(
                         event is not None
                         and (expected is None or event.seq == expected)
                         and (huge is None or base - buf_at not in huge)
+                        and (event.type not in BRANCH_TYPES or _branch_ok(event, body))
                     ):
                         expected = event.seq + 1
                         if keep:
@@ -437,6 +469,13 @@ def _lines_of(
                         continue
                 return _bad(body + b"\n", base, expected)
     return _bad(b"".join(held), base, expected) if held else None
+
+
+def _branch_ok(event: Event, body: bytes) -> bool:
+    try:
+        return branch_problem(event, body) is None
+    except RecursionError:
+        return False  # judged again by problem_of, which names the line too deep
 
 
 def checkpoint_at(event: Event, off: int) -> FlushData | None:

@@ -40,6 +40,7 @@ __all__ = [
     "Replace",
     "Retract",
     "SessionTitleData",
+    "Sha256Hex",
     "Span",
     "Surface",
     "TurnRef",
@@ -401,20 +402,26 @@ class ForkDiscardData(msgspec.Struct):
     reason: str | None = None
 
 
-# -- branches recorded by a merge (format 1.1, spec §8.7.14) --------------------------------
+# -- branches recorded by a merge (format 1.1, 1.2, spec §8.7.14) ---------------------------
+
+#: 64 lowercase hex digits: a SHA-256 as the format writes it (1.2).
+Sha256Hex = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
 
 
 class BranchStartData(msgspec.Struct, omit_defaults=True):
     """``branch/start``: the lines after it record another version of this session's history
     that diverged after seq ``at`` and ended at seq ``head`` (whose crc member is ``crc``);
-    ``lines`` are the crc members of that version's lines ``at+1`` … ``head`` in order."""
+    ``lines`` are the crc members of that version's lines ``at+1`` … ``head`` in order, and
+    ``sha256`` (1.2) the SHA-256 of each of those lines (its bytes without the newline), which
+    name them where a CRC-32 cannot (a collaborator can make a line with any CRC)."""
 
-    at: NonNegative
-    head: NonNegative
+    at: SeqInt
+    head: SeqInt
     crc: Crc8
     lines: list[Crc8]
-    count: NonNegative
+    count: SeqInt
     source: str | None = None
+    sha256: list[Sha256Hex] | None = None
 
 
 class BranchOrigin(msgspec.Struct, frozen=True):
@@ -426,9 +433,10 @@ class BranchOrigin(msgspec.Struct, frozen=True):
 
 class BranchEventData(msgspec.Struct):
     """``branch/event``: one line of another version, recorded, not applied: ``line`` is its
-    JSON object as written (without its newline), ``branch`` the seq of its ``branch/start``."""
+    JSON object as written (without its newline), ``branch`` the seq of its ``branch/start``,
+    ``origin`` the recorded line's own seq and crc member."""
 
-    branch: NonNegative
+    branch: SeqInt
     origin: BranchOrigin
     line: dict[str, Any]
 

@@ -64,7 +64,8 @@ def verify(path: str | os.PathLike[str]) -> Report:
 
     Every line gets the good-line test of spec §10.2: newline, CRC, a JSON object (data
     included: valid JSON and UTF-8 throughout) with the envelope's member types, and the
-    expected seq. Nothing else about the data is checked.
+    expected seq; for a merge's branch records, their shape (§8.7.14). Nothing else about the
+    data is checked.
     """
     p = _fs.given_path(path)
     fd = _fs.open_for_read(p)

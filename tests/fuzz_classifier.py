@@ -17,6 +17,10 @@ The rules it applies, each from the spec:
   ranges: ``seq`` 0 … 2^53−1, ``time`` 0 … 253402300799999, ``sources`` items and a surface
   object's ``start``/``end`` 0 … 2^53−1. Unknown members are allowed (and checked by §4).
 - §7: the header and the type of every member of its table (``null`` is a wrong type).
+- §8.7.14 (1.2): a ``branch/start`` or ``branch/event`` line has the shape given there: its
+  members and their types, ``ignorable: true`` and no surface, the receipt's counts, and a
+  record's ``line`` (the bytes of that member's value as stored) a good line on its own whose
+  seq and crc are its ``origin`` and whose type a merge records.
 - §10.2: good lines, B, witnesses, valid checkpoints, and the five verdicts.
 
 Two things the spec leaves to implementations are reported rather than decided:
@@ -31,6 +35,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import sys
 import zlib
 from collections.abc import Iterator
@@ -238,9 +243,87 @@ def parse_line(raw: bytes) -> Parsed:
     if type(value) is not dict:
         return Parsed(None, "not an object", depth, duplicate)
     problem = _envelope_problem(value)
+    if problem is None and value["type"] in ("branch/start", "branch/event"):
+        with _deep_recursion():
+            problem = _branch_problem(value, text)
     if problem is not None:
         return Parsed(None, problem, depth, duplicate)
     return Parsed(value, "", depth, duplicate)
+
+
+# ----------------------------------------------------------------------------------------------
+# §8.7.14 (1.2): the shape of a merge's branch records, part of the good-line test
+
+_CRC = re.compile("[0-9a-f]{8}")
+_SHA256 = re.compile("[0-9a-f]{64}")
+_NEVER_RECORDED = ("session/flush", "branch/start", "branch/event")
+_WS = re.compile(r"[ \t\n\r]*")
+_VALUE = json.JSONDecoder()
+
+
+def _hex(v: Any, pattern: re.Pattern[str]) -> bool:
+    return type(v) is str and pattern.fullmatch(v) is not None
+
+
+def _member_spans(text: str, at: int) -> dict[str, tuple[int, int]]:
+    """Where the value of each member of the object at ``text[at]`` (valid JSON) starts and
+    ends in ``text``; a repeated name keeps its last value, as ``decode`` does."""
+    out: dict[str, tuple[int, int]] = {}
+    i = _WS.match(text, at + 1).end()
+    while text[i] != "}":
+        name, i = json.decoder.scanstring(text, i + 1)
+        i = _WS.match(text, _WS.match(text, i).end() + 1).end()
+        _value, end = _VALUE.raw_decode(text, i)
+        out[name] = (i, end)
+        i = _WS.match(text, end).end()
+        if text[i] == ",":
+            i = _WS.match(text, i + 1).end()
+    return out
+
+
+def _branch_problem(ev: dict[str, Any], text: str) -> str | None:
+    d = ev["data"]
+    if ev.get("ignorable") is not True or ev.get("surface") is not None:
+        return "a branch record is ignorable: true and has no surface"
+    if ev["type"] == "branch/start":
+        lines, sha = d.get("lines"), d.get("sha256")
+        if not all(_integer(d.get(k), 0, MAX_SAFE) for k in ("at", "head", "count")):
+            return "branch/start: at, head, count are seqs"
+        if not _hex(d.get("crc"), _CRC) or type(lines) is not list:
+            return "branch/start: crc, lines"
+        if not all(_hex(c, _CRC) for c in lines):
+            return "branch/start: lines are crcs"
+        if d.get("source") is not None and type(d["source"]) is not str:
+            return "branch/start: source is a string"
+        if sha is not None and not (type(sha) is list and all(_hex(h, _SHA256) for h in sha)):
+            return "branch/start: sha256 holds SHA-256 digests"
+        if not d["at"] < d["head"] or d["at"] >= ev["seq"]:
+            return "branch/start: at < head, at < its seq"
+        if len(lines) != d["head"] - d["at"] or lines[-1] != d["crc"]:
+            return "branch/start: head - at lines, the last one crc"
+        if sha is not None and len(sha) != len(lines):
+            return "branch/start: one sha256 per line"
+        return None
+    origin = d.get("origin")
+    if not _integer(d.get("branch"), 0, MAX_SAFE) or type(origin) is not dict:
+        return "branch/event: branch, origin"
+    if not _integer(origin.get("seq"), 0, MAX_SAFE) or not _hex(origin.get("crc"), _CRC):
+        return "branch/event: origin {seq, crc}"
+    if type(d.get("line")) is not dict:
+        return "branch/event: line is an object"
+    if d["branch"] >= ev["seq"]:
+        return "branch/event: branch comes before it"
+    start, _end = _member_spans(text, 0)["data"]
+    first, last = _member_spans(text, start)["line"]
+    raw = text[first:last].encode("utf-8") + b"\n"
+    inner = parse_line(raw)
+    if inner.event is None:
+        return f"branch/event: its line is not good: {inner.reason}"
+    if inner.event["type"] in _NEVER_RECORDED:
+        return "branch/event: a merge never records that type"
+    if inner.event["seq"] != origin["seq"] or raw[-11:-3].decode() != origin["crc"]:
+        return "branch/event: origin is not its line's seq and crc"
+    return None
 
 
 def valid_checkpoint(ev: dict[str, Any], offset: int) -> bool:

@@ -52,10 +52,19 @@ from jsonltape.errors import (
     UnsafeFileError,
     UnsupportedVersionError,
 )
+from jsonltape.git._merge import Merged, merge_files
 from jsonltape.interop import ExportFormat
 
 from .conftest import LONG
-from .fuzz_classifier import MAX_SAFE, MAX_TIME, Verdict, classify, decode, split_lines
+from .fuzz_classifier import (
+    MAX_SAFE,
+    MAX_TIME,
+    Verdict,
+    _member_spans,
+    classify,
+    decode,
+    split_lines,
+)
 
 #: Checks that fail today because the library does not implement a rule yet. Each key is
 #: ``(reader, pattern)``: a failure of that reader is expected when the pattern occurs in its
@@ -151,6 +160,18 @@ def _write_bases(d: Path) -> list[tuple[str, bytes]]:
         tape.assistant("merged reply")
     jsonltape.merge(merged, fork2)
     out.append(("merged", merged.read_bytes()))
+
+    # A session continued in two places and merged by the git merge driver (spec §8.7.14).
+    ours, theirs = d / "ours.jsonl", d / "theirs.jsonl"
+    for path, text in ((ours, "ours"), (theirs, "theirs")):
+        shutil.copyfile(closed, path)
+        os.chmod(path, 0o600)
+        with jsonltape.open(path) as tape, tape.turn():
+            tape.user(f"{text} went on")
+            tape.assistant(f"{text} reply")
+    got = merge_files(closed, ours, theirs, source="main")
+    assert isinstance(got, Merged) and got.outcome == "branch"
+    out.append(("branched", got.result))
 
     for path in sorted(VECTORS.rglob("*.jsonl")):
         out.append((f"vector:{path.relative_to(VECTORS)}", path.read_bytes()))
@@ -685,6 +706,80 @@ def m_deep(rng: random.Random, data: bytes) -> tuple[str, bytes] | None:
     return f"deep:{levels}", _replace(lines, i, _encode(obj))
 
 
+def _recorded_line(raw: bytes) -> bytes | None:
+    """The bytes of a branch/event's ``data.line`` as stored, when the line has one."""
+    try:
+        text = raw[:-1].decode("utf-8")
+        start, _end = _member_spans(text, 0)["data"]
+        first, last = _member_spans(text, start)["line"]
+    except (KeyError, ValueError, IndexError):
+        return None
+    return text[first:last].encode("utf-8")
+
+
+def _branch_break(rng: random.Random, obj: dict[str, Any], lines: list[bytes]) -> str:
+    """Change one thing the shape of §8.7.14 is about, in place; return what."""
+    d = obj["data"]
+    others = [x[:-1] for x in lines[1:] if x.endswith(b"\n") and b'"type":"branch/' not in x]
+    kind = rng.choice(
+        ("drop", "type", "origin-crc", "origin-seq", "other-line", "other-line-fixed", "flip")
+        if obj["type"] == "branch/event"
+        else ("drop", "type", "short-lines", "short-sha", "sha-digit", "at-head")
+    )
+    keys = list(d) or ["x"]
+    if kind in ("drop", "type"):
+        key = rng.choice([*keys, "ignorable", "surface"])
+        where = obj if key in ("ignorable", "surface") else d
+        if kind == "drop":
+            where.pop(key, None)
+        else:
+            where[key] = rng.choice(["1", 1.5, None, [], {}, True, "append", -1, MAX_SAFE + 1])
+        return f"{kind}:{key}"
+    if kind in ("origin-crc", "origin-seq") and isinstance(d.get("origin"), dict):
+        o = d["origin"]
+        if kind == "origin-crc" and others:
+            o["crc"] = rng.choice(others)[-10:-2].decode()
+        elif isinstance(o.get("seq"), int):
+            o["seq"] += rng.choice((-1, 1))
+    elif kind.startswith("other-line") and others:
+        line = rng.choice(others)
+        d["line"] = Raw(line, "other-line")
+        if kind == "other-line-fixed":  # a well-formed record of another line of the file
+            d["origin"] = {"seq": json.loads(line)["seq"], "crc": line[-10:-2].decode()}
+    elif kind == "flip" and isinstance(d.get("line"), Raw):
+        b = bytearray(d["line"].text)
+        b[rng.randrange(1, len(b) - 20)] ^= 1 << rng.randrange(7)
+        d["line"] = Raw(bytes(b), "flipped")
+    elif kind == "short-lines" and isinstance(d.get("lines"), list):
+        d["lines"] = d["lines"][1:]
+    elif kind == "short-sha" and isinstance(d.get("sha256"), list):
+        d["sha256"] = d["sha256"][:-1]
+    elif kind == "sha-digit" and isinstance(d.get("sha256"), list) and d["sha256"]:
+        d["sha256"][0] = str(d["sha256"][0])[:-1]
+    elif kind == "at-head" and isinstance(d.get("head"), int):
+        d["at"] = d["head"]
+    return kind
+
+
+def m_branch(rng: random.Random, data: bytes) -> tuple[str, bytes] | None:
+    """A merge's branch record (§8.7.14) changed, with a valid CRC: a member missing or of
+    the wrong type, an origin that is not its line's, another line recorded (with its origin
+    or not), its line's bytes changed, a receipt whose counts disagree (1.2: bad lines)."""
+    lines = _lines(data)
+    idx = [i for i, raw in enumerate(lines) if b'"type":"branch/' in raw]
+    if not idx:
+        return None
+    i = rng.choice(idx)
+    obj = _decodable(lines[i])
+    if obj is None or not isinstance(obj.get("data"), dict):
+        return None
+    inner = _recorded_line(lines[i])
+    if inner is not None:
+        obj["data"]["line"] = Raw(inner, "line")  # kept verbatim through the re-encode
+    what = _branch_break(rng, obj, lines)
+    return f"branch:{obj['type']}:{what}", _replace(lines, i, _encode(obj))
+
+
 MUTATIONS: list[tuple[Mutation, int]] = [
     (m_bitflip, 8),
     (m_cut, 8),
@@ -701,6 +796,7 @@ MUTATIONS: list[tuple[Mutation, int]] = [
     (m_shape, 6),
     (m_surface, 4),
     (m_deep, 2),
+    (m_branch, 10),
 ]
 
 

@@ -22,6 +22,7 @@ import pytest
 
 import jsonltape
 
+from ._records import malformed_record
 from .helpers import one_turn
 from .test_git_install import clone, commit_all, git, git_env, jt, make_repo, mode
 
@@ -323,3 +324,38 @@ def test_the_writer_refuses_branch_lines_from_callers(tmp_path: Path, type_: str
     refused = pytest.raises(jsonltape.InvalidEventError, match="written by the writer itself")
     with jsonltape.open(tmp_path / "s.jsonl", create=True) as tape, refused:
         tape.append(type_, {}, ignorable=True)
+
+
+# -- what a collaborator commits: malformed records ------------------------------------------
+
+
+def commit_bytes(repo: Path, data: bytes, message: str) -> None:
+    """Commit ``data`` as the session, as a collaborator who bypasses the hooks would."""
+    (repo / SESSION).write_bytes(data)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--no-verify", "-m", message)
+
+
+@pytest.fixture
+def diverged(pair: tuple[Path, Path]) -> tuple[Path, Path]:
+    """alice and bob, each with a turn of their own after the shared one."""
+    alice, bob = pair
+    append(alice, "alice 1")
+    append(bob, "bob 1")
+    return alice, bob
+
+
+def test_a_malformed_record_makes_the_merge_a_conflict_git_reports_with_one_line(
+    diverged: tuple[Path, Path],
+) -> None:
+    alice, bob = diverged
+    commit_bytes(bob, malformed_record((bob / SESSION).read_bytes()), "malformed")
+    ours = (alice / SESSION).read_bytes()
+    done = pull(alice, bob)
+    assert done.returncode != 0 and "Traceback" not in done.stdout + done.stderr
+    said = [x for x in done.stderr.splitlines() if x.startswith("jsonltape:")]
+    assert len(said) == 1 and "conflict: theirs is corrupt at line" in said[0], done.stderr
+    assert (alice / SESSION).read_bytes() == ours  # %A as it was: no conflict markers
+    status = git(alice, "status", "--porcelain").stdout
+    assert f"UU {SESSION}" in status  # git's conflict path: the user resolves it
+    git(alice, "merge", "--abort")

@@ -347,9 +347,10 @@ _VERIFY_EXIT = {"clean": 0, "torn-tail": 1, "open-turn": 1, "corrupt": 3}
 def verify(paths: tuple[Path, ...], as_json: bool) -> None:
     """Check every line of each file in PATHS: framing, CRC, valid JSON envelope, dense seq.
 
-    Exit 0 when all are clean, 1 when some need `repair` (torn tail, or a turn a crash left
-    open), 3 when some are corrupt (damage before the last checkpoint), 2 on unreadable input.
-    A file group or others may read gets a warning on stderr; it does not change the exit code.
+    The branch records a merge wrote are checked for their shape too. Exit 0 when all are
+    clean, 1 when some need `repair` (torn tail, or a turn a crash left open), 3 when some are
+    corrupt (damage before the last checkpoint), 2 on unreadable input. A file group or others
+    may read gets a warning on stderr; it does not change the exit code.
     """
     worst = 0
     for p in paths:

@@ -50,7 +50,12 @@ function setMember(obj, key, value) {
 
 export class JsonError extends Error {}
 
-export function parseJson(text) {
+/**
+ * Parse strict JSON. With `spans` (a Map), every object and array is mapped to [start, end):
+ * where its text starts and ends in `text` (a branch/event's recorded line is checked as the
+ * bytes it was stored as, §8.7.14).
+ */
+export function parseJson(text, spans = null) {
   let i = 0;
   const n = text.length;
   const fail = (msg) => { throw new JsonError(`${msg} at character ${i}`); };
@@ -124,7 +129,8 @@ export function parseJson(text) {
     return [v, true];
   };
   // Iterative descent: a stack of open containers.
-  const stack = []; // {c: container, key?: pending member name}
+  const stack = []; // {c: container, key?: pending member name, start: where its text starts}
+  const closed = (top) => { if (spans) spans.set(top.c, [top.start, i]); };
   let root;
   let haveRoot = false;
   const put = (v, isFloat) => {
@@ -148,9 +154,9 @@ export function parseJson(text) {
       i++;
       const container = c === '{' ? {} : [];
       put(container, false);
-      stack.push({ c: container, key: undefined });
+      stack.push({ c: container, key: undefined, start: i - 1 });
       ws();
-      if (text[i] === (c === '{' ? '}' : ']')) { i++; stack.pop(); }
+      if (text[i] === (c === '{' ? '}' : ']')) { i++; closed(stack.pop()); }
       else {
         if (c === '{') {
           if (text[i] !== '"') fail('expected member name');
@@ -189,7 +195,7 @@ export function parseJson(text) {
         }
         break; // expect the next value
       }
-      if (text[i] === (isArr ? ']' : '}')) { i++; stack.pop(); continue; }
+      if (text[i] === (isArr ? ']' : '}')) { i++; closed(stack.pop()); continue; }
       fail(isArr ? "expected ',' or ']'" : "expected ',' or '}'");
     }
   }
@@ -318,7 +324,54 @@ export function checkLine(rec, { anySeq = false, skipCrc = false } = {}) {
   const bad = envelopeProblem(ev);
   if (bad) return { good: false, reason: bad };
   if (!anySeq && ev.seq !== rec.index) return { good: false, reason: `seq ${ev.seq} where ${rec.index} was expected` };
+  if (ev.type === 'branch/start' || ev.type === 'branch/event') {
+    const problem = branchProblem(ev, b);
+    if (problem) return { good: false, reason: problem };
+  }
   return { good: true, event: ev };
+}
+
+// §8.7.14 (1.2): the branch records of a merge have a shape every reader checks with the line.
+const CRC8 = /^[0-9a-f]{8}$/;
+const SHA256 = /^[0-9a-f]{64}$/;
+const isCrc = (v) => typeof v === 'string' && CRC8.test(v);
+const NEVER_RECORDED = new Set(['session/flush', 'branch/start', 'branch/event']);
+const NEWLINE = Buffer.from('\n');
+
+/** Why a branch/start or branch/event (a good envelope, its line `bytes`) breaks §8.7.14, or null. */
+function branchProblem(ev, bytes) {
+  const d = ev.data;
+  if (ev.ignorable !== true || ev.surface != null) return `${ev.type}: always ignorable, never on the surface`;
+  if (ev.type === 'branch/start') {
+    if (!['at', 'head', 'count'].every((k) => inRange(d, k, MAX_SEQ))) return 'branch/start: at, head and count must be integers in 0 ... 2^53-1';
+    if (!isCrc(d.crc) || !Array.isArray(d.lines) || !d.lines.every(isCrc)) return 'branch/start: crc and every item of lines must be 8 lowercase hex digits';
+    if (d.source != null && typeof d.source !== 'string') return 'branch/start: source must be a string';
+    if (d.sha256 != null && !(Array.isArray(d.sha256) && d.sha256.every((h) => typeof h === 'string' && SHA256.test(h)))) {
+      return 'branch/start: sha256 must be an array of 64 lowercase hex digits each';
+    }
+    if (!(d.at < d.head) || d.at >= ev.seq) return 'branch/start: at must come before head and before the receipt';
+    if (d.lines.length !== d.head - d.at || d.lines[d.lines.length - 1] !== d.crc) return 'branch/start: lines must name at+1 ... head, the last one being crc';
+    if (d.sha256 != null && d.sha256.length !== d.lines.length) return 'branch/start: sha256 must have one item per item of lines';
+    return null;
+  }
+  const o = d.origin;
+  if (!inRange(d, 'branch', MAX_SEQ) || !isPlainObject(o) || !inRange(o, 'seq', MAX_SEQ) || !isCrc(o.crc) || !isPlainObject(d.line)) {
+    return 'branch/event: needs branch (a seq), origin {seq, crc} and line (an object)';
+  }
+  if (d.branch >= ev.seq) return 'branch/event: branch must name an earlier line';
+  if (typeof d.line.type === 'string' && NEVER_RECORDED.has(d.line.type)) return `branch/event: a merge never records a ${d.line.type} line`;
+  // The recorded line is the bytes of data.line as stored: parse again, noting where it lies.
+  const spans = new Map();
+  const text = utf8.decode(bytes.subarray(0, bytes.length - 1));
+  const again = parseJson(text, spans);
+  const [start, end] = spans.get(again.data.line);
+  const raw = Buffer.from(text.slice(start, end), 'utf8');
+  const r = checkLine({ bytes: Buffer.concat([raw, NEWLINE]), complete: true, index: 0 }, { anySeq: true });
+  if (!r.good) return `branch/event: the recorded line is not a good line: ${r.reason}`;
+  if (r.event.seq !== o.seq || raw.toString('latin1', raw.length - 10, raw.length - 2) !== o.crc) {
+    return "branch/event: origin must be the recorded line's seq and crc";
+  }
+  return null;
 }
 
 /** §5: null when the line's own CRC matches its suffix, else the reason (the suffix is framed). */

@@ -14,7 +14,8 @@ Modules:
 - ``registry``: how a case is registered (``case``, ``table``, and the ``session``,
   ``repair`` and ``fold`` shapes that build a ``Log`` and state its answer);
 - one module per category of spec/vectors/: ``checksum``, ``read_good``, ``read_damage``,
-  ``read_header``, ``read_open``, ``read_bytes``, ``repair``, ``fold``, ``compat``;
+  ``read_header``, ``read_open``, ``read_bytes``, ``read_span``, ``read_branch``, ``repair``,
+  ``fold``, ``compat``;
 - ``tree``: building every case, writing the tree and its README, ``--check``.
 
 Layout of the output: ``<dir>/<name>.<ext>`` is the input (``.jsonl`` for sessions,

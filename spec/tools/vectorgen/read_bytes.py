@@ -1,4 +1,4 @@
-"""read/ (5 of 6): §4 covers every byte of a line (unknown members included), §6 ranges,
+"""read/ (5 of 7): §4 covers every byte of a line (unknown members included), §6 ranges,
 §7 members present as null.
 """
 

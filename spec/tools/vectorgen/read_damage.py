@@ -1,4 +1,4 @@
-"""read/ (2 of 6): damage a reader must refuse (n_): files that are not sessions, bad crc
+"""read/ (2 of 7): damage a reader must refuse (n_): files that are not sessions, bad crc
 suffixes, seq errors, bad lines before a witness (corrupt).
 """
 

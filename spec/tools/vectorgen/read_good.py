@@ -1,4 +1,4 @@
-"""read/ (1 of 6): good lines, and the files a reader accepts (y_): clean, open-turn,
+"""read/ (1 of 7): good lines, and the files a reader accepts (y_): clean, open-turn,
 torn-tail; with the wrong-typed optional envelope members (n_envelope_*) beside their null forms.
 """
 
@@ -273,8 +273,9 @@ table(
 @session(
     "read",
     "clean",
-    "Reading and verifying check framing, CRC and seq only: core events with data that break "
-    "§8 (turn/end without reason, a type that is not namespaced) are still good lines.",
+    "Reading and verifying check framing, CRC and seq, and no data but the branch records' "
+    "(§8.7.14, 1.2): core events with data that break §8 (turn/end without reason, a type "
+    "that is not namespaced) are still good lines.",
 )
 def y_core_data_not_validated(log: Log) -> None:
     t = log.turn_start()

@@ -1,4 +1,4 @@
-"""read/ (3 of 6): the header line (§7) and the version (n_header_*, n_version_*), with the
+"""read/ (3 of 7): the header line (§7) and the version (n_header_*, n_version_*), with the
 two y_ cases about checkpoint and ignorable shapes that the README lists among them.
 """
 

@@ -1,4 +1,4 @@
-"""read/ (4 of 6): questions the spec leaves open (i_, the reference answer), and the
+"""read/ (4 of 7): questions the spec leaves open (i_, the reference answer), and the
 Unicode and number rules of §4 it decides (n_).
 """
 

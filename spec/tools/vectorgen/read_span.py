@@ -1,4 +1,4 @@
-"""read/ (6 of 6): the span checksum of format 1.1 (``session/flush`` data member ``span``).
+"""read/ (6 of 7): the span checksum of format 1.1 (``session/flush`` data member ``span``).
 
 A span ``{"from": F, "crc": C}`` is the CRC-32 of the bytes from just after the previous
 session/flush line (or the header) to where its checkpoint starts. It may spare a reader the

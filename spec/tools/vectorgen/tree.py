@@ -15,6 +15,7 @@ from . import (
     checksum,
     compat,
     fold,
+    read_branch,
     read_bytes,
     read_damage,
     read_good,
@@ -39,6 +40,7 @@ MODULES = (
     read_open,
     read_bytes,
     read_span,
+    read_branch,
     repair,
     fold,
     compat,
@@ -104,7 +106,10 @@ def readme(cases: list[Case]) -> str:
     ]
     titles = {
         "checksum": "checksum/: CRC-32 of the input bytes",
-        "read": "read/: framing, checksum, seq, header, classification, span checksum (1.1)",
+        "read": (
+            "read/: framing, checksum, seq, header, classification, span checksum (1.1), "
+            "branch records (1.2)"
+        ),
         "repair": "repair/: classification, the cut, kept events and synthesized closers",
         "fold": "fold/: the model-visible messages in the neutral form",
         "compat": "compat/: unknown members and types, newer minor and major versions",
