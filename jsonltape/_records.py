@@ -3,7 +3,8 @@
 ``branch/start`` (a receipt naming another version of the session) and ``branch/event`` (one
 line of that version, verbatim) are written by the merge driver only (:mod:`jsonltape.git`),
 but every reader judges their shape (the good-line test, :mod:`jsonltape._lines`, with
-:func:`start_problem` and :func:`event_problem`), and reads the records through this module.
+:func:`start_problem` and :func:`event_problem`) and the fold rebuilds the version a receipt
+names (:mod:`jsonltape.fold._branches`): all of them read the records through this module.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ __all__ = [
     "BOOKKEEPING",
     "BRANCH_TYPES",
     "NEVER_RECORDED",
+    "Receipt",
     "Recorded",
     "event_problem",
+    "receipt",
     "recorded",
+    "stands_for",
     "start_data",
     "start_problem",
 ]
@@ -74,6 +78,15 @@ def start_data(body: bytes) -> BranchStartData:
     return _start_line(body).data
 
 
+def stands_for(body: bytes, seq: int, type_: str) -> tuple[int, bytes]:
+    """``(seq, line)`` of the line the good line ``body`` (seq ``seq``, type ``type_``, without
+    its newline) stands for: a ``branch/event`` the line it records, any other line itself."""
+    if type_ == "branch/event":
+        rec = recorded(body)
+        return rec.seq, rec.line
+    return seq, body
+
+
 def start_problem(seq: int, d: BranchStartData) -> str | None:
     """What makes the receipt ``d`` at seq ``seq`` break the rules of spec §8.7.14, or None."""
     if not d.at < d.head or d.at >= seq:
@@ -101,3 +114,24 @@ def event_problem(seq: int, rec: Recorded, line_seq: int, line_type: str) -> str
             "- at `$.data.origin`"
         )
     return None
+
+
+class Receipt(NamedTuple):
+    """A ``branch/start``: its seq, the fork point, the other version's head and its crc, the
+    crc members of that version's lines after ``at`` (and, 1.2, their SHA-256 in hex), how
+    many lines it recorded, and where that version came from."""
+
+    seq: int
+    at: int
+    head: int
+    crc: str
+    lines: list[str]
+    recorded: int  #: ``data.count``
+    source: str | None
+    sha256: list[str] | None
+
+
+def receipt(seq: int, body: bytes) -> Receipt:
+    """The receipt of the good ``branch/start`` line ``body`` at ``seq``."""
+    d = start_data(body)
+    return Receipt(seq, d.at, d.head, d.crc, d.lines, d.count, d.source, d.sha256)

@@ -1,93 +1,132 @@
-"""Folding the branches a merge recorded (spec §8.7.14).
+"""The versions a merge recorded (spec §8.7.14): their receipts, each version rebuilt and folded.
 
-* :func:`fold_their` folds the version a ``branch/start`` receipt names, rebuilt by
-  :func:`jsonltape.git._branch.their_rows`: ``jsonltape messages PATH --branch SEQ``.
-* :func:`recorded_version` makes a ``branch/event`` that records a message event an entry of
-  ``--all-versions`` (status ``branch``, ``by`` its receipt), and :func:`branch_item` its item.
+A ``branch/start`` receipt at seq R names another version of the session: it shares this
+file's lines ``0 … at`` and then had the lines whose crc members are ``lines`` (seqs ``at+1 …
+head``). Each of those lines is *held* by this file when one of its lines has that seq and crc
+— a ``branch/event`` recording it (any receipt's), or a native line. The other version's
+bookkeeping (checkpoints, receipts) and its own branch events are never recorded:
+:func:`their_rows` puts an ignorable placeholder there, so folding the rows gives that
+version's model-visible history.
 
-A recorded message's data is read back from the ``branch/event`` line that holds it (the fold
-holds where each message is, never its body): :class:`RecordedSource`.
+* :func:`fold_their` folds it: ``jsonltape messages PATH --branch SEQ``;
+* :func:`branch_item` is the ``--all-versions`` item of a message event a ``branch/event``
+  records (status ``branch``, ``by`` its receipt), collected by the fold.
+
+Adopting a version (appending it) is a write: :mod:`jsonltape.git._branch` does it.
 """
 
 from __future__ import annotations
 
 import os
-import weakref
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-import msgspec
-
-from .. import _framing, _fs
-from ..errors import ConcurrentModificationError
-from ..events import SURFACE_TYPES, BranchOrigin
+from .. import _fs
+from .._lines import decode
+from .._records import BOOKKEEPING, Receipt, receipt, stands_for
+from ..errors import FoldError
+from ..events import Event
 from ._convert import neutral_item
-from ._fold import Node, SessionFold, Source
-from ._stream import Row, header_of, line_data
+from ._fold import BranchVersion, RecordedSource, SessionFold
+from ._stream import Row, header_of, rows
 
-if TYPE_CHECKING:
-    from ..git._branch import Their
-
-__all__ = ["BranchVersion", "RecordedSource", "branch_item", "fold_their", "recorded_version"]
+__all__ = ["Receipt", "Their", "branch_item", "fold_their", "read_receipt", "their_rows"]
 
 
-class _HolderData(msgspec.Struct):
-    branch: int
-    origin: BranchOrigin
-    line: msgspec.Raw
+def _rows(path: Path) -> Iterator[tuple[int, bytes, Event]]:
+    """The committed lines of ``path`` (offset, bytes with ``\\n``, event), read as the fold
+    reads them."""
+    fd = _fs.open_for_read(path)
+    try:
+        for row in rows(fd, str(path)):
+            yield row.offset, row.raw, row.event
+    finally:
+        os.close(fd)
 
 
-class _Holder(msgspec.Struct):
-    seq: int
-    data: _HolderData
+def read_receipt(path: str | os.PathLike[str], seq: int) -> Receipt:
+    """The ``branch/start`` receipt at ``seq`` of ``path``; a seq that is not one is refused."""
+    p = Path(path)
+    for _off, raw, event in _rows(p):
+        if event.seq < seq:
+            continue
+        if event.type == "branch/start":
+            return receipt(seq, raw)  # its shape was judged with the line (spec §10.2)
+        break
+    raise FoldError(
+        f"seq {seq} is not a branch/start receipt (see `jsonltape messages --all-versions`: "
+        "recorded branch events name their receipt)",
+        path=p,
+        field="branch",
+    )
 
 
-_holder = msgspec.json.Decoder(_Holder).decode
+class Their(NamedTuple):
+    """The other version, rebuilt: its receipt, its rows in seq order (``(offset, raw,
+    event)``: the offset is where the line is held in this file; ``raw`` is the line as that
+    version wrote it), and, filled once the rows were walked, the holders: their seq -> (seq,
+    offset, size) of the line of this file that holds it (a branch/event or a native line),
+    and ``recorded``: holder offset -> size for the branch/event holders."""
+
+    receipt: Receipt
+    rows: Iterator[tuple[int, bytes, Event]]
+    holders: dict[int, tuple[int, int, int]]
+    recorded: dict[int, int]
 
 
-class RecordedSource(Source):
-    """A :class:`Source` whose lines at the offsets in ``recorded`` (offset -> size) are
-    ``branch/event`` lines: a node there reads the data of the line it records. The node's
-    seq is the holder's (an ``--all-versions`` entry) or the recorded line's (a rebuilt
-    version)."""
+def their_rows(path: str | os.PathLike[str], seq: int) -> Their:
+    """Rebuild the version recorded by the receipt at ``seq`` (reads ``path`` twice: once to
+    the receipt, once whole). The rows are made as they are iterated; ``holders`` and
+    ``recorded`` are complete when the iteration ends."""
+    p = Path(path)
+    r = read_receipt(p, seq)
+    holders: dict[int, tuple[int, int, int]] = {}
+    recorded: dict[int, int] = {}
+    return Their(r, _rebuild(p, r, holders, recorded), holders, recorded)
 
-    __slots__ = ("recorded",)
 
-    def __init__(self, path: str, recorded: dict[int, int]) -> None:
-        super().__init__(path)
-        self.recorded = recorded
-
-    def data(self, seq: int, offset: int, size: int) -> bytes:
-        held = self.recorded.get(offset)
-        if held is None:
-            return super().data(seq, offset, size)
-        raw = self._read(offset, held)
-        try:
-            holder = _holder(raw) if _framing.frame_ok(raw) else None
-            line = line_data(bytes(holder.data.line)) if holder is not None else None
-        except msgspec.DecodeError:
-            holder = line = None
-        if holder is None or line is None or seq not in (holder.seq, line.seq):
-            raise ConcurrentModificationError(
-                f"the branch event holding seq {seq} changed while the session was being read",
-                path=self.path,
-                offset=offset,
-            )
-        return bytes(line.data)
-
-    def _read(self, offset: int, size: int) -> bytes:
-        if self._fd is None:
-            self._fd = _fs.open_for_read(Path(self.path))
-            weakref.finalize(self, os.close, self._fd)
-        return os.pread(self._fd, size, offset)
+def _rebuild(
+    path: Path,
+    r: Receipt,
+    holders: dict[int, tuple[int, int, int]],
+    recorded: dict[int, int],
+) -> Iterator[tuple[int, bytes, Event]]:
+    crcs = [c.encode() for c in r.lines]
+    found: dict[int, tuple[int, bytes]] = {}  # their seq -> (holder offset, their line)
+    last_time = 0
+    for off, raw, event in _rows(path):
+        if event.seq <= r.at:
+            last_time = event.time
+            yield off, raw, event
+            continue
+        if event.type in BOOKKEEPING:
+            continue
+        # A branch/event's line is a good line whose seq and crc are its origin (the scan
+        # checked it): the line it stands for is looked up like a native one.
+        s, line = stands_for(raw[:-1], event.seq, event.type)
+        i = s - r.at - 1
+        if not 0 <= i < len(crcs) or s in found or line[-10:-2] != crcs[i]:
+            continue
+        found[s] = (off, line)
+        holders[s] = (event.seq, off, len(raw))
+        if event.type == "branch/event":
+            recorded[off] = len(raw)
+    for s in range(r.at + 1, r.head + 1):
+        got = found.get(s)
+        if got is None:  # their bookkeeping or branch line: never recorded, never folded
+            yield -1, b"", Event(s, "session/flush", last_time, {}, ignorable=True)
+            continue
+        off, line = got
+        event = decode(line)
+        last_time = event.time
+        yield off, line + b"\n", event
 
 
 def fold_their(
     path: str | os.PathLike[str], seq: int, *, versions: bool = False
 ) -> tuple[Their, SessionFold]:
     """Fold the version recorded by the receipt at ``seq`` of ``path``."""
-    from ..git._branch import their_rows
-
     their = their_rows(path, seq)
     it = iter(their.rows)
     first = next(it)
@@ -97,42 +136,6 @@ def fold_their(
     for row in it:
         f.apply(Row(*row))
     return their, f
-
-
-class BranchVersion(NamedTuple):
-    """A recorded message event in ``--all-versions``: the node (its seq is the
-    ``branch/event``'s), the receipt that recorded it and its origin in that version."""
-
-    node: Node
-    receipt: int
-    origin: BranchOrigin
-
-
-class _Line(msgspec.Struct):
-    seq: int
-    type: str
-    time: int
-
-
-_line = msgspec.json.Decoder(_Line).decode
-
-
-def recorded_version(fold: SessionFold, row: Row) -> BranchVersion | None:
-    """The ``--all-versions`` entry of a ``branch/event`` row (None unless it records a
-    message event)."""
-    try:
-        holder = _holder(row.raw)
-        line = _line(bytes(holder.data.line))
-    except msgspec.DecodeError:
-        return None  # not the shape of §8.7.14: nothing to list
-    if line.type not in SURFACE_TYPES:
-        return None
-    src = fold.recorded_source
-    if not isinstance(src, RecordedSource):
-        src = fold.recorded_source = RecordedSource(fold.path, {})
-    src.recorded[row.offset] = len(row.raw)
-    node = Node(row.event.seq, line.time, line.type, row.offset, len(row.raw), src)
-    return BranchVersion(node, holder.data.branch, holder.data.origin)
 
 
 def branch_item(v: BranchVersion) -> dict[str, Any]:

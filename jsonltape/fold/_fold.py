@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from .. import _framing, _fs
+from .. import _framing, _fs, _records
 from .._scan import too_deep
 from .._surface import Status, SurfaceFold
 from ..errors import (
@@ -31,10 +31,19 @@ from ..errors import (
     SessionNotFoundError,
     UnknownEventTypeError,
 )
-from ..events import CORE_TYPES, SURFACE_TYPES, HeaderData, Replace, validate_data
+from ..events import CORE_TYPES, SURFACE_TYPES, BranchOrigin, HeaderData, Replace, validate_data
 from ._stream import Row, header_of, line_data, raw_data, rows
 
-__all__ = ["FoldError", "Node", "SessionFold", "Version", "fold_file"]
+__all__ = [
+    "BranchVersion",
+    "FoldError",
+    "Node",
+    "RecordedSource",
+    "SessionFold",
+    "Source",
+    "Version",
+    "fold_file",
+]
 
 #: How many ancestors a fork may have (a loop in hand-edited headers must not recurse forever).
 MAX_FORK_DEPTH = 64
@@ -89,6 +98,44 @@ class Source:
         return bytes(got.data)
 
 
+class RecordedSource(Source):
+    """A :class:`Source` whose lines at the offsets in ``recorded`` (offset -> size) are
+    ``branch/event`` lines (spec §8.7.14): a node there reads the data of the line it records.
+    The node's seq is the holder's (an ``--all-versions`` entry) or the recorded line's (a
+    rebuilt version)."""
+
+    __slots__ = ("recorded",)
+
+    def __init__(self, path: str, recorded: dict[int, int]) -> None:
+        super().__init__(path)
+        self.recorded = recorded
+
+    def data(self, seq: int, offset: int, size: int) -> bytes:
+        held = self.recorded.get(offset)
+        if held is None:
+            return super().data(seq, offset, size)
+        raw = self._read(offset, held)
+        try:
+            good = len(raw) == held and _framing.frame_ok(raw)
+            holder = line_data(raw).seq if good else None
+            line = line_data(_records.recorded(raw).line) if good else None
+        except msgspec.DecodeError:
+            holder = line = None
+        if line is None or seq not in (holder, line.seq):
+            raise ConcurrentModificationError(
+                f"the branch event holding seq {seq} changed while the session was being read",
+                path=self.path,
+                offset=offset,
+            )
+        return bytes(line.data)
+
+    def _read(self, offset: int, size: int) -> bytes:
+        if self._fd is None:
+            self._fd = _fs.open_for_read(Path(self.path))
+            weakref.finalize(self, os.close, self._fd)
+        return os.pread(self._fd, size, offset)
+
+
 class Node(NamedTuple):
     """A message event: its seq, time and type, where its line is, and the session holding it
     (None for the folded session's own events, else the ancestor's id). :attr:`data` reads
@@ -114,6 +161,25 @@ class Version(NamedTuple):
     node: Node
     status: Status
     by: int | None
+
+
+class BranchVersion(NamedTuple):
+    """A message event recorded by a ``branch/event`` (spec §8.7.14), in ``--all-versions``:
+    the node (its seq is the ``branch/event``'s), the receipt that recorded it and its origin
+    in that version."""
+
+    node: Node
+    receipt: int
+    origin: BranchOrigin
+
+
+class _LineHead(msgspec.Struct):
+    seq: int
+    type: str
+    time: int
+
+
+_line_head = msgspec.json.Decoder(_LineHead).decode
 
 
 class _Base(NamedTuple):
@@ -151,9 +217,9 @@ class SessionFold:
         self.receipts: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
         self.history: list[Node] | None = [] if versions else None
         #: With ``versions``: the message events recorded by branch events (spec §8.7.14),
-        #: ``fold._branches.BranchVersion`` each, and the source their data is read from.
-        self.branch_events: list[Any] | None = [] if versions else None
-        self.recorded_source: Source | None = None
+        #: and the source their data is read from.
+        self.branch_events: list[BranchVersion] | None = [] if versions else None
+        self.recorded_source: RecordedSource | None = None
         self.status: dict[int, tuple[Status, int]] = {}  # only kept with versions
 
     # -- results ----------------------------------------------------------------------------
@@ -211,11 +277,7 @@ class SessionFold:
         self.last_seq, self.last_raw = h.seq, row.raw
         if h.type in _PASSED and h.surface is None and h.seq:
             if h.type == "branch/event" and self.branch_events is not None:
-                from ._branches import recorded_version  # it imports this module
-
-                entry = recorded_version(self, row)
-                if entry is not None:
-                    self.branch_events.append(entry)
+                self._recorded_version(row, self.branch_events)
             return  # most lines: chunks, checkpoints, tool calls, turn boundaries
         if h.seq == 0:
             return
@@ -244,6 +306,20 @@ class SessionFold:
                 line=h.seq + 1,
                 offset=row.offset,
             ) from exc.__cause__
+
+    def _recorded_version(self, row: Row, out: list[BranchVersion]) -> None:
+        """List the message event a ``branch/event`` row records (the scan checked its
+        shape; a record of any other type is not a version)."""
+        rec = _records.recorded(row.raw)
+        line = _line_head(rec.line)
+        if line.type not in SURFACE_TYPES:
+            return
+        src = self.recorded_source
+        if src is None:
+            src = self.recorded_source = RecordedSource(self.path, {})
+        src.recorded[row.offset] = len(row.raw)
+        node = Node(row.event.seq, line.time, line.type, row.offset, len(row.raw), src)
+        out.append(BranchVersion(node, rec.branch, BranchOrigin(rec.seq, rec.crc.decode())))
 
     def _interpret(self, row: Row, t: str) -> None:
         h = row.event
