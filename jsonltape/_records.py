@@ -5,6 +5,11 @@ line of that version, verbatim) are written by the merge driver only (:mod:`json
 but every reader judges their shape (the good-line test, :mod:`jsonltape._lines`, with
 :func:`start_problem` and :func:`event_problem`) and the fold rebuilds the version a receipt
 names (:mod:`jsonltape.fold._branches`): all of them read the records through this module.
+
+A line is *named* by its seq and crc member, but a CRC-32 is no identity against a collaborator,
+who can write a line with any CRC he likes: a file *holds* a line only when it has that line's
+very bytes, as a line of its own or recorded by a ``branch/event``. Where the bytes are not at
+hand, the SHA-256 of them (:func:`digest`) stands for them.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ __all__ = [
     "NEVER_RECORDED",
     "Receipt",
     "Recorded",
+    "digest",
     "event_problem",
     "receipt",
     "recorded",
@@ -85,6 +91,14 @@ def stands_for(body: bytes, seq: int, type_: str) -> tuple[int, bytes]:
         rec = recorded(body)
         return rec.seq, rec.line
     return seq, body
+
+
+def digest(line: bytes) -> bytes:
+    """The SHA-256 of a line's bytes (without its newline)."""
+    # Loaded here: hashlib loads OpenSSL (10-20 ms), and every reader imports this module.
+    import hashlib
+
+    return hashlib.sha256(line).digest()
 
 
 def start_problem(seq: int, d: BranchStartData) -> str | None:

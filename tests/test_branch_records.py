@@ -1,10 +1,14 @@
 """The branch records of a merge (spec §8.7.14) as every reader sees them, and what a
 collaborator can do with them.
 
-A malformed ``branch/start`` or ``branch/event`` is a bad line for every reader alike: verify
-(library and command), read, the fold, an index's ingest, textconv, the merge driver and the
-JavaScript reader all name that line; the merge driver refuses with one line, never a
-traceback (a hypothesis fuzz over malformed records, in process and through the command).
+* A malformed ``branch/start`` or ``branch/event`` is a bad line for every reader alike: verify
+  (library and command), read, the fold, an index's ingest, textconv, the merge driver and the
+  JavaScript reader all name that line; the merge driver refuses with one line, never a
+  traceback (a hypothesis fuzz over malformed records, in process and through the command).
+* A forged record — a well-formed ``branch/event`` whose line has a collaborator's line's seq
+  and CRC-32 but other bytes — no longer makes a merge drop that line, and the version a
+  receipt names is rebuilt from its lines' bytes (SHA-256), not from their names.
+* Records of 1.1 (receipts without ``sha256``) still read and rebuild.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ import jsonltape
 from jsonltape import _framing
 from jsonltape._lines import problem_of
 from jsonltape._records import recorded
+from jsonltape.fold._branches import fold_their
 from jsonltape.git._merge import Conflict, Merged, merge_files, merge_versions
 
-from ._records import dumps
+from ._records import dumps, forge_record, held_lines, record_line, with_checkpoint
 from .helpers import one_turn
 from .test_git_merge_props import extend, new_session
 
@@ -156,7 +161,7 @@ def _origin_of(obj: dict[str, Any]) -> None:
 
 def _drop_first_line(obj: dict[str, Any]) -> None:
     d = obj["data"]
-    d["lines"] = d["lines"][1:]
+    d["lines"], d["sha256"] = d["lines"][1:], d["sha256"][1:]
 
 
 def _crc_first(obj: dict[str, Any]) -> None:
@@ -165,6 +170,14 @@ def _crc_first(obj: dict[str, Any]) -> None:
 
 def _at_head(obj: dict[str, Any]) -> None:
     obj["data"]["at"] = obj["data"]["head"]
+
+
+def _short_sha(obj: dict[str, Any]) -> None:
+    obj["data"]["sha256"][0] = obj["data"]["sha256"][0][:-1]
+
+
+def _sha_missing(obj: dict[str, Any]) -> None:
+    obj["data"]["sha256"].pop()
 
 
 #: (name, type of the line broken, how): each breaks one rule of the shape of §8.7.14.
@@ -186,6 +199,8 @@ MALFORMED: list[tuple[str, str, Callable[[bytes], bytes]]] = [
     ("receipt lines short", "branch/start", _rc(_drop_first_line)),
     ("receipt crc not its head's", "branch/start", _rc(_crc_first)),
     ("receipt at after head", "branch/start", _rc(_at_head)),
+    ("receipt sha256 short", "branch/start", _rc(_short_sha)),
+    ("receipt sha256 one missing", "branch/start", _rc(_sha_missing)),
     ("receipt count a float", "branch/start", _rc(_set("data.count", 2.0))),
     ("receipt not ignorable", "branch/start", _rc(_set("ignorable", _DELETE))),
 ]
@@ -423,6 +438,103 @@ def test_the_driver_command_exits_1_with_one_line_and_leaves_ours(
         assert (d / "a").read_bytes() == a  # %A as git gave it: git takes it as the conflict
     else:
         assert done.returncode == 0, done.stderr
+
+
+# -- a collaborator's forged record ----------------------------------------------------------
+
+
+def _texts(path: Path, *args: Any) -> list[str]:
+    if args:
+        f = fold_their(path, *args)[1]
+        items = [json.loads(n.data) for n in f.current()]
+        return [p["content"] for i in items for p in i["message"]["parts"] if "content" in p]
+    out = jsonltape.messages(path)["messages"]
+    return [p["content"] for m in out for p in m["message"]["parts"] if "content" in p]
+
+
+def test_a_forged_record_does_not_make_the_merge_drop_the_line_it_names(tmp_path: Path) -> None:
+    """Mallory saw Alice's line (pushed to a branch of hers) and committed, on the shared
+    branch, a well-formed record of a line with its seq and CRC-32 but his text. Merging
+    Alice's branch in used to drop her line as recorded already: her text was nowhere in the
+    file, which verified clean."""
+    base = extend(new_session(), ["shared"])
+    alice = extend(base, ["alice: the real plan"])
+    victim = next(x for x in alice.splitlines() if b"the real plan" in x)
+    mallory = forge_record(base, victim, "mallory: a forged plan")
+    for ours, theirs in ((mallory, alice), (alice, mallory)):
+        got = merge_versions(base, ours, theirs)
+        assert isinstance(got, Merged) and got.outcome == "branch", got
+        path = tmp_path / "m.jsonl"
+        path.write_bytes(got.result)
+        assert jsonltape.verify(path).state == "clean"
+        held = held_lines(got.result)
+        assert held[victim] == 1  # her line, byte for byte, once
+        assert held == held_lines(ours) | held_lines(theirs)  # both kept, nothing twice
+        assert b"alice: the real plan" in got.result
+        assert _texts(path, got.receipt) == _texts_of(theirs, tmp_path)
+
+
+def _texts_of(data: bytes, tmp_path: Path) -> list[str]:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    return _texts(path)
+
+
+def test_a_version_is_rebuilt_from_its_lines_bytes_not_from_a_name_a_record_forged(
+    tmp_path: Path,
+) -> None:
+    """Ours holds a forged record of Alice's line before her version's receipt: rebuilding her
+    version must take her line (its SHA-256 in the receipt), not the first line with its name."""
+    base = extend(new_session(), ["shared"])
+    alice = extend(base, ["alice 1", "alice 2"])
+    victim = next(x for x in alice.splitlines() if b"alice 2" in x)
+    ours = extend(forge_record(base, victim, "forged 2"), ["ours 1"])
+    got = merge_versions(base, ours, alice)
+    assert isinstance(got, Merged) and got.receipt is not None
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(got.result)
+    assert _texts(path, got.receipt) == ["shared", "alice 1", "alice 2"]
+    done = jt(tmp_path, "messages", "m.jsonl", "--branch", str(got.receipt))
+    assert done.returncode == 0 and "forged 2" not in done.stdout and "alice 2" in done.stdout
+
+
+def test_a_record_whose_origin_is_not_its_line_is_refused_before_any_merge() -> None:
+    """The forgery of 1.1 needed no collision at all: a record naming Alice's line by its
+    origin while carrying any line. Such a record is now a bad line."""
+    base = extend(new_session(), ["shared"])
+    alice = extend(base, ["alice: the real plan"])
+    victim = next(x for x in alice.splitlines() if b"the real plan" in x)
+    other = next(x for x in base.splitlines() if b"shared" in x)
+    origin = {"seq": json.loads(victim)["seq"], "crc": victim[-10:-2].decode()}
+    seq = json.loads(base.splitlines()[-1])["seq"]
+    mallory = with_checkpoint(base, [record_line(seq + 1, 1, 1, other, origin)])
+    got = merge_versions(base, mallory, alice)
+    assert isinstance(got, Conflict) and got.line.startswith("ours is corrupt at line ")
+
+
+# -- records of 1.1 ----------------------------------------------------------------------------
+
+
+def test_a_receipt_of_1_1_without_sha256_still_reads_and_rebuilds(tmp_path: Path) -> None:
+    base = extend(new_session(), ["shared"])
+    theirs = extend(base, ["theirs 1", "theirs 2"])
+    got = merge_versions(base, extend(base, ["ours 1"]), theirs)
+    assert isinstance(got, Merged) and got.receipt is not None
+    # The same merge as 1.1 wrote it: the receipt without sha256 (and its records, checkpoint).
+    lines = got.result.splitlines()
+    start = line_of(got.result, "branch/start")
+    old = json.loads(lines[start])
+    del old["crc"]
+    old["data"].pop("sha256", None)
+    head = b"".join(x + b"\n" for x in lines[:start])
+    records = [x for x in lines[start + 1 :] if b'"type":"branch/event"' in x]
+    data = with_checkpoint(head, [_framing.frame(dumps(old))[:-1], *records])
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(data)
+    assert jsonltape.verify(path).state == "clean"
+    assert _texts(path, got.receipt) == ["shared", "theirs 1", "theirs 2"]
+    again = merge_versions(theirs, data, theirs)  # and a merge of it adds nothing
+    assert isinstance(again, Merged) and again.outcome == "ours"
 
 
 # -- the JavaScript reader agrees on random breakage --------------------------------------------

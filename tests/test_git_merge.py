@@ -22,7 +22,7 @@ import pytest
 
 import jsonltape
 
-from ._records import malformed_record
+from ._records import forge_record, held_lines, malformed_record
 from .helpers import one_turn
 from .test_git_install import clone, commit_all, git, git_env, jt, make_repo, mode
 
@@ -326,7 +326,7 @@ def test_the_writer_refuses_branch_lines_from_callers(tmp_path: Path, type_: str
         tape.append(type_, {}, ignorable=True)
 
 
-# -- what a collaborator commits: malformed records ------------------------------------------
+# -- what a collaborator commits: forged and malformed records --------------------------------
 
 
 def commit_bytes(repo: Path, data: bytes, message: str) -> None:
@@ -334,6 +334,32 @@ def commit_bytes(repo: Path, data: bytes, message: str) -> None:
     (repo / SESSION).write_bytes(data)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "--no-verify", "-m", message)
+
+
+def test_a_forged_record_on_one_side_does_not_drop_the_line_it_names(
+    pair: tuple[Path, Path],
+) -> None:
+    """Bob fetches Alice's work, sees her line, and commits a well-formed record of a line
+    with its seq and CRC-32 but his text; then he pulls her branch. Before, the merge took her
+    line for recorded: her text was nowhere in his file, which verified clean."""
+    alice, bob = pair
+    append(alice, "alice: the real plan")
+    git(bob, "fetch", "-q", str(alice), "main")
+    hers = git(bob, "show", f"FETCH_HEAD:{SESSION}").stdout.encode()
+    victim = next(x for x in hers.splitlines() if b"alice: the real plan" in x)
+    commit_bytes(bob, forge_record((bob / SESSION).read_bytes(), victim, "bob: forged"), "f")
+    done = pull(bob, alice)
+    assert done.returncode == 0, done.stderr
+    merged = bob / SESSION
+    verify_clean(merged)
+    assert held_lines(merged.read_bytes())[victim] == 1  # her line, byte for byte
+    receipt = [x["seq"] for x in lines(merged) if x["type"] == "branch/start"][-1]  # the merge's
+    assert texts(messages(bob, "--branch", str(receipt))) == texts(messages(alice))
+    # And Alice pulling Bob's branch keeps his forgery beside her line: nothing is dropped.
+    done = pull(alice, bob)
+    assert done.returncode == 0, done.stderr
+    held = held_lines((alice / SESSION).read_bytes())
+    assert held[victim] == 1 and any(b"bob: forged" in x for x in held)
 
 
 @pytest.fixture

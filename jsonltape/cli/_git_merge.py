@@ -63,10 +63,11 @@ def merge_driver(ancestor: Path, current: Path, other: Path, pathname: str | Non
     git runs it as `jsonltape git merge-driver %O %A %B %P` (set up by `jsonltape git
     install`): ANCESTOR is the common version, CURRENT ours (the result is written there),
     OTHER theirs, PATHNAME the file's path in the repository. One side appended: the result
-    is that side, byte for byte. Both appended: ours as it was, then theirs recorded as a
-    branch (a branch/start receipt and branch/event lines, off the surface) that `jsonltape
-    messages PATH --branch SEQ` shows and `jsonltape git adopt` makes current. A side that is
-    torn, corrupt, not a session, or does not extend ANCESTOR (rewritten history) is a
+    is that side, byte for byte. Both appended: ours as it was, then the events of theirs
+    that ours does not hold byte for byte, recorded as a branch (a branch/start receipt and
+    branch/event lines, off the surface) that `jsonltape messages PATH --branch SEQ` shows and
+    `jsonltape git adopt` makes current. A side that is torn, corrupt (a malformed branch
+    record included), not a session, or does not extend ANCESTOR (rewritten history) is a
     conflict: CURRENT is left as it was.
     """
     from ..git._merge import Conflict, merge_files

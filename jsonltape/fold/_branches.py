@@ -1,12 +1,13 @@
 """The versions a merge recorded (spec §8.7.14): their receipts, each version rebuilt and folded.
 
 A ``branch/start`` receipt at seq R names another version of the session: it shares this
-file's lines ``0 … at`` and then had the lines whose crc members are ``lines`` (seqs ``at+1 …
-head``). Each of those lines is *held* by this file when one of its lines has that seq and crc
-— a ``branch/event`` recording it (any receipt's), or a native line. The other version's
-bookkeeping (checkpoints, receipts) and its own branch events are never recorded:
-:func:`their_rows` puts an ignorable placeholder there, so folding the rows gives that
-version's model-visible history.
+file's lines ``0 … at`` and then had the lines whose crc members are ``lines`` and (1.2) whose
+SHA-256 are ``sha256`` (seqs ``at+1 … head``). Each of those lines is *held* by this file when
+one of its lines is that line, byte for byte — a ``branch/event`` recording it (any
+receipt's), or a native line; a receipt of 1.1 names its lines by crc alone, so the first line
+with that seq and crc stands for it. The other version's bookkeeping (checkpoints, receipts)
+and its own branch events are never recorded: :func:`their_rows` puts an ignorable placeholder
+there, so folding the rows gives that version's model-visible history.
 
 * :func:`fold_their` folds it: ``jsonltape messages PATH --branch SEQ``;
 * :func:`branch_item` is the ``--all-versions`` item of a message event a ``branch/event``
@@ -17,6 +18,7 @@ Adopting a version (appending it) is a write: :mod:`jsonltape.git._branch` does 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,6 +110,8 @@ def _rebuild(
         i = s - r.at - 1
         if not 0 <= i < len(crcs) or s in found or line[-10:-2] != crcs[i]:
             continue
+        if r.sha256 is not None and hashlib.sha256(line).hexdigest() != r.sha256[i]:
+            continue  # the same name, other bytes: not their line
         found[s] = (off, line)
         holders[s] = (event.seq, off, len(raw))
         if event.type == "branch/event":

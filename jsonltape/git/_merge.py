@@ -7,26 +7,33 @@ lines; the merge never interleaves and never drops:
 * one side appended (the other's bytes are a prefix of it): the result is that side, byte for
   byte;
 * both appended: the result is ours as it was, then a ``branch/start`` receipt and one
-  ``branch/event`` per line of theirs that ours does not hold yet (by identity, ``(seq, crc)``,
-  or a recorded line's ``origin``), then a checkpoint. Those lines are ignorable and never on
-  the surface: the model-visible history of ours is unchanged; theirs can be rebuilt and
-  adopted (:mod:`._branch`).
+  ``branch/event`` per line of theirs that ours does not hold yet, then a checkpoint. Ours
+  holds a line only when it has its very bytes, as a line of its own or recorded by a branch
+  event: lines are *named* by ``(seq, crc)``, but anyone on theirs can write a line with a
+  chosen seq and CRC-32, and a record whose name collides with a line of ours must not make
+  that line count as held (nothing of either side is dropped; both are kept). Those lines are
+  ignorable and never on the surface: the model-visible history of ours is unchanged; theirs
+  can be rebuilt and adopted (:mod:`jsonltape.fold._branches`, :mod:`._branch`).
 
-A side that is not a session, is torn or corrupt, or does not extend the ancestor (history
-rewritten) is a :class:`Conflict` with one line saying which side and where. No git runs here:
-the CLI (``jsonltape git merge-driver``) reads the paths and writes the result.
+A side that is not a session, is torn or corrupt (a malformed branch record included: the scan
+judges its shape), or does not extend the ancestor is a :class:`Conflict` with one line saying
+which side and where. No git runs here: the CLI (``jsonltape git merge-driver``) reads the
+paths and writes the result.
 
 Cost: a 100 MB session is read once per side, and its lines are judged once. The byte prefix
 ours and theirs share is judged as part of ours (theirs is the same bytes); theirs is judged
 only after it; the ancestor is not judged at all when its bytes are a prefix of both sides
-(the usual case), since its lines are then ours.
+(the usual case), since its lines are then ours. SHA-256 runs over the lines branch events
+record and theirs' lines after the shared prefix, never over the shared prefix.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import zlib
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -37,24 +44,12 @@ from .. import _framing, _fs
 from .._commit import checkpoint_line
 from .._gate import MAX_DEPTH
 from .._lines import Bad, scan
+from .._records import BOOKKEEPING, digest, recorded, stands_for
 from .._scan import read_header, witness_after
 from ..errors import FormatError
 from ..events import BranchOrigin, BranchStartData, FlushData, Span, TurnRef
 
-__all__ = [
-    "BOOKKEEPING",
-    "Conflict",
-    "Merged",
-    "identity_of",
-    "merge_files",
-    "merge_versions",
-]
-
-#: Lines a merge never records and that never make a merge non-trivial.
-BOOKKEEPING = frozenset({"session/flush", "branch/start"})
-
-#: A line's identity: its seq and crc member as first written (spec §8.7.14).
-Identity = tuple[int, bytes]
+__all__ = ["Conflict", "Merged", "merge_files", "merge_versions"]
 
 
 class Conflict(NamedTuple):
@@ -106,30 +101,6 @@ class _EventOut(msgspec.Struct):
 _enc = msgspec.json.Encoder()
 
 
-# Where a branch/event keeps what it records (only these members are read: the line was
-# judged whole by the scan).
-class _RecData(msgspec.Struct):
-    origin: BranchOrigin
-    line: msgspec.Raw
-
-
-class _Recorded(msgspec.Struct):
-    data: _RecData
-
-
-_recorded = msgspec.json.Decoder(_Recorded).decode
-
-
-def identity_of(body: bytes, seq: int, type_: str) -> tuple[Identity, bytes]:
-    """``(identity, line)`` of a good line (without its ``\\n``): a ``branch/event`` stands for
-    the line it records (its origin, recursively flattened when it was recorded), any other
-    line for itself."""
-    if type_ == "branch/event":
-        rec = _recorded(body).data
-        return (rec.origin.seq, rec.origin.crc.encode()), bytes(rec.line)
-    return (seq, body[-10:-2]), body
-
-
 # -- reading one version ---------------------------------------------------------------------
 
 
@@ -142,10 +113,10 @@ class _Version:
         self.data = data
         self.fd = _memfd(data) if fd is None else fd  # owned: closed by close()
         self.header_end = 0
-        #: crc member of each line walked, by seq (seqs before the walk's start: None)
-        self.crcs: list[bytes | None] = []
-        #: identity -> offset of the branch/event lines that record it
-        self.recorded: dict[Identity, int] = {}
+        #: where the line of each seq starts (theirs shares ours' for the prefix they share)
+        self.starts = array("q")
+        #: SHA-256 of each line a branch/event of this version records -> that event's offset
+        self.recorded: dict[bytes, int] = {}
         #: (seq, type, body) of the lines kept (those from ``keep_from`` on)
         self.kept: list[tuple[int, str, bytes]] = []
         #: (seq, time) of the last line before ``keep_from``
@@ -161,9 +132,15 @@ class _Version:
             os.close(self.fd)
             self.fd = -1
 
-    def holds(self, ident: Identity) -> bool:
-        seq, crc = ident
-        return (seq < len(self.crcs) and self.crcs[seq] == crc) or ident in self.recorded
+    def holds(self, seq: int, line: bytes, sha: bytes | None = None) -> bool:
+        """True when this version has the very bytes ``line`` (seq ``seq``, SHA-256 ``sha``
+        if known): as its own line ``seq``, or recorded by one of its branch events."""
+        starts = self.starts
+        if seq < len(starts):
+            end = starts[seq + 1] - 1 if seq + 1 < len(starts) else len(self.data) - 1
+            if memoryview(self.data)[starts[seq] : end] == line:
+                return True
+        return bool(self.recorded) and (sha or digest(line)) in self.recorded
 
 
 def _memfd(data: bytes) -> int:
@@ -193,26 +170,25 @@ def _header(v: _Version) -> None:
     except FormatError as exc:
         raise _Refused(f"{v.name} is not a jsonltape session: {exc.message}") from None
     v.span_from = v.header_end
-    v.crcs = [v.data[v.header_end - 11 : v.header_end - 3]]
+    v.starts = array("q", [0])
 
 
 def _walk(v: _Version, start: int, expected: int, keep_from: int) -> None:
     """Judge the lines of ``v`` from offset ``start`` (seq ``expected``) to its end; a bad line
     refuses the merge. Tracks what the merge needs at its end and keeps the lines from
     ``keep_from`` on."""
-    crcs = v.crcs
-    del crcs[expected:]
-    crcs.extend([None] * (expected - len(crcs)))
+    starts = v.starts
+    assert len(starts) == expected, "a walk goes on from the last line walked"
     v.before_keep = (v.last_seq, v.last_time)
     for item in scan(v.fd, start, expected):
         if isinstance(item, Bad):
             raise _Refused(_bad_line(v, item))
         off, body, event = item
         t = event.type
-        crcs.append(body[-10:-2])
+        starts.append(off)
         v.last_seq, v.last_time = event.seq, event.time
         if t == "branch/event":
-            v.recorded[identity_of(body, event.seq, t)[0]] = off
+            v.recorded.setdefault(digest(recorded(body).line), off)
         if off >= keep_from:
             v.kept.append((event.seq, t, body))
         else:
@@ -354,8 +330,8 @@ def _merge_checked(o: _Version, a: _Version, b: _Version, source: str | None) ->
     # The lines before `shared` are ours too: the same bytes, judged once, as ours.
     at, b.last_time = a.before_keep
     b.last_seq = at
-    b.crcs = list(a.crcs[: at + 1])
-    b.recorded = {i: off for i, off in a.recorded.items() if off < shared}
+    b.starts = a.starts[: at + 1]
+    b.recorded = {sha: off for sha, off in a.recorded.items() if off < shared}
     _walk(b, shared, at + 1, shared)
     if o.data:
         _check_extension(o, a)
@@ -389,8 +365,7 @@ def _check_extension(o: _Version, side: _Version) -> None:
             off, body, event = item
             if event.type in BOOKKEEPING:
                 continue
-            ident, _line = identity_of(body, event.seq, event.type)
-            if not side.holds(ident):
+            if not side.holds(*stands_for(body, event.seq, event.type)):
                 raise _Refused(
                     f"{side.name} rewrote history: seq {event.seq} (byte {off} of the "
                     "ancestor) is not in it"
@@ -399,37 +374,39 @@ def _check_extension(o: _Version, side: _Version) -> None:
         probe.close()
 
 
-def _candidates(a: _Version, b: _Version) -> Iterator[tuple[Identity, bytes]]:
-    """Theirs' lines after the shared prefix that ours does not hold, flattened, each once."""
-    seen: set[Identity] = set()
+def _candidates(a: _Version, b: _Version) -> Iterator[tuple[int, bytes]]:
+    """Theirs' lines after the shared prefix that ours does not hold, flattened, each once:
+    ``(seq, line)`` of each."""
+    seen: set[bytes] = set()
     for seq, t, body in b.kept:
         if t in BOOKKEEPING:
             continue
-        ident, line = identity_of(body, seq, t)
-        if ident in seen or a.holds(ident):
+        s, line = stands_for(body, seq, t)
+        sha = digest(line)
+        if sha in seen or a.holds(s, line, sha):
             continue
-        seen.add(ident)
-        yield ident, line
+        seen.add(sha)
+        yield s, line
 
 
 def _record(a: _Version, b: _Version, at: int, source: str | None) -> Merged:
-    recorded = list(_candidates(a, b))
-    if not recorded:
+    candidates = list(_candidates(a, b))
+    if not candidates:
         return Merged(a.data, "ours")
-    for (seq, _crc), line in recorded:
+    for seq, line in candidates:
         if _too_deep(line):
             raise _Refused(
                 f"theirs: the line of seq {seq} nests too deep to be recorded in a branch "
                 f"event (the format allows {MAX_DEPTH} levels)"
             )
+    # Theirs' lines after the shared prefix are exactly its lines at+1 ... head.
+    lines = [body[-10:-2].decode() for _s, _t, body in b.kept]
+    sha256 = [hashlib.sha256(body).hexdigest() for _s, _t, body in b.kept]
     head = b.last_seq
-    head_crc = b.crcs[head]
-    assert head_crc is not None
-    lines = [c.decode() if c is not None else "" for c in b.crcs[at + 1 : head + 1]]
     now = max(a.last_time, b.last_time)
     seq = a.last_seq + 1
     receipt = seq
-    start = BranchStartData(at, head, head_crc.decode(), lines, len(recorded), source)
+    start = BranchStartData(at, head, lines[-1], lines, len(candidates), source, sha256)
     out = [
         _framing.frame(
             _enc.encode(
@@ -437,9 +414,9 @@ def _record(a: _Version, b: _Version, at: int, source: str | None) -> Merged:
             )
         )
     ]
-    for (oseq, ocrc), line in recorded:
+    for oseq, line in candidates:
         seq += 1
-        data = _EventData(receipt, BranchOrigin(oseq, ocrc.decode()), msgspec.Raw(line))
+        data = _EventData(receipt, BranchOrigin(oseq, line[-10:-2].decode()), msgspec.Raw(line))
         out.append(_framing.frame(_enc.encode(_EventOut(seq, "branch/event", now, data, True))))
     appended = b"".join(out)
     offset = len(a.data) + len(appended)
@@ -447,7 +424,7 @@ def _record(a: _Version, b: _Version, at: int, source: str | None) -> Merged:
     crc = zlib.crc32(appended, crc)
     flush = FlushData(offset, seq, a.turn, a.closed, Span(a.span_from, f"{crc:08x}"))
     tail = checkpoint_line(seq + 1, now, flush)
-    return Merged(b"".join((a.data, appended, tail)), "branch", receipt, len(recorded))
+    return Merged(b"".join((a.data, appended, tail)), "branch", receipt, len(candidates))
 
 
 def _too_deep(line: bytes) -> bool:
