@@ -385,3 +385,22 @@ def test_a_malformed_record_makes_the_merge_a_conflict_git_reports_with_one_line
     status = git(alice, "status", "--porcelain").stdout
     assert f"UU {SESSION}" in status  # git's conflict path: the user resolves it
     git(alice, "merge", "--abort")
+
+
+# -- textconv of a merged file -------------------------------------------------------------------
+
+
+def test_git_diff_of_a_merge_shows_their_recorded_events_as_transcript_lines(
+    diverged: tuple[Path, Path],
+) -> None:
+    alice, bob = diverged
+    assert pull(bob, alice).returncode == 0
+    receipt = next(x for x in lines(bob / SESSION) if x["type"] == "branch/start")
+    diff = git(bob, "diff", "HEAD^1", "HEAD", "--", SESSION).stdout
+    added = [x[1:] for x in diff.splitlines() if x.startswith("+") and not x.startswith("+++")]
+    assert '{"branch"' not in diff and '"origin"' not in diff  # no raw records
+    assert f"branch/start at {receipt['data']['at']} head {receipt['data']['head']}," in diff
+    shown = [x for x in added if f"[branch {receipt['seq']}, seq " in x]
+    assert len(shown) == receipt["data"]["count"]
+    assert any(x.endswith("user: alice 1") for x in shown)
+    assert any("assistant: reply to alice 1" in x for x in shown)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import jsonltape
+from jsonltape.git._merge import Merged, merge_files
 from jsonltape.git._textconv import TEXT_WIDTH, textconv
 
 from .helpers import one_turn
@@ -201,3 +202,46 @@ def test_textconv_through_the_command_prints_what_the_library_prints(tmp_path: P
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode("utf-8").splitlines() == conv(path)
+
+
+def _merged(tmp_path: Path, their_text: str) -> tuple[Path, Path]:
+    """A session continued in two places and merged: the merged file and their version."""
+    base = session(tmp_path / "base.jsonl", turns=1)
+    ours, theirs = tmp_path / "ours.jsonl", tmp_path / "theirs.jsonl"
+    ours.write_bytes(base.read_bytes())
+    theirs.write_bytes(base.read_bytes())
+    for path, text in ((ours, "ours"), (theirs, their_text)):
+        with jsonltape.open(path) as tape:
+            one_turn(tape, text, with_tool=True)
+    got = merge_files(base, ours, theirs, source="main")
+    assert isinstance(got, Merged) and got.outcome == "branch"
+    out = tmp_path / "merged.jsonl"
+    out.write_bytes(got.result)
+    return out, theirs
+
+
+def test_recorded_events_of_a_merge_are_shown_as_the_events_they_record(tmp_path: Path) -> None:
+    merged, theirs = _merged(tmp_path, "their question")
+    shown = conv(merged)
+    assert len(shown) == events(merged)  # still one line per line
+    assert not any('"origin"' in x or '{"branch"' in x for x in shown)
+    start = next(x for x in shown if "  branch/start " in x)
+    assert start.endswith(", 7 recorded from main")  # their turn: 7 events, checkpoints aside
+    receipt = int(start.split()[0])
+    recorded = [x for x in shown if f"  [branch {receipt}, seq " in x]
+    assert len(recorded) == 7
+    # Each recorded line shows as their own transcript shows that line, its time included,
+    # marked with its branch and its seq there (the seq column is the record's own).
+    their_lines = {int(x.split()[0]): x.split(None, 1)[1] for x in conv(theirs)}
+    for line in recorded:
+        seq = int(line.split(f"[branch {receipt}, seq ", 1)[1].split("]", 1)[0])
+        mark = f"Z  [branch {receipt}, seq {seq}] "
+        assert line.split(None, 1)[1] == their_lines[seq].replace("Z  ", mark, 1)
+    assert any(x.endswith("] user: their question") for x in recorded)
+
+
+def test_a_recorded_events_text_is_escaped_like_any_other(tmp_path: Path) -> None:
+    merged, _theirs = _merged(tmp_path, "red \x1b[31mtext\x1b[0m\nnext \u202e \x9b2J")
+    line = next(x for x in conv(merged) if "] user: red" in x)
+    assert line.endswith("] user: red \\x1b[31mtext\\x1b[0m⏎next \\u202e \\x9b2J")
+    assert not any(ch in line for ch in "\x1b\x9b\u202e\n")

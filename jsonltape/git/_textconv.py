@@ -14,7 +14,11 @@ Exactly one output line per good line of the file, so ``git diff --stat`` counts
   cut at :data:`TEXT_WIDTH` characters with ``…``;
 * tool calls as ``name {arguments}``: arguments as compact JSON, cut at :data:`ARGS_WIDTH`;
 * a checkpoint as ``checkpoint`` (``checkpoint, closed`` for a clean close): one short line
-  that never changes once written, shown so that seqs stay continuous; no offsets or CRCs.
+  that never changes once written, shown so that seqs stay continuous; no offsets or CRCs;
+* what a merge recorded (spec §8.7.14): a ``branch/start`` receipt as ``branch/start at A
+  head H, N recorded from SOURCE``; a ``branch/event`` as the line it records, shown like any
+  other event (with that line's time) after ``[branch R, seq S]``: its receipt and its seq in
+  the version it came from.
 
 A damaged file never fails (git would fail the whole diff): the good lines are printed, then one
 line starting with ``!`` says where and what is wrong (torn tail or corrupt, with its line and
@@ -32,7 +36,8 @@ import msgspec
 
 from .. import _framing, _fs
 from .._display import shown
-from .._lines import Bad, scan
+from .._lines import Bad, decode, scan
+from .._records import recorded
 from .._scan import read_header, witness_after
 from .._time import format_ms
 from ..errors import JsonltapeError
@@ -155,6 +160,13 @@ def _fork(event: Event) -> str:
     return escape(f"{event.type} {d.get('fork')} at {d.get('at')} head {d.get('head')}")
 
 
+def _receipt(event: Event) -> str:
+    d = event.data
+    source = d.get("source")
+    text = f"branch/start at {d.get('at')} head {d.get('head')}, {d.get('count')} recorded"
+    return text + (f" from {escape(source, 80)}" if isinstance(source, str) else "")
+
+
 _SHOW: dict[str, Callable[[Event], str]] = {
     "user/message": _message,
     "assistant/message": _message,
@@ -168,12 +180,28 @@ _SHOW: dict[str, Callable[[Event], str]] = {
     "todo/write": _todos,
     "fork/merge": _fork,
     "fork/discard": _fork,
+    "branch/start": _receipt,
 }
 _BARE = frozenset({"turn/start", "step/start", "step/end"})
 
 
 def event_line(event: Event) -> str:
     """One event as its transcript line (without the newline)."""
+    return f"{event.seq:>6}  {format_ms(event.time)}  {_what(event)}"
+
+
+def _recorded_line(event: Event, body: bytes) -> str:
+    """A ``branch/event`` (its good line ``body``) as the line it records, marked with its
+    receipt and that line's seq; the time is the recorded line's."""
+    rec = recorded(body)
+    line = decode(rec.line)  # a good line on its own: the scan checked it
+    return (
+        f"{event.seq:>6}  {format_ms(line.time)}  [branch {rec.branch}, seq {line.seq}] "
+        + _what(line)
+    )
+
+
+def _what(event: Event) -> str:
     show = _SHOW.get(event.type)
     if show is not None:
         what = show(event)
@@ -186,7 +214,7 @@ def event_line(event: Event) -> str:
         what += f" [replaces {surface.start}..{surface.end}]"
     elif isinstance(surface, Retract):
         what += f" [retracts {surface.start}..{surface.end}]"
-    return f"{event.seq:>6}  {format_ms(event.time)}  {what}"
+    return what
 
 
 def _header_line(event: Event) -> str:
@@ -236,8 +264,13 @@ def _convert(fd: int, path: str, out: Sink) -> None:
         if isinstance(item, Bad):
             _emit(out, _bad_line(fd, item))
             return
-        event = item[2]
-        _emit(out, _header_line(event) if event.seq == 0 else event_line(event))
+        _off, body, event = item
+        if event.seq == 0:
+            _emit(out, _header_line(event))
+        elif event.type == "branch/event":
+            _emit(out, _recorded_line(event, body))
+        else:
+            _emit(out, event_line(event))
 
 
 def _bad_line(fd: int, bad: Bad) -> str:
