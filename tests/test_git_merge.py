@@ -186,7 +186,7 @@ def test_a_rewritten_history_is_a_conflict_that_leaves_ours_untouched(
     done = pull(bob, alice)
     assert done.returncode != 0
     out = done.stdout + done.stderr
-    assert "ours rewrote history: seq" in out and "of the ancestor) is not in it" in out
+    assert "ours lacks seq " in out and "either ours rewrote history, or" in out
     assert path.read_bytes() == ours  # %A left as it was: no conflict markers
 
 
@@ -385,6 +385,42 @@ def test_a_malformed_record_makes_the_merge_a_conflict_git_reports_with_one_line
     status = git(alice, "status", "--porcelain").stdout
     assert f"UU {SESSION}" in status  # git's conflict path: the user resolves it
     git(alice, "merge", "--abort")
+
+
+# -- cherry-pick ---------------------------------------------------------------------------------
+
+
+def test_cherry_picking_a_later_commit_says_why_and_picking_the_commits_before_it_works(
+    repo: Path,
+) -> None:
+    """git gives the picked commit's parent as the ancestor: ours never had its lines, which
+    three files cannot tell from a rewritten history. The conflict says both; picking the
+    commits before it too goes through, and a later merge records nothing twice."""
+    git(repo, "checkout", "-q", "-b", "side")
+    append(repo, "side 1")
+    first = git(repo, "rev-parse", "HEAD").stdout.strip()
+    append(repo, "side 2")
+    second = git(repo, "rev-parse", "HEAD").stdout.strip()
+    git(repo, "checkout", "-q", "main")
+    append(repo, "main 1")
+    ours = (repo / SESSION).read_bytes()
+    done = git(repo, "cherry-pick", second, check=False)
+    assert done.returncode != 0
+    said = [x for x in done.stderr.splitlines() if x.startswith("jsonltape:")]
+    assert len(said) == 1, done.stderr
+    assert "ours lacks seq " in said[0] and "either ours rewrote history, or" in said[0]
+    assert "a cherry-pick or revert gives the picked commit's parent" in said[0]
+    assert (repo / SESSION).read_bytes() == ours
+    git(repo, "cherry-pick", "--abort")
+    done = git(repo, "cherry-pick", first, second, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    picked = _no_duplicates(repo / SESSION)
+    git(repo, "checkout", "-q", "side")
+    side = identities(repo / SESSION)
+    assert set(side) <= set(picked)
+    git(repo, "checkout", "-q", "main")
+    _merge(repo, "side")
+    assert set(_no_duplicates(repo / SESSION)) == set(picked)
 
 
 # -- textconv of a merged file -------------------------------------------------------------------

@@ -256,7 +256,7 @@ def test_a_side_that_lost_a_line_of_the_ancestor_is_a_conflict() -> None:
     theirs = extend(b"".join(lines[:2]), ["other"])  # "two" and its checkpoint are gone
     got = merge_versions(base, ours, theirs)
     assert isinstance(got, Conflict)
-    assert got.line.startswith("theirs rewrote history: seq 2 (byte ")
+    assert got.line.startswith("theirs lacks seq 2 of the ancestor (byte ")
 
 
 def test_the_lines_a_merge_writes_validate_against_both_schemas(

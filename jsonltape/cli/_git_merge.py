@@ -67,7 +67,8 @@ def merge_driver(ancestor: Path, current: Path, other: Path, pathname: str | Non
     that ours does not hold byte for byte, recorded as a branch (a branch/start receipt and
     branch/event lines, off the surface) that `jsonltape messages PATH --branch SEQ` shows and
     `jsonltape git adopt` makes current. A side that is torn, corrupt (a malformed branch
-    record included), not a session, or does not extend ANCESTOR (rewritten history) is a
+    record included), not a session, or lacks a line of ANCESTOR (a rewritten history, or
+    the parent of a cherry-picked commit as ANCESTOR: pick the commits before it too) is a
     conflict: CURRENT is left as it was.
     """
     from ..git._merge import Conflict, merge_files

@@ -366,9 +366,13 @@ def _check_extension(o: _Version, side: _Version) -> None:
             if event.type in BOOKKEEPING:
                 continue
             if not side.holds(*stands_for(body, event.seq, event.type)):
+                # git gives a picked or reverted commit's parent as the ancestor: it need
+                # not be an ancestor of the side at all, which three files cannot tell.
                 raise _Refused(
-                    f"{side.name} rewrote history: seq {event.seq} (byte {off} of the "
-                    "ancestor) is not in it"
+                    f"{side.name} lacks seq {event.seq} of the ancestor (byte {off}): either "
+                    f"{side.name} rewrote history, or the ancestor git gave is not an ancestor "
+                    f"of {side.name} (a cherry-pick or revert gives the picked commit's "
+                    "parent: pick the commits before it too, or merge its branch)"
                 )
     finally:
         probe.close()
