@@ -152,8 +152,10 @@ class TurnRef(msgspec.Struct, frozen=True):
     offset: int
 
 
-#: Eight lowercase hex digits: a CRC-32 as the format writes it (spec §5).
-Crc8 = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{8}$")]
+#: Eight lowercase hex digits: a CRC-32 as the format writes it (spec §5). (The length bounds
+#: are not redundant: msgspec matches patterns with Python's ``re``, whose ``$`` also matches
+#: before a final newline, so ``"0badc0de\n"`` would pass the pattern alone.)
+Crc8 = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{8}$", min_length=8, max_length=8)]
 
 
 class Span(msgspec.Struct, frozen=True):
@@ -405,7 +407,7 @@ class ForkDiscardData(msgspec.Struct):
 # -- branches recorded by a merge (format 1.1, 1.2, spec §8.7.14) ---------------------------
 
 #: 64 lowercase hex digits: a SHA-256 as the format writes it (1.2).
-Sha256Hex = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+Sha256Hex = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$", min_length=64, max_length=64)]
 
 
 class BranchStartData(msgspec.Struct, omit_defaults=True):

@@ -172,6 +172,14 @@ def _at_head(obj: dict[str, Any]) -> None:
     obj["data"]["at"] = obj["data"]["head"]
 
 
+def _crc_newline(obj: dict[str, Any]) -> None:
+    """The right crc and a newline, in ``crc`` and the last item of ``lines`` alike (Python's
+    ``$`` matches before a final newline)."""
+    d = obj["data"]
+    d["crc"] += "\n"
+    d["lines"][-1] += "\n"
+
+
 def _short_sha(obj: dict[str, Any]) -> None:
     obj["data"]["sha256"][0] = obj["data"]["sha256"][0][:-1]
 
@@ -201,6 +209,7 @@ MALFORMED: list[tuple[str, str, Callable[[bytes], bytes]]] = [
     ("receipt at after head", "branch/start", _rc(_at_head)),
     ("receipt sha256 short", "branch/start", _rc(_short_sha)),
     ("receipt sha256 one missing", "branch/start", _rc(_sha_missing)),
+    ("receipt crc with a final newline", "branch/start", _rc(_crc_newline)),
     ("receipt count a float", "branch/start", _rc(_set("data.count", 2.0))),
     ("receipt not ignorable", "branch/start", _rc(_set("ignorable", _DELETE))),
 ]

@@ -28,6 +28,7 @@ BREAK_THE_VOCABULARY = {
     # offset is a relation no schema states, so it is not here.
     "y_span_crc_uppercase",
     "y_span_crc_seven_digits",
+    "y_span_crc_final_newline",
     "y_span_crc_not_string",
     "y_span_crc_missing",
     "y_span_from_negative",

@@ -263,6 +263,14 @@ _bad_record(
     ),
 )
 _bad_record(
+    "n_branch_start_crc_final_newline",
+    "A branch/start whose crc and last item of lines are the right digits and a newline "
+    '("…\\n", escaped, alike): not 8 hex digits; not a good line; corrupt.',
+    lambda log, r, line: _receipt_line(
+        log, lambda d: {**d, "crc": d["crc"] + "\n", "lines": [*d["lines"][:-1], d["crc"] + "\n"]}
+    ),
+)
+_bad_record(
     "n_branch_start_at_not_before_head",
     "A branch/start whose at is not before its head: not a good line; corrupt.",
     lambda log, r, line: _receipt_line(log, lambda d: {**d, "at": d["head"], "lines": []}),

@@ -152,6 +152,13 @@ table(
         _closing("open-turn", lambda log, span: {**span, "crc": span["crc"][1:]}),
     ),
     (
+        "y_span_crc_final_newline",
+        'A span crc of its 8 right digits and a newline ("…\\n", escaped): not 8 hex digits, '
+        "so not a valid checkpoint (a regex whose $ matches before a final newline would let "
+        "it through): open-turn.",
+        _closing("open-turn", lambda log, span: {**span, "crc": span["crc"] + "\n"}),
+    ),
+    (
         "y_span_crc_not_string",
         "A span crc written as a number (the CRC's integer value): not a string of 8 hex "
         "digits, so not a valid checkpoint: open-turn.",
