@@ -35,7 +35,14 @@ from jsonltape._records import recorded
 from jsonltape.fold._branches import fold_their
 from jsonltape.git._merge import Conflict, Merged, merge_files, merge_versions
 
-from ._records import dumps, forge_record, held_lines, record_line, with_checkpoint
+from ._records import (
+    dumps,
+    forge_record,
+    forged_line,
+    held_lines,
+    record_line,
+    with_checkpoint,
+)
 from .helpers import one_turn
 from .test_git_merge_props import extend, new_session
 
@@ -505,6 +512,32 @@ def test_a_version_is_rebuilt_from_its_lines_bytes_not_from_a_name_a_record_forg
     assert _texts(path, got.receipt) == ["shared", "alice 1", "alice 2"]
     done = jt(tmp_path, "messages", "m.jsonl", "--branch", str(got.receipt))
     assert done.returncode == 0 and "forged 2" not in done.stdout and "alice 2" in done.stdout
+
+
+def test_adopting_a_version_whose_line_collides_with_an_adopted_one_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Adopted copies are keyed by name (crc, seq): after Alice's version is adopted, adopting
+    Mallory's, whose native line forges her line's name, is refused whole, not mixed in."""
+    base = extend(new_session(), ["shared"])
+    alice = extend(base, ["alice real"])
+    victim = next(x for x in alice.splitlines() if b"alice real" in x)
+    v = json.loads(victim)
+    fake = forged_line(v["seq"], v["time"], victim[-10:-2].decode(), "mallory fake")
+    first = merge_versions(base, extend(base, ["ours"]), alice)
+    assert isinstance(first, Merged) and first.receipt is not None
+    second = merge_versions(base, first.result, with_checkpoint(base, [fake]))
+    assert isinstance(second, Merged) and second.receipt is not None
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(second.result)
+    os.chmod(path, 0o600)
+    assert jt(tmp_path, "git", "adopt", "s.jsonl", "--branch", str(first.receipt)).returncode == 0
+    before = path.read_bytes()
+    done = jt(tmp_path, "git", "adopt", "s.jsonl", "--branch", str(second.receipt))
+    assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+    assert "is already used by seq" in done.stderr and "Traceback" not in done.stderr
+    assert path.read_bytes() == before
+    assert _texts(path) == ["shared", "alice real"]
 
 
 def test_a_record_whose_origin_is_not_its_line_is_refused_before_any_merge() -> None:
