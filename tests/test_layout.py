@@ -13,8 +13,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-import pytest
-
 import jsonltape._index_api as door
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -312,38 +310,12 @@ def _show(graph: Mapping[str, set[str]], found: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-#: Circles broken in other branches of issue 29 (edges: ``_follow`` <-> ``reader``; merge: the
-#: fold <-> git branch records). Once both are merged, remove this and the test's xfail mark.
-_STILL_OPEN = [
-    [
-        "jsonltape.fold._branches",
-        "jsonltape.fold._convert",
-        "jsonltape.fold._fold",
-        "jsonltape.git._branch",
-    ],
-]
-
-
-class _OnlyTheCirclesOtherBranchesBreak(AssertionError):
-    """The circles found are exactly :data:`_STILL_OPEN`."""
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=_OnlyTheCirclesOtherBranchesBreak,
-    reason="one circle left, broken in another branch of issue 29: "
-    "fold._branches/_convert/_fold <-> git._branch; remove this mark once it is merged",
-)
 def test_no_module_reaches_itself_through_its_imports() -> None:
     graph = _our_graph()
     found = circles(graph)
     shown = _show(graph, found)
     print(shown)
-    if found and found == _STILL_OPEN:
-        raise _OnlyTheCirclesOtherBranchesBreak(f"import circles:\n{shown}")
-    gone = [c for c in _STILL_OPEN if c not in found]
-    hint = f"\n(no longer found, drop from _STILL_OPEN: {gone})" if found and gone else ""
-    assert found == [], f"import circles:\n{shown}{hint}"
+    assert found == [], f"import circles:\n{shown}"
 
 
 def test_no_room_reaches_itself_through_its_imports() -> None:
