@@ -140,6 +140,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "init",
         "Create DIR/.jsonltape/sessions/ (0700) for a project's sessions; set up git there too.",
     ),
+    "serve": (
+        "_serve",
+        "serve",
+        "Browse, search and follow sessions in a web browser: a local server over the index.",
+    ),
     # Listed once its module exists (another part of issue 12).
     "redact": (
         "_git_check",

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         import_paths,
         session_id_for,
     )
+    from ._render_html import message_html
     from .export import FORMATS, Export, ExportFormat, export, transcript
     from .foreign import ForeignMessage, ForeignScan
     from .foreign import messages as foreign_messages
@@ -78,6 +79,7 @@ _SOURCES: dict[str, tuple[tuple[str, str], ...]] = {
         ("scan_foreign_file", "scan_file"),
     ),
     ".redaction": (("Redactor", "Redactor"), ("mask_secrets", "mask_secrets")),
+    "._render_html": (("message_html", "message_html"),),
 }
 _HOME: dict[str, tuple[str, str]] = {
     public: (module, attr) for module, names in _SOURCES.items() for public, attr in names
@@ -100,6 +102,7 @@ __all__ = [
     "import_file",
     "import_paths",
     "mask_secrets",
+    "message_html",
     "scan_foreign",
     "scan_foreign_file",
     "session_id_for",

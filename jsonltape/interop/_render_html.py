@@ -85,6 +85,13 @@ def _html_message(text: str) -> str:
     return f'<div class="md">{_MD.render(text)}</div>'
 
 
+def message_html(text: str) -> str:
+    """A message's text as the HTML export shows it (a viewer shows it the same way): its
+    Markdown rendered safely (no raw HTML, only safe links; a file ledger as a list of paths),
+    or, over :data:`MARKDOWN_LIMIT` characters, escaped and preformatted."""
+    return _html_message(text)
+
+
 def _html_part(p: dict[str, Any], results: dict[str, list[dict[str, Any]]]) -> str:
     kind = p.get("type")
     if kind == "text":

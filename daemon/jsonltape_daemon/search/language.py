@@ -10,13 +10,28 @@ return :class:`SessionInfo` and :class:`Window` of :class:`Turn`.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
 from jsonltape_daemon.text.cjk import is_cjk, is_cjk_term
 
-__all__ = ["Filters", "Hit", "SessionInfo", "Sort", "Term", "Turn", "Window", "parse_query"]
+__all__ = [
+    "FACET_LIMIT",
+    "SESSION_SORTS",
+    "Filters",
+    "Hit",
+    "ListedSession",
+    "SessionInfo",
+    "SessionPage",
+    "SessionQuery",
+    "SessionSort",
+    "Sort",
+    "Term",
+    "Turn",
+    "Window",
+    "parse_query",
+]
 
 Sort = Literal["relevance", "recent"]
 
@@ -212,3 +227,47 @@ class Window:
 
     def __repr__(self) -> str:
         return f"Window(messages={self.messages!r}, more_before={self.more_before!r})"
+
+
+# -- the session list of a viewer (``jsonltape serve``): filters, sort, pages -------------
+
+SessionSort = Literal["updated", "created", "messages", "events", "title"]
+#: The session columns a list may be sorted by.
+SESSION_SORTS: tuple[str, ...] = ("updated", "created", "messages", "events", "title")
+
+
+class SessionQuery(msgspec.Struct, kw_only=True):
+    """Which sessions a list shows and in what order: each filter is an exact value (``text``:
+    a case-insensitive substring of the title or the id; ``parent``: the forks and sub-agent
+    sessions of that session id; ``origin``: a team index's), a sort column, and a page."""
+
+    agent: str | None = None
+    cwd: str | None = None
+    origin: str | None = None
+    parent: str | None = None
+    text: str | None = None
+    sort: SessionSort = "updated"
+    descending: bool = True
+    offset: int = 0
+    limit: int = 50
+
+
+class ListedSession(msgspec.Struct):
+    """A session of a list: its index key (what ``window`` and ``statuses`` take), its row,
+    and whether its writer closed it (a session not closed is still being written, or its
+    writer died)."""
+
+    key: Any
+    info: SessionInfo
+    closed: bool
+
+
+class SessionPage(msgspec.Struct):
+    """One page of a session list and how many sessions pass its filters in all."""
+
+    sessions: list[ListedSession]
+    total: int
+
+
+#: How many values of each field :func:`facets` names (the most common first).
+FACET_LIMIT = 200

@@ -12,7 +12,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from jsonltape_daemon.engines.sqlite import listing
 from jsonltape_daemon.engines.sqlite import search as s
+from jsonltape_daemon.search.language import SessionPage, SessionQuery
 from jsonltape_daemon.target import PgTarget, SqliteTarget, Target
 
 __all__ = ["Reader", "open_reader"]
@@ -48,6 +50,18 @@ class Reader(Protocol):
 
     def window(self, key: Any, *, last: int, before: int | None) -> s.Window: ...
 
+    def list_sessions(self, query: SessionQuery) -> SessionPage:
+        """One page of the sessions that pass ``query`` (a viewer's list), and their number."""
+        ...
+
+    def facets(self) -> dict[str, list[tuple[str, int]]]:
+        """The values of ``agent``, ``cwd`` and ``origin`` with their numbers of sessions."""
+        ...
+
+    def statuses(self, key: Any, lo: int, hi: int) -> dict[int, str]:
+        """seq -> status of the messages of session ``key`` with ``lo <= seq < hi``."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -82,6 +96,15 @@ class _SqliteReader:
 
     def window(self, key: Any, *, last: int, before: int | None) -> s.Window:
         return s.window(self.con, int(key), last=last, before=before)
+
+    def list_sessions(self, query: SessionQuery) -> SessionPage:
+        return listing.list_sessions(self.con, query)
+
+    def facets(self) -> dict[str, list[tuple[str, int]]]:
+        return listing.facets(self.con)
+
+    def statuses(self, key: Any, lo: int, hi: int) -> dict[int, str]:
+        return listing.statuses(self.con, int(key), lo, hi)
 
     def close(self) -> None:
         self.con.close()
@@ -148,6 +171,25 @@ class _PgReader:
 
         result: s.Window = self._call(pg_sessions.window, self.con, key, last=last, before=before)
         return result
+
+    def list_sessions(self, query: SessionQuery) -> SessionPage:
+        from jsonltape_daemon.engines.postgres import listing as pg_listing
+
+        page: SessionPage = self._call(pg_listing.list_sessions, self.con, query)
+        return page
+
+    def facets(self) -> dict[str, list[tuple[str, int]]]:
+        from jsonltape_daemon.engines.postgres import listing as pg_listing
+
+        found: dict[str, list[tuple[str, int]]] = self._call(pg_listing.facets, self.con)
+        return found
+
+    def statuses(self, key: Any, lo: int, hi: int) -> dict[int, str]:
+        from jsonltape_daemon.engines.postgres import listing as pg_listing
+
+        key = (str(key[0]), int(key[1]))
+        found: dict[int, str] = self._call(pg_listing.statuses, self.con, key, lo, hi)
+        return found
 
     def close(self) -> None:
         self.con.close()
