@@ -24,7 +24,11 @@ _EXTRA = "jsonltape serve needs the web extra: pip install 'jsonltape[web]'"
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
-    "--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="TCP port."
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="TCP port (0: any free port; the address printed names it).",
 )
 @click.option(
     "--token",

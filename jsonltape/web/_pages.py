@@ -44,8 +44,10 @@ __all__ = [
     "with_links",
 ]
 
-#: A session not closed by its writer whose last event is this recent shows as live.
+#: A session with a turn open whose last event is this recent shows as live (an agent mid-turn
+#: between two tool calls); any session whose last event is :data:`RECENT_MS` old or newer too.
 LIVE_MS = 15 * 60 * 1000
+RECENT_MS = 60 * 1000
 #: Sessions on one page of the list.
 PER_PAGE = 50
 
@@ -55,8 +57,11 @@ def now_ms() -> int:
 
 
 def is_live(listed: ListedSession) -> bool:
-    """Being written: its writer has not closed it and its last event is recent."""
-    return not listed.closed and now_ms() - listed.info.updated < LIVE_MS
+    """Being written: a turn is open and its last event is recent, or its last event is
+    very recent. (A writer's clean close is recorded only when it leaves a turn open, so the
+    index's ``closed`` cannot tell a finished session from a running one.)"""
+    age = now_ms() - listed.info.updated
+    return age < RECENT_MS or (listed.info.state == "open-turn" and age < LIVE_MS)
 
 
 def session_list(index: Index, args: dict[str, str]) -> tuple[SessionQuery, SessionPage, Any]:

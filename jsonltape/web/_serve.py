@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import sys
 from collections.abc import Callable
@@ -49,6 +50,7 @@ def run(
 
     sock = _bind(config)  # a port in use is one error line, before anything starts
     port = sock.getsockname()[1]
+    config = dataclasses.replace(config, port=port)  # --port 0: the one the system chose
     mirror, note = start_mirror(config.target, config.root)
     try:
         app = create_app(config, note=note)

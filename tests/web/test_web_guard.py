@@ -1,0 +1,299 @@
+"""The server as a server: it binds loopback unless given a token, refuses foreign Host
+headers (DNS rebinding), asks for its token, sends its security headers on every answer,
+never lets a request name a file, never writes a session file, and stops cleanly on Ctrl-C.
+Every check is a real HTTP client against the real ``jsonltape serve``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import jsonltape
+from tests.web import corpus
+from tests.web.server import Serve, sync
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    base = tmp_path_factory.mktemp("guard")
+    root = base / "sessions"
+    root.mkdir(mode=0o700)
+    corpus.rich_session(root)
+    home = base / "home"
+    home.mkdir()
+    sync(root, base / "index.db", home)
+    return root, base / "index.db", home
+
+
+@pytest.fixture(scope="module")
+def server(tree: tuple[Path, Path, Path]) -> Iterator[Serve]:
+    root, index, home = tree
+    s = Serve("--index", str(index), "--root", str(root), home=home)
+    yield s
+    assert s.stop()[0] == 0
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest() + oct(p.stat().st_mode)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _session_id(root: Path) -> str:
+    return jsonltape.header(root / "rich.jsonl").id
+
+
+HEADERS = {
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+}
+
+
+def _check_headers(r: httpx.Response) -> None:
+    csp = r.headers.get("content-security-policy", "")
+    assert "default-src 'none'" in csp and "script-src 'self'" in csp, r.url
+    assert "'unsafe-inline'" not in csp and "frame-ancestors 'none'" in csp
+    for k, v in HEADERS.items():
+        assert r.headers.get(k) == v, (r.url, k)
+
+
+def test_every_answer_carries_the_security_headers(server: Serve, tree: tuple[Path, ...]) -> None:
+    sid = _session_id(tree[0])
+    paths = [
+        "/",
+        "/search?q=migration",
+        "/search/results?q=migration",
+        f"/s/{sid}",
+        f"/s/{sid}/at?seq=5",
+        f"/s/{sid}/export?format=html",
+        "/s/no-such-session",
+        "/static/app.css",
+        "/static/app.js",
+        "/static/nothing-here",
+        "/nowhere",
+    ]
+    with httpx.Client(base_url=server.url) as c:
+        for p in paths:
+            r = c.get(p)
+            assert r.status_code in (200, 404), (p, r.status_code)
+            _check_headers(r)
+        r = c.get("/", headers={"host": "evil.example"})
+        assert r.status_code == 421
+        _check_headers(r)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example",
+        "evil.example:{port}",
+        "127.0.0.1.evil.example:{port}",
+        "localhost.:{port}",
+        "127.0.0.2:{port}",
+        "",
+        "127.0.0.1:{port}@evil.example",
+    ],
+)
+def test_a_foreign_host_header_is_refused(server: Serve, host: str) -> None:
+    """DNS rebinding: a page of another site whose name resolves to 127.0.0.1 sends its own
+    name as Host; the viewer answers only to its own address."""
+    with httpx.Client(base_url=server.url) as c:
+        r = c.get("/", headers={"host": host.format(port=server.port)})
+    assert r.status_code == 421
+    assert "Sessions" not in r.text and r.text.count("\n") == 1
+
+
+def test_its_own_loopback_names_are_answered(server: Serve) -> None:
+    for host in (f"127.0.0.1:{server.port}", f"localhost:{server.port}", "127.0.0.1"):
+        with httpx.Client(base_url=server.url) as c:
+            assert c.get("/", headers={"host": host}).status_code == 200, host
+
+
+def test_a_request_path_never_names_a_file(server: Serve, tree: tuple[Path, ...]) -> None:
+    """Sessions are addressed by index id only: a path, an id that is a path, a traversal
+    in the static files or an encoded one finds nothing and reads nothing."""
+    root = tree[0]
+    rich = str(root / "rich.jsonl")
+    attempts = [
+        f"/s/{rich}",
+        "/s/..%2f..%2f..%2fetc%2fpasswd",
+        "/s/%2fetc%2fpasswd",
+        f"/s/{rich.replace('/', '%2f')}",
+        "/static/../../../../etc/passwd",
+        "/static/..%2f..%2fconftest.py",
+        "/static/%2e%2e/%2e%2e/_app.py",
+        f"/s/{_session_id(root)[:6]}",  # a prefix is not an id
+    ]
+    with httpx.Client(base_url=server.url) as c:
+        for p in attempts:
+            r = c.get(p)
+            assert r.status_code in (404, 400), (p, r.status_code)
+            assert "root:" not in r.text and "import" not in r.text, p
+
+
+def test_the_server_never_writes_a_session_file(server: Serve, tree: tuple[Path, ...]) -> None:
+    root = tree[0]
+    before = _digest(root)
+    sid = _session_id(root)
+    with httpx.Client(base_url=server.url) as c:
+        for p in (
+            "/",
+            f"/s/{sid}",
+            f"/s/{sid}/at?seq=3&format=openai",
+            f"/s/{sid}/export?format=markdown&redact=secrets",
+            "/search?q=NOT+NULL",
+        ):
+            assert c.get(p).status_code == 200
+        for method in ("POST", "PUT", "DELETE", "PATCH"):
+            assert c.request(method, f"/s/{sid}").status_code == 405
+    assert _digest(root) == before
+
+
+def test_bad_input_in_a_request_is_one_clear_answer(server: Serve, tree: tuple[Path, ...]) -> None:
+    """Undecodable bytes, a lone surrogate's UTF-8 bytes, huge and odd values: an answer,
+    never a traceback."""
+    sid = _session_id(tree[0])
+    odd = [
+        "/search?q=%ED%A0%80",
+        "/search?q=%FF%FE",
+        "/search?q=" + "a" * 20000,
+        "/search/results?q=%22unclosed&since=2026-99-99&until=x",
+        "/search/results?q=x&sort=bogus&role=%00",
+        "/?page=-5&sort=evil;drop&order=sideways",
+        "/?page=99999999999999999999",
+        f"/s/{sid}?from=99999999999999999999999",
+        f"/s/{sid}?around=-1",
+        f"/s/{sid}/at?seq=abc&format=../../x",
+        f"/s/{sid}/at?seq=999999999999",
+        f"/s/{sid}/export?format=pdf",
+        f"/s/{sid}/branch/3",
+    ]
+    with httpx.Client(base_url=server.url) as c:
+        for p in odd:
+            r = c.get(p)
+            assert r.status_code in (200, 300, 400, 404), (p, r.status_code, r.text[:200])
+            assert "Traceback" not in r.text, p
+
+
+def _raw(base: str, request: str) -> str:
+    """The head of the answer to a request written byte for byte (a client would normalise
+    its path first)."""
+    import socket
+
+    host, port = base.split("//")[1].rstrip("/").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request.encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    return data.split(b"\r\n\r\n")[0].decode("latin-1") + "\r\n"
+
+
+def _run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JSONLTAPE_")}
+    env["JSONLTAPE_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "jsonltape", "serve", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "example.invalid"])
+def test_any_address_but_loopback_without_a_token_is_refused_before_binding(
+    tree: tuple[Path, ...], host: str
+) -> None:
+    root, index, home = tree
+    r = _run("--index", str(index), "--root", str(root), "--host", host, "--port", "0", home=home)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--token" in lines[0] and lines[0].startswith("jsonltape: error:")
+    assert r.stdout == ""
+
+
+def test_a_token_viewer_asks_for_its_token_then_remembers_it(tree: tuple[Path, ...]) -> None:
+    root, index, home = tree
+    s = Serve(
+        "--index",
+        str(index),
+        "--root",
+        str(root),
+        "--host",
+        "0.0.0.0",
+        "--token",
+        "generate",
+        home=home,
+    )
+    try:
+        assert s.token and len(s.token) >= 40
+        base = s.url.replace(s.url.split("//")[1].split(":")[0], "127.0.0.1")
+        with httpx.Client(base_url=base) as c:
+            r = c.get("/")
+            assert r.status_code == 401 and s.token not in r.text
+            _check_headers(r)
+            assert c.get("/", params={"token": "wrong"}).status_code == 401
+            assert c.get("/", headers={"cookie": "jsonltape_token=wrong"}).status_code == 401
+            first = c.get("/search", params={"q": "migration", "token": s.token})
+            assert first.status_code == 303
+            assert first.headers["location"] == "/search?q=migration"  # the token is dropped
+            cookie = first.headers["set-cookie"]
+            assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+            assert c.get("/search?q=migration").status_code == 200  # the cookie now
+        with httpx.Client(base_url=base) as c2:
+            auth = {"authorization": f"Bearer {s.token}"}
+            assert c2.get("/", headers=auth).status_code == 200
+        # a path of "//host" must not become a redirect to another site
+        head = _raw(base, f"GET //evil.example/?token={s.token} HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert "\r\nlocation: /evil.example/\r\n" in head.lower(), head
+    finally:
+        assert s.stop()[0] == 0
+
+
+def test_a_given_token_is_never_printed(tree: tuple[Path, ...]) -> None:
+    root, index, home = tree
+    s = Serve(
+        "--index",
+        str(index),
+        "--root",
+        str(root),
+        "--host",
+        "127.0.0.1",
+        "--token",
+        "s3cret-tok",
+        home=home,
+    )
+    code, out, err = s.stop()
+    assert code == 0
+    assert "s3cret-tok" in "\n".join(s.lines)  # the address to open carries it once
+    assert "s3cret-tok" not in out + err
+
+
+def test_ctrl_c_stops_it_cleanly_and_a_taken_port_is_one_line(tree: tuple[Path, ...]) -> None:
+    root, index, home = tree
+    s = Serve("--index", str(index), "--root", str(root), home=home)
+    taken = _run("--index", str(index), "--root", str(root), "--port", str(s.port), home=home)
+    assert taken.returncode != 0
+    assert len(taken.stderr.strip().splitlines()) == 1, taken.stderr
+    assert "Traceback" not in taken.stderr
+    code, out, err = s.stop()
+    assert code == 0, err
+    assert out.strip().endswith("jsonltape serve: stopped")
+    assert "Traceback" not in err
