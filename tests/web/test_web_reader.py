@@ -14,11 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
-
-import jsonltape
 from jsonltape_daemon.search.language import SESSION_SORTS, SessionQuery
 from jsonltape_daemon.search.reader import Reader, open_reader
 from jsonltape_daemon.target import parse
+
+import jsonltape
 from tests._pg import PgServer, dbname_of
 from tests.web.server import Serve
 
@@ -215,7 +215,7 @@ def test_a_role_granted_one_origin_sees_nothing_of_another(team: dict[str, Any])
     reader = open_reader(parse(team["mine"]))
     try:
         page = reader.list_sessions(SessionQuery(limit=1000))
-        assert {getattr(s.info, "origin") for s in page.sessions} == {"alice@a"}
+        assert {s.info.origin for s in page.sessions} == {"alice@a"}
         assert page.total == len(team["a"])
         assert reader.list_sessions(SessionQuery(origin="bob@b")).total == 0
         assert [v for v, _ in reader.facets()["origin"]] == ["alice@a"]
