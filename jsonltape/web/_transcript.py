@@ -80,15 +80,21 @@ def _image(p: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "other", "text": f"{mime or 'blob'}, {size} bytes ({why})"}
 
 
+def _text(content: Any) -> Markup:
+    """Message text as the export renders it; past :data:`TEXT_LIMIT` characters (a pasted
+    log) the start only, escaped, and how much more there is (the download has it all)."""
+    text = str(content)
+    if len(text) <= TEXT_LIMIT:
+        return Markup(interop.message_html(text))
+    return Markup(interop.message_html(pretty(text)))
+
+
 def _part(p: dict[str, Any], calls: dict[str, dict[str, Any]]) -> dict[str, Any]:
     kind = p.get("type")
     if kind == "text":
-        return {"kind": "text", "html": Markup(interop.message_html(str(p.get("content", ""))))}
+        return {"kind": "text", "html": _text(p.get("content", ""))}
     if kind == "reasoning":
-        return {
-            "kind": "reasoning",
-            "html": Markup(interop.message_html(str(p.get("content", "")))),
-        }
+        return {"kind": "reasoning", "html": _text(p.get("content", ""))}
     if kind == "tool_call":
         name = str(p.get("name", ""))
         args = p.get("arguments")
@@ -155,7 +161,7 @@ def _note(e: Event) -> Block | None:
             "seq": e.seq,
             "time": e.time,
             "text": text,
-            "html": Markup(interop.message_html(str(d.get("summary", "")))),
+            "html": _text(d.get("summary", "")),
         }
     elif e.type in ("fork/merge", "fork/discard"):
         verb = "merged" if e.type == "fork/merge" else "discarded"

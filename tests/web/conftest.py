@@ -99,6 +99,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         "fork": corpus.fork_of(rich),
         "merged": corpus.merged_session(root),
         "hostile": corpus.hostile_session(root),
+        "long": corpus.long_session(root),
     }
     index = base / "index.db"
     home = base / "home"

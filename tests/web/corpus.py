@@ -243,3 +243,14 @@ def hostile_session(root: Path, *, big: bool = True) -> Path:
     jsonltape.compact(path, bad, through=3)
     append_surrogate_line(path)
     return path
+
+
+def long_session(root: Path, turns: int = 110) -> Path:
+    """A session of more than two transcript pages (four events a turn)."""
+    path = root / "long.jsonl"
+    with jsonltape.open(path, create=True, title="A long session", agent="pi") as tape:
+        for i in range(turns):
+            with tape.turn():
+                tape.user(f"prompt number {i}")
+                tape.assistant(f"reply number {i}")
+    return path

@@ -182,10 +182,17 @@ function keys() {
     if (ev.key !== "j" && ev.key !== "k") return;
     const prompts = $$("#transcript article.msg.user");
     if (!prompts.length) return;
-    const y = window.scrollY + 70;
-    const next = ev.key === "j"
-      ? prompts.find((p) => p.getBoundingClientRect().top + window.scrollY > y + 2)
-      : prompts.filter((p) => p.getBoundingClientRect().top + window.scrollY < y - 2).pop();
+    // from the prompt jumped to last, else from where the page is scrolled
+    const at = prompts.findIndex((p) => p.dataset.seq === document.body.dataset.prompt);
+    let i;
+    if (at >= 0) {
+      i = ev.key === "j" ? Math.min(at + 1, prompts.length - 1) : Math.max(at - 1, 0);
+    } else {
+      const y = window.scrollY + 70;
+      const below = prompts.findIndex((p) => p.getBoundingClientRect().top + window.scrollY > y);
+      i = ev.key === "j" ? (below < 0 ? prompts.length - 1 : below) : Math.max((below < 0 ? prompts.length : below) - 1, 0);
+    }
+    const next = prompts[i];
     if (next) {
       next.scrollIntoView({ block: "start" });
       window.scrollBy(0, -60);
