@@ -318,13 +318,15 @@ class Viewer:
 
     async def live(self, request: Request) -> Response:
         found = await _to_thread(self.find, request)
-        if isinstance(found, Response):
-            return found
-        path = await _to_thread(session_file, found)
-        if path is None:
-            return PlainTextResponse("not a session file on this machine", status_code=404)
+        path = None if isinstance(found, Response) else await _to_thread(session_file, found)
+        if isinstance(found, Response) or path is None:
+            # an answer the page's EventSource reads (an error status would only make it
+            # reconnect for ever): the file went away, or the index no longer holds it
+            return EventSourceResponse(_gone("the session file was replaced or deleted"))
         start = request.query_params.get("from", "0")
         from_seq = int(start) if start.isdigit() else 0
+        crc = request.query_params.get("crc", "")
+        after = (from_seq - 1, crc) if crc and from_seq > 0 else None
         block = self.env.get_template("_blocks.html").module.block  # type: ignore[attr-defined]
         calls: dict[str, dict[str, Any]] = {}
 
@@ -333,14 +335,19 @@ class Viewer:
             for b in with_links(found, blocks_of(events, {}, calls=calls)):
                 data = {"seq": b.get("seq"), "call_id": b.get("call_id"), "html": str(block(b))}
                 out.append({"event": "block", "data": json.dumps(data)})
-            out.append({"event": "seq", "data": str(events[-1].seq)})
+            last = events[-1]  # where a reconnect resumes, and what must still be there
+            out.append({"event": "seq", "data": json.dumps({"seq": last.seq, "crc": last.crc})})
             return out
 
         async def events() -> AsyncIterator[dict[str, Any]]:
-            async for item in _live.stream(path, from_seq, render):
+            async for item in _live.stream(path, from_seq, render, after=after):
                 yield item
 
         return EventSourceResponse(events(), ping=15)
+
+
+async def _gone(why: str) -> AsyncIterator[dict[str, Any]]:
+    yield {"event": "gone", "data": why}
 
 
 async def _to_thread(fn: Any, *args: Any) -> Any:

@@ -34,11 +34,19 @@ class Follower:
     ``("events", [Event, ...])`` and at the end ``("gone", reason)``."""
 
     def __init__(
-        self, path: str, from_seq: int, emit: Callable[[str, Any], None], *, idle: float = IDLE
+        self,
+        path: str,
+        from_seq: int,
+        emit: Callable[[str, Any], None],
+        *,
+        after: tuple[int, str] | None = None,
+        idle: float = IDLE,
     ) -> None:
         self.path, self.next_seq, self.emit, self.idle = path, from_seq, emit, idle
         self.stop = threading.Event()
-        self._last: tuple[int, str] | None = None  # (seq, crc) of the last event served
+        #: (seq, crc) of the last event served: at first the last one the page drew, which
+        #: must still be there (a file replaced before the page connected is caught too)
+        self._last: tuple[int, str] | None = after
         self._file = _identity(path)
         self.thread = threading.Thread(target=self._run, name="jsonltape-follow", daemon=True)
 
@@ -47,6 +55,9 @@ class Follower:
 
     def _run(self) -> None:
         try:
+            if self._last is not None and not self._still_there(*self._last):
+                self.emit("gone", "the session file changed since this page was drawn: reload it")
+                return
             while not self.stop.is_set():
                 self._follow_once()
                 if self.stop.is_set():
@@ -62,6 +73,11 @@ class Follower:
             self.emit("gone", "the session file was replaced or rewritten under the viewer")
         except (JsonltapeError, OSError) as exc:
             self.emit("gone", f"the session can no longer be followed: {exc}")
+
+    def _still_there(self, seq: int, crc: str) -> bool:
+        for line in jsonltape.lines(self.path, from_seq=seq):
+            return line.event.seq == seq and line.event.crc == crc
+        return False
 
     def _follow_once(self) -> None:
         start = self._last[0] if self._last is not None else self.next_seq
@@ -99,18 +115,20 @@ async def stream(
     from_seq: int,
     render: Callable[[list[Event]], list[dict[str, Any]]],
     *,
+    after: tuple[int, str] | None = None,
     idle: float = IDLE,
 ) -> AsyncIterator[dict[str, Any]]:
-    """Server-sent events for a page: ``event`` items (one per rendered block, with its seq
-    and the call it answers) and at the end one ``gone``. Stops its thread when the client
-    leaves (the generator is closed)."""
+    """Server-sent events for a page: ``block`` items (one per rendered block, with its seq
+    and the call it answers), ``seq`` (the last seq sent) and at the end one ``gone``.
+    ``after``: the seq and crc of the last event the page drew. Stops its thread when the
+    client leaves (the generator is closed)."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
     def emit(kind: str, payload: Any) -> None:
         loop.call_soon_threadsafe(queue.put_nowait, (kind, payload))
 
-    follower = Follower(path, from_seq, emit, idle=idle)
+    follower = Follower(path, from_seq, emit, after=after, idle=idle)
     follower.start()
     try:
         while True:

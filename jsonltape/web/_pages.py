@@ -198,6 +198,7 @@ class Transcript:
     last: int  #: the session's last seq as the index knows it
     blocks: list[Block]
     live_from: int | None  #: where a live follow starts (None: not the last page)
+    live_after: str  #: the crc of the event before ``live_from`` (the page's last one)
     children: list[ListedSession]
     title: str | None
 
@@ -214,14 +215,15 @@ def read_transcript(index: Index, found: Found, start: int, page: int) -> Transc
     end = start + page
     if path is None:
         blocks = _index_blocks(index, found, start, end)
-        return Transcript(found, None, start, end, last, blocks, None, children, info.title)
+        return Transcript(found, None, start, end, last, blocks, None, "", children, info.title)
     statuses = index.run(lambda r: r.statuses(found.key, start, end))
     events = list(page_events(path, start, page))
     blocks = with_links(found, blocks_of(events, statuses))
     top = events[-1].seq if events else start - 1
-    live_from = top + 1 if len(events) < page or top >= last else None
+    live_from = top + 1 if events and (len(events) < page or top >= last) else None
+    crc = events[-1].crc if events else ""
     return Transcript(
-        found, path, start, end, max(last, top), blocks, live_from, children, info.title
+        found, path, start, end, max(last, top), blocks, live_from, crc, children, info.title
     )
 
 

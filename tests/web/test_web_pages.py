@@ -186,7 +186,9 @@ def test_time_travel_shows_the_request_at_each_seq_and_copies_it(page: Any, site
         shown = json.loads(page.locator("#request-json").inner_text())
         assert shown == want, (seq, fmt)
         page.click("#copy-json")
-        page.wait_for_function("document.querySelector('#copy-state').textContent === 'copied'")
+        page.wait_for_function(
+            "() => document.querySelector('#copy-state').textContent === 'copied'"
+        )
         copied = page.evaluate("navigator.clipboard.readText()")
         assert json.loads(copied) == want
 

@@ -98,9 +98,11 @@ function live() {
   if (!t || !t.dataset.live) return;
   let url = new URL(t.dataset.live, location.href);
   let from = Number(url.searchParams.get("from"));
+  let crc = url.searchParams.get("crc") || "";
   let source = null;
   const open = () => {
     url.searchParams.set("from", String(from));
+    url.searchParams.set("crc", crc);
     source = new EventSource(url.toString());
     source.addEventListener("block", (ev) => {
       const data = JSON.parse(ev.data);
@@ -121,7 +123,11 @@ function live() {
       if (near) node.scrollIntoView({ block: "end" });
       if (document.visibilityState === "visible") remember(t);
     });
-    source.addEventListener("seq", (ev) => { from = Number(ev.data) + 1; });
+    source.addEventListener("seq", (ev) => {
+      const at = JSON.parse(ev.data);
+      from = at.seq + 1;
+      crc = at.crc;
+    });
     source.addEventListener("gone", (ev) => {
       state.textContent = ev.data;
       state.classList.add("gone");
