@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import msgspec
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 import jsonltape
 from jsonltape import Event, interop
@@ -30,6 +30,10 @@ __all__ = ["IMAGE_LIMIT", "Block", "blocks_of", "page_events", "pretty"]
 IMAGE_LIMIT = 2 * 1024 * 1024
 #: Characters of a tool's arguments or result shown at most (the rest is cut, and says so).
 TEXT_LIMIT = 200_000
+#: Message text longer than this is shown preformatted, not as Markdown: a browser lays out a
+#: long unbroken run of proportional text in time that grows with its square (200,000
+#: characters took over 30 s in Chromium; preformatted, 0.1 s).
+MARKDOWN_LIMIT = 20_000
 
 _IMAGE_MIME = re.compile(r"^image/(png|jpeg|gif|webp)$")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
@@ -81,12 +85,13 @@ def _image(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def _text(content: Any) -> Markup:
-    """Message text as the export renders it; past :data:`TEXT_LIMIT` characters (a pasted
-    log) the start only, escaped, and how much more there is (the download has it all)."""
+    """Message text as the export renders it (Markdown); past :data:`MARKDOWN_LIMIT`
+    characters (a pasted log) preformatted, and past :data:`TEXT_LIMIT` its start only and
+    how much more there is (the download has it all)."""
     text = str(content)
-    if len(text) <= TEXT_LIMIT:
+    if len(text) <= MARKDOWN_LIMIT:
         return Markup(interop.message_html(text))
-    return Markup(interop.message_html(pretty(text)))
+    return Markup('<pre class="long">') + escape(pretty(text)) + Markup("</pre>")
 
 
 def _part(p: dict[str, Any], calls: dict[str, dict[str, Any]]) -> dict[str, Any]:
