@@ -27,6 +27,9 @@ def _bind(config: Config) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # accepted connections inherit it: without it a keep-alive client waits for its
+        # delayed ACK between a response's head and body (40 ms a request on loopback)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, config.port))
         sock.listen(128)
     except BaseException:
