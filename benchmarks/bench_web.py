@@ -343,6 +343,7 @@ def main() -> None:
     ap.add_argument("--search-events", type=int, default=1_000_000)
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--live-appends", type=int, default=30)
     ap.add_argument(
         "--skip",
         action="append",
@@ -367,7 +368,7 @@ def main() -> None:
         if "typing" not in a.skip:
             bench_typing(server, ["session 12", "answer 7"], rows, f"{a.sessions} sessions")
         if "live" not in a.skip:
-            bench_live(server, root, rows)
+            bench_live(server, root, rows, a.live_appends)
         if "clients" not in a.skip:
             bench_clients(server, sid, a.clients, a.seconds, rows)
     finally:

@@ -22,6 +22,7 @@ PAGES = {
     "search": "/search?q=migration",
     "transcript": "{rich}",
     "travel": "{rich_at}",
+    "branch": "{branch}",
 }
 
 
@@ -33,7 +34,7 @@ def main(out: Path) -> None:
         root.mkdir(mode=0o700)
         rich = corpus.rich_session(root)
         corpus.fork_of(rich)
-        corpus.merged_session(root)
+        merged = corpus.merged_session(root)
         (base / "home").mkdir()
         sync(root, base / "index.db", base / "home")
         server = Serve("--index", str(base / "index.db"), "--root", str(root), home=base / "home")
@@ -41,7 +42,12 @@ def main(out: Path) -> None:
             import jsonltape
 
             sid = jsonltape.header(rich).id
-            links = {"rich": f"/s/{sid}", "rich_at": f"/s/{sid}/at?seq=12"}
+            at = next(e.seq for e in jsonltape.read(merged) if e.type == "branch/start")
+            links = {
+                "rich": f"/s/{sid}",
+                "rich_at": f"/s/{sid}/at?seq=12",
+                "branch": f"/s/{jsonltape.header(merged).id}/branch/{at}",
+            }
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 for scheme in ("light", "dark"):

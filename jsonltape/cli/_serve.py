@@ -51,13 +51,16 @@ def serve(
     in-process), prints its address and stops on Ctrl-C. It listens on 127.0.0.1; any other
     --host needs --token. It only reads sessions, never writes one.
     """
-    try:
-        from jsonltape import web
-    except ImportError as exc:
-        if exc.name in ("starlette", "uvicorn", "jinja2", "sse_starlette", "markupsafe"):
-            raise CliError(_EXTRA, 2) from None
-        raise
+    try:  # the web extra, all of it, before anything starts (the server imports it later)
+        import jinja2  # noqa: F401
+        import sse_starlette.sse  # noqa: F401
+        import starlette.applications  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise CliError(_EXTRA, 2) from None
     from jsonltape_daemon.target import SqliteTarget
+
+    from jsonltape import web
 
     t = target_of(index_path)
     if token == "generate":

@@ -297,3 +297,23 @@ def test_ctrl_c_stops_it_cleanly_and_a_taken_port_is_one_line(tree: tuple[Path, 
     assert code == 0, err
     assert out.strip().endswith("jsonltape serve: stopped")
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("missing", ["starlette", "uvicorn", "jinja2", "sse_starlette"])
+def test_without_the_web_extra_serve_names_it_in_one_line(tmp_path: Path, missing: str) -> None:
+    code = (
+        "import sys\n"
+        f"sys.modules[{missing!r}] = None  # as if it were not installed\n"
+        "from jsonltape.cli import main\n"
+        "sys.argv = ['jsonltape', 'serve', '--port', '0']\n"
+        "main()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JSONLTAPE_")}
+    env["JSONLTAPE_HOME"] = str(tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "jsonltape: error: jsonltape serve needs the web extra: pip install 'jsonltape[web]'"
+    ]

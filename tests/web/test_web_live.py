@@ -73,6 +73,8 @@ def test_appended_events_appear_once_across_a_crash_and_its_repair(
     page: Any, site: Site, watch: Watch
 ) -> None:
     path, sid = _new_session(site, "follow", page)
+    row = page.locator("table.sessions tbody tr")  # the list marks it: a turn is open
+    assert row.locator(".badge.live").count() == 1
     page.goto(f"{site.url}s/{sid}")
     assert page.locator("#live-state").inner_text() == "following new events"
     assert page.locator("#transcript").get_attribute("data-live") is not None
