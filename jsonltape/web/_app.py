@@ -53,6 +53,8 @@ from ._transcript import blocks_of
 __all__ = ["create_app"]
 
 _FORMATS = ("neutral", "openai", "anthropic")
+#: Characters of a request shown on the time travel page (copy and download give it all).
+_JSON_SHOWN = 1_000_000
 _enc = msgspec.json.Encoder()
 
 
@@ -263,7 +265,8 @@ class Viewer:
             last=last,
             fmt=fmt,
             formats=_FORMATS,
-            json_text=text,
+            json_text=text if len(text) <= _JSON_SHOWN else text[:_JSON_SHOWN],
+            json_cut=max(0, len(text) - _JSON_SHOWN),
             blocks=neutral_blocks(list(neutral["messages"])),
         )
 

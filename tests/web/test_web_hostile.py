@@ -10,6 +10,8 @@ violation."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,6 +82,13 @@ def test_hostile_text_is_shown_as_it_was_written(page: Any, site: Site, watch: W
     assert "<script>alert('big')</script>AAAA" in body  # the 10 MB line, cut
     assert "more characters" in body
     assert "surrogate" not in body  # the bad line is not served
+    # time travel to the end: the page shows the request's start, the download all of it
+    page.goto(f"{site.url}s/{hid}/at")
+    assert "more characters: copy or download" in page.locator("#main").inner_text()
+    with page.expect_download() as got:
+        page.click("a:has-text('Download JSON')")
+    whole = json.loads(Path(got.value.path()).read_text(encoding="utf-8"))
+    assert whole == jsonltape.messages(site.paths["hostile"])
     assert watch.dialogs == [] and watch.outside == []
 
 

@@ -157,17 +157,23 @@ function travel() {
   if (copy) {
     copy.hidden = false;
     copy.addEventListener("click", async () => {
-      const text = $("#" + copy.dataset.copy).textContent;
       const status = $("#copy-state");
+      // the whole request, as the download gives it (the page may show only its start)
+      const text = fetch(copy.dataset.source).then((r) => r.text());
       try {
-        await navigator.clipboard.writeText(text);
+        await navigator.clipboard.write([new ClipboardItem({ "text/plain": text.then((t) => new Blob([t], { type: "text/plain" })) })]);
         status.textContent = "copied";
       } catch (e) {
-        const range = document.createRange();
-        range.selectNodeContents($("#" + copy.dataset.copy));
-        getSelection().removeAllRanges();
-        getSelection().addRange(range);
-        status.textContent = "selected: press Ctrl+C";
+        try {
+          await navigator.clipboard.writeText(await text);
+          status.textContent = "copied";
+        } catch (e2) {
+          const range = document.createRange();
+          range.selectNodeContents($("#" + copy.dataset.copy));
+          getSelection().removeAllRanges();
+          getSelection().addRange(range);
+          status.textContent = "selected: press Ctrl+C";
+        }
       }
     });
   }
