@@ -37,6 +37,7 @@ from ._config import Config, allowed_hosts
 from ._guard import Guard
 from ._index import Found, Index
 from ._pages import (
+    FACETS_SECONDS,
     SearchForm,
     is_live,
     link_of,
@@ -197,7 +198,7 @@ class Viewer:
 
     def _facets(self) -> dict[str, list[tuple[str, int]]]:
         try:
-            return self.index.run(lambda r: r.facets())
+            return self.index.memo("facets", FACETS_SECONDS, lambda r: r.facets())
         except IndexStateError:
             return {}
 

@@ -30,6 +30,7 @@ from ._index import Found, Index, key_text
 from ._transcript import Block, blocks_of, page_events
 
 __all__ = [
+    "FACETS_SECONDS",
     "LIVE_MS",
     "SearchForm",
     "Transcript",
@@ -50,6 +51,11 @@ LIVE_MS = 15 * 60 * 1000
 RECENT_MS = 60 * 1000
 #: Sessions on one page of the list.
 PER_PAGE = 50
+#: Seconds the filter choices (agents, projects, origins: a count over every session) are
+#: reused.
+FACETS_SECONDS = 10.0
+#: Seconds a session's list of forks and sub-agent sessions is reused.
+CHILDREN_SECONDS = 10.0
 
 
 def now_ms() -> int:
@@ -80,7 +86,7 @@ def session_list(index: Index, args: dict[str, str]) -> tuple[SessionQuery, Sess
         limit=PER_PAGE,
     )
     found = index.run(lambda r: r.list_sessions(q))
-    facets = index.run(lambda r: r.facets())
+    facets = index.memo("facets", FACETS_SECONDS, lambda r: r.facets())
     return q, found, facets
 
 
@@ -208,8 +214,12 @@ def read_transcript(index: Index, found: Found, start: int, page: int) -> Transc
     else its messages' texts from the index."""
     info = found.info
     last = max(info.events - 1, 0)
-    children = index.run(
-        lambda r: r.list_sessions(SessionQuery(parent=info.session, limit=100))
+    # forks and sub-agents: the index finds them by reading every session row (no index on
+    # the parent), so the answer is kept for a few seconds, not asked again for each page
+    children = index.memo(
+        ("children", info.session),
+        CHILDREN_SECONDS,
+        lambda r: r.list_sessions(SessionQuery(parent=info.session, limit=100)),
     ).sessions
     path = session_file(found)
     end = start + page

@@ -59,9 +59,12 @@ def list_sessions(con: psycopg.Connection[Any], q: SessionQuery) -> SessionPage:
     where, params = _where(q)
     order = "DESC" if q.descending else "ASC"
     column = "coalesce(s.title, '')" if q.sort == "title" else f"s.{q.sort}"
+    # the page's keys first, then their rows (the sort carries keys, not whole rows)
     rows = con.execute(
-        f"SELECT {_COLS} FROM {_S}.sessions s WHERE {where} "
-        f"ORDER BY {column} {order}, s.origin {order}, s.sid {order} LIMIT %s OFFSET %s",
+        f"SELECT {_COLS} FROM {_S}.sessions s WHERE (s.origin, s.sid) IN ("
+        f"SELECT s.origin, s.sid FROM {_S}.sessions s WHERE {where} "
+        f"ORDER BY {column} {order}, s.origin {order}, s.sid {order} LIMIT %s OFFSET %s) "
+        f"ORDER BY {column} {order}, s.origin {order}, s.sid {order}",
         [*params, max(q.limit, 0), max(q.offset, 0)],
     ).fetchall()
     found = con.execute(f"SELECT count(*) FROM {_S}.sessions s WHERE {where}", params).fetchone()
