@@ -317,3 +317,29 @@ def test_without_the_web_extra_serve_names_it_in_one_line(tmp_path: Path, missin
     assert r.stderr.strip().splitlines() == [
         "jsonltape: error: jsonltape serve needs the web extra: pip install 'jsonltape[web]'"
     ]
+
+
+def test_many_pages_at_once_share_a_few_index_readers(
+    server: Serve, tree: tuple[Path, ...]
+) -> None:
+    """A reader holds a page cache and a map of the index: the server keeps a few, whatever
+    the number of pages asked at once (one per worker thread grew it by ~20 MB a thread).
+    Counted, not timed: the connections the server holds open on the index file."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from jsonltape.web._index import READERS
+
+    index = tree[1]
+    sid = _session_id(tree[0])
+
+    def one(k: int) -> int:
+        with httpx.Client(base_url=server.url, timeout=60) as c:
+            path = [f"/s/{sid}?from={k % 3 * 10}", "/", f"/search/results?q=m{k}"][k % 3]
+            return c.get(path).status_code
+
+    with ThreadPoolExecutor(24) as pool:
+        assert set(pool.map(one, range(48))) == {200}
+    fds = Path(f"/proc/{server.proc.pid}/fd")
+    on_index = [f for f in fds.iterdir() if os.path.realpath(f) == str(index)]
+    # the readers, and the index mirror's own connection
+    assert 1 <= len(on_index) <= READERS + 1, len(on_index)
