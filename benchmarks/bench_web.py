@@ -278,7 +278,7 @@ def bench_typing(server: Serve, queries: list[str], rows: list[list[str]], label
 def bench_live(server: Serve, root: Path, rows: list[list[str]], n: int = 30) -> None:
     from playwright.sync_api import sync_playwright
 
-    path = root / "live-bench.jsonl"
+    path = root / f"live-bench-{os.getpid()}.jsonl"
     with jsonltape.open(path, create=True, title="live bench") as tape:
         tape.user("start")
     sid = jsonltape.header(path).id
