@@ -354,7 +354,9 @@ def bench_clients(
                     lat.append(ms)
                     if not ok and r is not None:
                         errors.append(f"{p}: {r.status_code}")
-                time.sleep(rng.uniform(0, 0.2))  # a person reads between requests
+                # a person reads between two pages (0.5-2 s; typing in the search box is
+                # measured above, one client at a time)
+                time.sleep(rng.uniform(0.5, 2.0))
 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
     for t in threads:
