@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
+from typing import Any
 
 from ._config import Config
 
@@ -39,6 +42,17 @@ def _bind(config: Config) -> socket.socket:
     return sock
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _on_sigterm() -> Any:
+    """Make SIGTERM a KeyboardInterrupt (in the main thread only); the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _stop)
+
+
 def run(
     config: Config,
     *,
@@ -46,6 +60,18 @@ def run(
     say: Callable[[str], None] = lambda text: print(text, flush=True),
 ) -> None:
     """Serve ``config`` until interrupted (Ctrl-C or SIGTERM end it cleanly)."""
+    # SIGTERM (systemd, `daemon stop`, kill) stops it as Ctrl-C does, from now on: uvicorn
+    # shuts down and then raises the signal again, which would otherwise end the process on
+    # the spot, before the index mirror stops and removes its pid file
+    previous = _on_sigterm()
+    try:
+        _serve(config, open_browser, say)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _serve(config: Config, open_browser: bool, say: Callable[[str], None]) -> None:
     import uvicorn
 
     from ._app import create_app

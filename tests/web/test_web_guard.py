@@ -343,3 +343,20 @@ def test_many_pages_at_once_share_a_few_index_readers(
     on_index = [f for f in fds.iterdir() if os.path.realpath(f) == str(index)]
     # the readers, and the index mirror's own connection
     assert 1 <= len(on_index) <= READERS + 1, len(on_index)
+
+
+def test_sigterm_stops_it_cleanly_and_its_index_mirror_with_it(tree: tuple[Path, ...]) -> None:
+    """systemd, `daemon stop` and kill send SIGTERM: the same clean stop as Ctrl-C, the
+    in-process mirror included (its pid file removed, so `daemon status` says stopped)."""
+    import signal as sig
+
+    from jsonltape_daemon.paths import pid_file
+
+    root, index, home = tree
+    s = Serve("--index", str(index), "--root", str(root), home=home)
+    assert pid_file(Path(index)).read_text().strip() == str(s.proc.pid)
+    s.proc.send_signal(sig.SIGTERM)
+    code, out, err = s.stop()
+    assert code == 0, (code, err)
+    assert out.strip().endswith("jsonltape serve: stopped")
+    assert not pid_file(Path(index)).exists()
