@@ -9,6 +9,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -360,3 +361,48 @@ def test_sigterm_stops_it_cleanly_and_its_index_mirror_with_it(tree: tuple[Path,
     assert code == 0, (code, err)
     assert out.strip().endswith("jsonltape serve: stopped")
     assert not pid_file(Path(index)).exists()
+
+
+def test_a_running_daemon_keeps_the_index_current_and_serve_starts_no_second_mirror(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "sessions"
+    root.mkdir(mode=0o700)
+    corpus.long_session(root, turns=3)
+    index, home = tmp_path / "index.db", tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JSONLTAPE_")}
+    env["JSONLTAPE_HOME"] = str(home)
+
+    def cli(*args: str) -> None:
+        subprocess.run(
+            [sys.executable, "-P", "-m", "jsonltape", *args],
+            check=True,
+            capture_output=True,
+            env=env,
+            timeout=60,
+        )
+
+    cli("daemon", "start", str(root), "--index", str(index))
+    try:
+        from jsonltape_daemon.paths import pid_file
+
+        daemon_pid = pid_file(index).read_text().strip()
+        s = Serve("--index", str(index), "--root", str(root), home=home)
+        try:
+            assert f"the running daemon (pid {daemon_pid}) keeps the index current" in s.lines[0]
+            assert pid_file(index).read_text().strip() == daemon_pid  # not taken over
+            with jsonltape.open(root / "new.jsonl", create=True, title="written meanwhile") as t:
+                t.user("hello")
+            with httpx.Client(base_url=s.url) as c:  # the daemon indexes it, serve shows it
+                for _ in range(100):
+                    if "written meanwhile" in c.get("/").text:
+                        break
+                    time.sleep(0.1)
+                else:
+                    raise AssertionError("the daemon's update never reached the viewer")
+        finally:
+            assert s.stop()[0] == 0
+        assert pid_file(index).read_text().strip() == daemon_pid  # still the daemon's
+    finally:
+        cli("daemon", "stop", "--index", str(index))
