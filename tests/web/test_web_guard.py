@@ -346,21 +346,29 @@ def test_many_pages_at_once_share_a_few_index_readers(
     assert 1 <= len(on_index) <= READERS + 1, len(on_index)
 
 
-def test_sigterm_stops_it_cleanly_and_its_index_mirror_with_it(tree: tuple[Path, ...]) -> None:
+def test_sigterm_stops_it_cleanly_and_its_index_mirror_with_it(tmp_path: Path) -> None:
     """systemd, `daemon stop` and kill send SIGTERM: the same clean stop as Ctrl-C, the
     in-process mirror included (its pid file removed, so `daemon status` says stopped)."""
     import signal as sig
 
     from jsonltape_daemon.paths import pid_file
 
-    root, index, home = tree
+    root, index, home = tmp_path / "sessions", tmp_path / "index.db", tmp_path / "home"
+    root.mkdir(mode=0o700)
+    corpus.long_session(root, turns=2)
     s = Serve("--index", str(index), "--root", str(root), home=home)
-    assert pid_file(Path(index)).read_text().strip() == str(s.proc.pid)
-    s.proc.send_signal(sig.SIGTERM)
-    code, out, err = s.stop()
+    try:
+        for _ in range(100):  # the mirror writes its pid file as it starts
+            if pid_file(index).exists():
+                break
+            time.sleep(0.05)
+        assert pid_file(index).read_text().strip() == str(s.proc.pid)
+        s.proc.send_signal(sig.SIGTERM)
+    finally:
+        code, out, err = s.stop()
     assert code == 0, (code, err)
     assert out.strip().endswith("jsonltape serve: stopped")
-    assert not pid_file(Path(index)).exists()
+    assert not pid_file(index).exists()
 
 
 def test_a_running_daemon_keeps_the_index_current_and_serve_starts_no_second_mirror(
