@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from jsonltape_daemon.engines.sqlite.store import SqliteStore
 
@@ -278,7 +279,7 @@ def test_git_merge_driver_textconv_and_hooks_run_the_real_jsonltape(clone: Clone
     shown = clone.git("log", "-p", "-3", "--", str(SESSIONS / "shared.jsonl"))  # textconv
     assert "user: on the other branch" in shown.stdout  # a transcript line, not JSON
     diff = clone.git("diff", "HEAD~1", "HEAD", "--", str(SESSIONS / "shared.jsonl"))
-    assert re.search(r"^\+ +12  \S+ \S+  branch/event ", diff.stdout, re.M), diff.stdout
+    assert re.search(r"^\+ +12  \S+ \S+  \[branch 11, seq 6\] ", diff.stdout, re.M), diff.stdout
     verify = clone.jt("verify", str(session))
     assert verify.returncode == 0 and ": clean," in verify.stdout, verify.stdout + verify.stderr
     assert clone.imported() == []
@@ -344,22 +345,30 @@ def test_import_of_each_source_runs_no_planted_code(clone: Clone, source: str) -
 
 
 def test_serve_runs_no_planted_code(clone: Clone) -> None:
-    if "serve" not in cli.commands:
+    if "serve" not in cli.list_commands(click.Context(cli)):  # the lazy table, not the loaded
         pytest.skip("no `jsonltape serve` in this build")
     proc = subprocess.Popen(
-        [str(JSONLTAPE), "serve"],
+        [str(JSONLTAPE), "serve", "--port", "0"],
         cwd=clone.repo,
         env=clone.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+    said = []
     try:
         assert proc.stdout is not None
-        proc.stdout.readline()  # up (or failed) once it says something
+        for line in proc.stdout:  # it says what it keeps current, then where it listens
+            said.append(line)
+            if "http://" in line or len(said) > 5:
+                break
+        assert any("http://127.0.0.1:" in line for line in said), said
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0
     assert clone.imported() == []
-    for rec in clone.started()[1:]:  # each child of serve
+    runs = clone.started()
+    (own,) = [i for i, rec in enumerate(runs) if rec["argv"][-3:] == ["serve", "--port", "0"]]
+    for rec in runs[own + 1 :]:  # each child of serve
         _safe_child(rec)

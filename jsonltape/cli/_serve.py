@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from . import CliError, say
+from ._base import CliError, say
 from ._params import index_option, target_of
 
 __all__ = ["serve"]
