@@ -30,6 +30,7 @@ __all__ = [
     "make_dirs",
     "open_for_append",
     "publish",
+    "read_repo_file",
     "session_path",
     "write_all",
 ]
@@ -39,6 +40,9 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 #: What a path argument takes, for :func:`given_path`'s message.
 _PATH_KINDS = "a str or os.PathLike[str]"
+#: The most bytes jsonltape reads of a small file a repository holds (``.jsonltape-allow``,
+#: ``.gitattributes``, ``.gitignore``, a hook): a larger one was not written for it.
+MAX_REPO_FILE = 4 << 20
 
 
 class FileOps:
@@ -247,3 +251,44 @@ def create_exclusive(path: Path, mode: int = 0o600) -> int:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode)
     os.fchmod(fd, mode)
     return fd
+
+
+def read_repo_file(path: Path, cap: int = MAX_REPO_FILE) -> bytes | None:
+    """The bytes of the small file ``path`` found in a repository, or None when there is none.
+
+    A clone chooses what is at ``path``: it is opened without following a symlink (a link to
+    ``/dev/zero`` would be read without end) and without blocking (a FIFO would wait for a
+    writer forever), and only a regular file of at most ``cap`` bytes is read. Anything else is
+    refused with :class:`~jsonltape.errors.UnsafeFileError` naming the path.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeFileError(
+                "is a symlink; jsonltape does not follow links", path=path
+            ) from None
+        if exc.errno == errno.ENXIO:  # a socket
+            raise UnsafeFileError("is not a regular file", path=path) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise UnsafeFileError("is a directory, not a file", path=path)
+        if not stat.S_ISREG(mode):
+            raise UnsafeFileError("is not a regular file", path=path)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= cap:
+            chunk = os.read(fd, cap + 1 - size)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+        raise UnsafeFileError(
+            f"is larger than {cap} bytes, more than jsonltape reads of such a file", path=path
+        )
+    finally:
+        os.close(fd)

@@ -14,7 +14,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -59,7 +59,9 @@ def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProces
     return done
 
 
-def jt(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def jt(
+    cwd: Path, *args: str, preexec_fn: Callable[[], None] | None = None
+) -> subprocess.CompletedProcess[str]:
     """The real ``jsonltape`` command (the same interpreter the hooks will run)."""
     return subprocess.run(
         [sys.executable, "-m", "jsonltape", *args],
@@ -67,6 +69,7 @@ def jt(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=preexec_fn,
     )
 
 

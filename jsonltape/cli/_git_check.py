@@ -2,7 +2,8 @@
 
 Thin: parse, call :mod:`jsonltape.git._textconv`, :mod:`jsonltape.git._check` or
 :mod:`jsonltape.interop._redact_copy`, print. The guard's exit codes: 0 nothing to refuse,
-1 refused (one line per problem on stderr), 2 bad input (not a git work tree, no such file).
+1 refused (one line per problem on stderr), 2 bad input (not a git work tree, no such file, a
+``.jsonltape-allow`` that is a symlink, a FIFO, a directory or larger than 4 MiB).
 """
 
 from __future__ import annotations

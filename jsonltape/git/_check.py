@@ -28,7 +28,9 @@ first bytes, as many as HEAD's size): HEAD's blob itself is read only when it is
 **Accepting a secret.** ``--allow-secrets`` accepts every secret for one run. A known false
 positive is accepted by its fingerprint, ``<kind>:<12 hex>`` (SHA-256 of kind and matched text,
 printed in the refusal), listed either in ``.jsonltape-allow`` at the top of the work tree (one
-per line; ``#`` starts a comment) or in ``git config --add jsonltape.allowSecret <fingerprint>``.
+per line; ``#`` starts a comment; a symlink, a FIFO, a directory or a file over 4 MiB there is
+refused, never followed or read without end) or in ``git config --add jsonltape.allowSecret
+<fingerprint>``.
 
 Only the bytes of a file are judged; the screen that keeps the secret scan cheap is
 :func:`jsonltape.interop._redact_copy.screen`.
@@ -42,6 +44,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .._fs import read_repo_file
 from .._lines import Bad, problem_of, scan
 from .._scan import read_header, witness_after
 from ..errors import FormatError, GitError
@@ -98,11 +101,9 @@ def read_allow_list(root: Path | None) -> frozenset[str]:
     """Fingerprints from ``ROOT/.jsonltape-allow`` and ``git config jsonltape.allowSecret``."""
     found: set[str] = set()
     base = root if root is not None else Path.cwd()
-    try:
-        text = (base / ALLOW_FILE).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        text = ""
-    for line in text.splitlines():
+    # The repository chooses what is there: never followed, never read without end.
+    data = read_repo_file(base / ALLOW_FILE) or b""
+    for line in data.decode("utf-8", "replace").splitlines():
         item = line.split("#", 1)[0].strip()
         if item:
             found.add(item)

@@ -17,7 +17,9 @@ import re
 import shlex
 from pathlib import Path
 
+from .._fs import read_repo_file
 from .._spawn import command
+from ..errors import UnsafeFileError
 from ._run import git
 
 __all__ = ["HOOKS", "HookState", "hook_state", "hooks_dir", "install_hook"]
@@ -84,11 +86,14 @@ def _text(name: str, previous: str, python: str | None) -> str:
 
 
 def _read(path: Path) -> str | None:
+    """The text of the hook file ``path``; None when there is none or it cannot be ours (a
+    symlink, a FIFO, a directory, a file over 4 MiB: never followed, blocked on or read whole,
+    since ``core.hooksPath`` may name a folder of the repository)."""
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as f:
-            return f.read()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        data = read_repo_file(path)
+    except UnsafeFileError:
         return None
+    return None if data is None else data.decode("utf-8", "surrogateescape")
 
 
 def _ours(text: str | None) -> bool:

@@ -20,6 +20,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._fs import read_repo_file
 from .._spawn import shell_command
 from ..errors import GitError, InvalidArgumentError, UnsafeFileError
 from ._hooks import HOOKS, hook_state, hooks_dir, install_hook
@@ -97,14 +98,10 @@ def _check_pattern(pattern: str) -> str:
 
 
 def _read_text(path: Path) -> str:
-    if os.path.islink(path):
-        # git itself ignores a symlinked .gitattributes / .gitignore in the work tree
-        raise UnsafeFileError("is a symlink; jsonltape does not follow links", path=path)
-    try:
-        with open(path, encoding="utf-8", errors="surrogateescape", newline="") as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
+    # A clone chooses what is there: a symlink (git itself ignores a symlinked .gitattributes
+    # or .gitignore in the work tree), a FIFO, a directory or a huge file is refused.
+    data = read_repo_file(path)
+    return "" if data is None else data.decode("utf-8", "surrogateescape")
 
 
 def _lines(text: str) -> list[str]:
@@ -157,8 +154,9 @@ def install(start: Path, patterns: Sequence[str] = (), *, python: str | None = N
     chosen = [_check_pattern(p) for p in patterns] or [DEFAULT_PATTERN]
     items: list[Item] = []
 
-    attributes = top / ".gitattributes"
-    text = _read_text(attributes)
+    # Both files are read before either is written: a refused one leaves everything as it was.
+    attributes, ignore = top / ".gitattributes", top / ".gitignore"
+    text, ignore_text = _read_text(attributes), _read_text(ignore)
     have = set(_attribute_lines(text))
     missing = [p for p in chosen if p not in have]
     if missing:
@@ -167,12 +165,10 @@ def install(start: Path, patterns: Sequence[str] = (), *, python: str | None = N
         state = "added" if p in missing else "unchanged"
         items.append(Item(".gitattributes", state, f"{p} {ATTRIBUTES}"))
 
-    ignore = top / ".gitignore"
-    text = _read_text(ignore)
-    present = set(_lines(text))
+    present = set(_lines(ignore_text))
     lacking = [line for line in IGNORED if line not in present]
     if lacking:
-        _append(ignore, text, _IGNORE_HEADER, lacking)
+        _append(ignore, ignore_text, _IGNORE_HEADER, lacking)
     items.append(
         Item(".gitignore", "added" if lacking else "unchanged", " ".join(lacking or IGNORED))
     )
