@@ -253,13 +253,14 @@ def create_exclusive(path: Path, mode: int = 0o600) -> int:
     return fd
 
 
-def read_repo_file(path: Path, cap: int = MAX_REPO_FILE) -> bytes | None:
+def read_repo_file(path: Path, cap: int = MAX_REPO_FILE, *, whole: bool = True) -> bytes | None:
     """The bytes of the small file ``path`` found in a repository, or None when there is none.
 
     A clone chooses what is at ``path``: it is opened without following a symlink (a link to
     ``/dev/zero`` would be read without end) and without blocking (a FIFO would wait for a
-    writer forever), and only a regular file of at most ``cap`` bytes is read. Anything else is
-    refused with :class:`~jsonltape.errors.UnsafeFileError` naming the path.
+    writer forever), and only a regular file of at most ``cap`` bytes is read (``whole=False``:
+    its first ``cap`` bytes, whatever its size). Anything else is refused with
+    :class:`~jsonltape.errors.UnsafeFileError` naming the path.
     """
     try:
         fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK)
@@ -287,6 +288,8 @@ def read_repo_file(path: Path, cap: int = MAX_REPO_FILE) -> bytes | None:
                 return b"".join(chunks)
             chunks.append(chunk)
             size += len(chunk)
+        if not whole:
+            return b"".join(chunks)[:cap]
         raise UnsafeFileError(
             f"is larger than {cap} bytes, more than jsonltape reads of such a file", path=path
         )

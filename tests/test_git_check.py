@@ -8,6 +8,7 @@ repository's source. HOME and git's global config point into the test's temporar
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -250,7 +251,11 @@ def test_a_jsonl_without_the_attribute_is_checked_when_it_is_a_session(repo: Pat
     (repo / "logs" / "other.jsonl").write_text('{"not": "a session"}\n{"torn')
     (repo / "notes.txt").write_text("sk-this-is-not-a-session-file-" + "1" * 20)
     git(repo, "add", "logs", "notes.txt")
-    assert [(p.path, p.kind) for p in check_staged(repo)] == [("logs/a.jsonl", "torn")]
+    assert [(p.path, p.kind) for p in check_staged(repo)] == [
+        ("logs/a.jsonl", "no-merge-attribute"),  # a note, not a refusal
+        ("logs/a.jsonl", "torn"),
+    ]
+    assert [p.refuses for p in check_staged(repo)] == [False, True]
 
 
 def test_a_session_file_that_is_no_session_is_refused(repo: Path) -> None:
@@ -331,3 +336,88 @@ def test_pre_commit_outside_a_repository_is_a_usage_error(tmp_path: Path) -> Non
     )
     assert done.returncode == 2
     assert "not inside a git work tree" in done.stderr
+
+
+# -- sessions git would merge as text ---------------------------------------------------------
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("jsonltape: warning:")]
+
+
+def test_sessions_outside_the_pattern_are_named_once_with_the_install_that_covers_them(
+    repo: Path,
+) -> None:
+    for rel in ("logs/a.jsonl", "logs/b.jsonl", "top.jsonl", "odd dir/[x].jsonl"):
+        (repo / rel).parent.mkdir(exist_ok=True)
+        session(repo / rel, turns=1, sid=rel.replace("/", "-").replace(" ", "-")[:8] or "t")
+    (repo / "logs" / "data.jsonl").write_text('{"not": "a session"}\n')
+    (repo / ".gitattributes").write_text(
+        "sessions/*.jsonl merge=jsonltape diff=jsonltape\nlogs/b.jsonl diff=jsonltape\n"
+    )
+    session(repo / "sessions" / "marked.jsonl", turns=1, sid="m")
+    git(repo, "add", ".")
+    done = jt(repo, "git", "pre-commit")
+    assert done.returncode == 0, done.stderr  # said, not refused
+    [warning] = _warnings(done.stderr)
+    assert done.stderr.strip() == warning
+    # diff=jsonltape alone is no merge driver: logs/b.jsonl is named too.
+    assert "logs/a.jsonl and 3 more staged session files have no merge=jsonltape attribute" in (
+        warning
+    )
+    assert "marked.jsonl" not in warning and "data.jsonl" not in warning
+    assert "a conflict on every divergent append" in warning
+    command = warning.split("run `", 1)[1].split("`", 1)[0]
+    assert command.startswith("jsonltape git install --pattern ")
+    # The command it names, run as it is, covers them all: the next run says nothing.
+    words = shlex.split(command)
+    assert jt(repo, *words[1:]).returncode == 0
+    git(repo, "add", ".gitattributes")
+    done = jt(repo, "git", "pre-commit")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert git(repo, "check-attr", "merge", "--", "odd dir/[x].jsonl").stdout.endswith(
+        "merge: jsonltape\n"
+    )
+    # logs/ also holds a JSONL file that is no session: the files are named, not the folder.
+    assert "--pattern /logs/a.jsonl --pattern /logs/b.jsonl" in command
+    assert git(repo, "check-attr", "merge", "--", "logs/data.jsonl").stdout.endswith(
+        "merge: unspecified\n"
+    )
+
+
+def test_check_and_check_staged_name_an_unmarked_session_once(repo: Path) -> None:
+    (repo / "logs").mkdir()
+    session(repo / "logs" / "a.jsonl", turns=1)
+    session(repo / "logs" / "b.jsonl", turns=1, sid="b")
+    git(repo, "add", "logs")
+    for args in (["git", "check"], ["git", "check", "--staged"]):
+        done = jt(repo, *args, "logs/a.jsonl", "logs/b.jsonl")
+        assert done.returncode == 0, done.stderr
+        [warning] = _warnings(done.stderr)
+        assert "logs/a.jsonl and 1 more" in warning and "--pattern /logs/\\*.jsonl" not in warning
+        assert "--pattern '/logs/*.jsonl'" in warning
+    done = jt(repo, "git", "check", "sessions/../.gitattributes")
+    assert _warnings(done.stderr) == []  # not a session: refused as such, no note
+    outside = session(repo.parent / "out.jsonl", turns=1, sid="o")
+    assert jt(repo, "git", "check", str(outside)).stderr == ""  # no repository: no attributes
+
+
+def test_git_status_names_tracked_sessions_git_merges_as_text(repo: Path) -> None:
+    assert jt(repo, "git", "install").returncode == 0
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "installed")
+    done = jt(repo, "git", "status")
+    assert "configured  session files outside the patterns: every tracked session file" in (
+        done.stdout
+    ), done.stdout
+    session(repo / "a.jsonl", turns=1)
+    (repo / "b.jsonl").symlink_to("/dev/zero")  # tracked as a link: never read
+    git(repo, "add", "a.jsonl", "b.jsonl")
+    done = jt(repo, "git", "status")
+    assert done.returncode == 1
+    line = next(x for x in done.stdout.splitlines() if "outside the patterns" in x)
+    assert line.startswith("missing     session files outside the patterns: a.jsonl has no")
+    # The top folder also tracks b.jsonl, which is no session: the file is named, not *.jsonl.
+    assert line.endswith("run `jsonltape git install --pattern /a.jsonl`")
+    assert jt(repo, "git", "install", "--pattern", "/a.jsonl").returncode == 0
+    assert "configured  session files outside" in jt(repo, "git", "status").stdout

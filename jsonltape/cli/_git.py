@@ -129,7 +129,8 @@ def status(directory: Path | None) -> None:
     """Say what `jsonltape git install` set up in the repository containing DIR, and what not.
 
     One line per item, configured or missing; exit 1 when something is missing (as in a
-    fresh clone, before `jsonltape git install`).
+    fresh clone, before `jsonltape git install`). Tracked session files (by their first line)
+    that no pattern gives merge=jsonltape are missing too, with the --pattern to add.
     """
     _report_status(directory, ())
 

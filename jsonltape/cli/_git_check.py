@@ -48,9 +48,13 @@ _allow = click.option(
 )
 
 
-def _report(problems: Sequence[Problem], what: str) -> None:
-    """One line per problem on stderr (and a summary line when there are several), then exit
-    1 when there is any."""
+def _report(found: Sequence[Problem], what: str) -> None:
+    """A note (``jsonltape: warning: …``) as it is, then one line per problem on stderr (and a
+    summary line when there are several), then exit 1 when there is any."""
+    for p in found:
+        if not p.refuses:
+            click.echo(one_line(f"jsonltape: warning: {p.what}"), err=True)
+    problems = [p for p in found if p.refuses]
     if not problems:
         return
     hint = (
@@ -76,7 +80,9 @@ def pre_commit(allow_secrets: bool) -> None:
     Reads the staged blobs (not the work tree) of the session files in the index: those whose
     merge or diff attribute is jsonltape, and any staged *.jsonl starting with a jsonltape
     header. Exit 0 when nothing is refused, 1 when the commit is refused (one line per problem
-    on stderr). Installed as a pre-commit hook by `jsonltape git install`.
+    on stderr). A session file without the merge=jsonltape attribute is named in one warning,
+    with the `git install --pattern` to add; it does not refuse the commit. Installed as a
+    pre-commit hook by `jsonltape git install`.
     """
     from ..git._check import check_staged
 

@@ -49,12 +49,12 @@ from .._lines import Bad, problem_of, scan
 from .._scan import read_header, witness_after
 from ..errors import FormatError, GitError
 from ..interop._redact_copy import Secret, fingerprint, mask_value, may_hold_secret, screen
+from ._attrs import looks_like_session, session_attrs, unmarked_note
 from ._objects import (
     SKIP_MODES,
     extends,
     head_blobs,
     ls_blobs,
-    session_attrs,
 )
 from ._objects import (
     blobs as read_blobs,
@@ -67,6 +67,7 @@ from ._run import git, git_ok, toplevel
 __all__ = [
     "ALLOW_FILE",
     "MAX_SECRETS_SHOWN",
+    "NOTES",
     "Policy",
     "Problem",
     "check_paths",
@@ -81,13 +82,22 @@ MAX_SECRETS_SHOWN = 20
 _EMPTY_SHA = "0" * 40
 
 
+#: Kinds of :class:`Problem` that are said but refuse nothing.
+NOTES = frozenset({"no-merge-attribute"})
+
+
 class Problem(NamedTuple):
-    """One reason to refuse: the file (repository-relative for staged blobs) and one line."""
+    """One reason to refuse (or, for a kind in :data:`NOTES`, one thing to say): the file
+    (repository-relative for staged blobs) and one line."""
 
     path: str
-    kind: str  #: not-a-session, corrupt, torn, secret, rewritten
+    kind: str  #: not-a-session, corrupt, torn, secret, rewritten; no-merge-attribute (a note)
     what: str
     fingerprint: str | None = None
+
+    @property
+    def refuses(self) -> bool:
+        return self.kind not in NOTES
 
 
 class Policy(NamedTuple):
@@ -122,6 +132,7 @@ class _Entry(NamedTuple):
     new: str  #: the blob to check
     old: str | None  #: HEAD's blob of this path (or of the path it was renamed from)
     session: bool  #: marked as a session by its attributes (else: sniff the first line)
+    merge: bool  #: git merges it with the jsonltape driver (merge=jsonltape)
 
 
 def _staged_entries(root: Path) -> list[_Entry]:
@@ -146,15 +157,16 @@ def _staged_entries(root: Path) -> list[_Entry]:
         entries.append((os.fsdecode(path), meta[3], old))
     marked = session_attrs(root, [p for p, _, _ in entries])
     return [
-        _Entry(p, new, old, p in marked)
+        _Entry(p, new, old, p in marked, "merge" in marked.get(p, ()))
         for p, new, old in entries
         if p in marked or p.endswith(".jsonl")
     ]
 
 
-def _looks_like_session(data: bytes) -> bool:
-    first = data[: data.find(b"\n") + 1 or len(data)]
-    return b'"session/start"' in first and b'"jsonltape"' in first
+def _note(root: Path, paths: Sequence[str], *, staged: bool) -> list[Problem]:
+    """The one note of a run about session files git merges as text (none if all are marked)."""
+    note = unmarked_note(root, paths, staged=staged)
+    return [] if note is None else [Problem(paths[0], "no-merge-attribute", note)]
 
 
 # -- checking one file -----------------------------------------------------------------------
@@ -385,6 +397,7 @@ def _run_checks(root: Path, entries: Sequence[_Entry], policy: Policy) -> list[P
     sizes = blob_sizes(root, [e.old for e in entries if e.old is not None])
     found: list[list[Problem]] = [[] for _ in entries]
     again: list[int] = []  # entries whose HEAD blob is needed after all
+    unmarked: list[str] = []  # sessions git merges as text
     checker = _Checker(policy)
     try:
         blobs = read_blobs(root, [e.new for e in entries])
@@ -393,6 +406,8 @@ def _run_checks(root: Path, entries: Sequence[_Entry], policy: Policy) -> list[P
                 data = _staged(root, e, next(blobs))
                 if data is None:
                     continue
+                if not e.merge and looks_like_session(data):
+                    unmarked.append(e.path)
                 head = None
                 if e.old is not None:
                     size = sizes.get(e.old)
@@ -418,14 +433,14 @@ def _run_checks(root: Path, entries: Sequence[_Entry], policy: Policy) -> list[P
                 pass
     finally:
         checker.close()
-    return [p for problems in found for p in problems]
+    return _note(root, unmarked, staged=True) + [p for problems in found for p in problems]
 
 
 def _staged(root: Path, e: _Entry, data: bytes | None) -> bytes | None:
     """The staged bytes of ``e``, or None when it is no session (not marked, not sniffed)."""
     if data is None:
         raise GitError(f"{e.path}: the staged blob {e.new} is missing", path=str(root))
-    if not e.session and not _looks_like_session(data):
+    if not e.session and not looks_like_session(data):
         return None
     return data
 
@@ -467,7 +482,12 @@ def check_staged_paths(
     staged = ls_blobs(root, ["ls-files", "-s", "--full-name"], rel)
     head = head_blobs(root, rel)
     problems = [Problem(r, "not-staged", "not in the index") for r in rel if r not in staged]
-    entries = [_Entry(r, staged[r], head.get(r), True) for r in rel if r in staged]
+    marked = session_attrs(root, [r for r in rel if r in staged])
+    entries = [
+        _Entry(r, staged[r], head.get(r), True, "merge" in marked.get(r, ()))
+        for r in rel
+        if r in staged
+    ]
     policy = Policy(allow_secrets, read_allow_list(root))
     return problems + _run_checks(root, entries, policy)
 
@@ -485,6 +505,7 @@ def check_paths(paths: Sequence[Path], *, allow_secrets: bool = False) -> list[P
         by_root.setdefault(roots[parent], []).append(p)
     for root, group in by_root.items():
         heads: dict[str, bytes | None] = {}
+        merged: set[str] | None = None  # the files git merges with our driver (in a repository)
         if root is not None:
             rel = _relative(root.resolve(), (p.resolve() for p in group))
             shas = head_blobs(root, rel)
@@ -492,17 +513,23 @@ def check_paths(paths: Sequence[Path], *, allow_secrets: bool = False) -> list[P
             for r, blob in zip(wanted, read_blobs(root, [shas[r] for r in wanted]), strict=True):
                 heads[r] = blob
             names = rel
+            merged = {p for p, attrs in session_attrs(root, rel).items() if "merge" in attrs}
         else:
             names = [str(p) for p in group]
         checker = _Checker(Policy(allow_secrets, read_allow_list(root)))
+        unmarked: list[str] = []
+        found: list[Problem] = []
         try:
             for p, name in zip(group, names, strict=True):
                 data = _read_file(p)
-                problems += [
+                if merged is not None and name not in merged and looks_like_session(data):
+                    unmarked.append(name)
+                found += [
                     q._replace(path=str(p)) for q in checker.check(str(p), data, heads.get(name))
                 ]
         finally:
             checker.close()
+        problems += (_note(root, unmarked, staged=False) if root else []) + found
     return problems
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from .._fs import read_repo_file
 from .._spawn import shell_command
 from ..errors import GitError, InvalidArgumentError, UnsafeFileError
+from ._attrs import sniff, unmarked_note
 from ._hooks import HOOKS, hook_state, hooks_dir, install_hook
 from ._modes import ModeScan, scan_modes
 from ._run import git, git_ok, toplevel
@@ -207,6 +208,8 @@ def status(start: Path, patterns: Sequence[str] = ()) -> list[Item]:
     else:
         items.append(Item(".gitattributes", "missing", f"{DEFAULT_PATTERN} {ATTRIBUTES}"))
 
+    items.append(_unmarked_item(top))
+
     present = set(_lines(_read_text(top / ".gitignore")))
     lacking = [line for line in IGNORED if line not in present]
     items.append(
@@ -232,6 +235,23 @@ def status(start: Path, patterns: Sequence[str] = ()) -> list[Item]:
 
     items.append(_modes_item(scan_modes(top, fix=False), fixed=False))
     return items
+
+
+def _unmarked_item(top: Path) -> Item:
+    """Tracked session files (by their first line in the work tree) that git merges as text."""
+    out = git(
+        [
+            *("ls-files", "-z", "--cached", "--"),
+            *(":(glob)**/*.jsonl", ":(exclude,attr:merge=jsonltape)"),
+        ],
+        cwd=top,
+    )
+    names = sorted({p for p in out.decode("utf-8", "surrogateescape").split("\0") if p})
+    note = unmarked_note(top, [rel for rel in names if sniff(top / rel)], staged=False)
+    what = "session files outside the patterns"
+    if note is None:
+        return Item(what, "configured", "every tracked session file has merge=jsonltape")
+    return Item(what, "missing", note)
 
 
 def _missing_program(key: str, value: str) -> str | None:

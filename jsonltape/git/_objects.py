@@ -1,5 +1,5 @@
 """Reading git's objects for the commit guard: blobs through one ``git cat-file --batch``, blob
-sizes, tree and index listings, attributes, and whether a blob is a prefix of staged bytes."""
+sizes, tree and index listings, and whether a blob is a prefix of staged bytes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import GitError
 from ._run import env, git, git_ok, git_program
 
-__all__ = ["blobs", "extends", "git_input", "head_blobs", "ls_blobs", "session_attrs", "sizes"]
+__all__ = ["blobs", "extends", "git_input", "head_blobs", "ls_blobs", "sizes"]
 
 #: A submodule, a symlink: no session bytes of ours.
 SKIP_MODES = ("160000", "120000")
@@ -68,23 +68,6 @@ def blobs(root: Path, shas: Sequence[str]) -> Iterator[bytes | None]:
         stdout.close()
         proc.wait()
         feeder.join()
-
-
-def session_attrs(root: Path, paths: Sequence[str]) -> set[str]:
-    """The paths whose ``merge`` or ``diff`` attribute is ``jsonltape``."""
-    if not paths:
-        return set()
-    out = git_input(
-        ["check-attr", "-z", "--stdin", "merge", "diff"],
-        root,
-        b"".join(os.fsencode(p) + b"\0" for p in paths),
-    )
-    fields = out.split(b"\0")
-    return {
-        os.fsdecode(fields[i])
-        for i in range(0, len(fields) - 2, 3)
-        if fields[i + 2] == b"jsonltape"
-    }
 
 
 def git_input(args: list[str], cwd: Path, data: bytes) -> bytes:
