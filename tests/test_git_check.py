@@ -22,15 +22,16 @@ from jsonltape._framing import frame
 from jsonltape.git._check import ALLOW_FILE, check_paths, check_staged
 
 from .helpers import one_turn
+from .secret_cases import AWS_ID, OPENAI_PLAIN
+from .secret_cases import GITHUB as GITHUB_TOKEN
 from .test_git_install import git, jt
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 
-#: An AWS access key id, an OpenAI key and a GitHub token, built here so the source holds none.
-AWS = "AKIA" + "".join(chr(ord("A") + i) for i in range(10)) + "234567"
-OPENAI = "sk-" + "proj-" + "Zq7" * 9
-GITHUB = "gh" + "p_" + "Wm4k" * 9
-SECRETS = {"aws-access-key": AWS, "openai-key": OPENAI, "github-token": GITHUB}
+#: An AWS access key id, an OpenAI key and a GitHub token, built at run time (secret_cases) so
+#: the source holds none.
+AWS, OPENAI, GITHUB = AWS_ID, OPENAI_PLAIN, GITHUB_TOKEN
+SECRETS = {"aws-access-token": AWS, "openai-key": OPENAI, "github-pat": GITHUB}
 
 
 @pytest.fixture
@@ -131,8 +132,9 @@ def test_a_key_in_a_tool_result_is_refused_without_showing_it(repo: Path, kind: 
     session(repo / "sessions" / "a.jsonl", secret=secret)
     err = refused(commit(repo, "sessions/a.jsonl"))
     line = next(x for x in err.splitlines() if "a secret" in x)
-    assert f"({kind} pattern, fingerprint {kind}:" in line
+    assert f"({kind} rule, fingerprint {kind}:" in line
     assert "line 21 (seq 20)" in line  # the tool result of the third turn
+    assert ") in $.data.message.parts[0].response (commit a masked copy" in line
     assert "jsonltape redact" in err
     # Neither the secret nor any 8-character piece of it is printed.
     pieces = {secret[i : i + 8] for i in range(len(secret) - 7)}
@@ -217,8 +219,8 @@ def test_an_appended_session_is_checked_from_heads_end_only(repo: Path) -> None:
         tape.user(f"again {GITHUB}")
         tape.flush()
     err = refused(commit(repo, "sessions/a.jsonl"))
-    assert "github-token" in err
-    assert "aws-access-key" not in err
+    assert "github-pat" in err
+    assert "aws-access-token" not in err
 
 
 def test_the_seq_must_continue_after_heads_last_line(repo: Path) -> None:
@@ -296,7 +298,7 @@ def test_check_reports_work_tree_files_and_exits_1(repo: Path, tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     done = jt(tmp_path, "git", "check", str(good), str(bad))
     assert done.returncode == 1
-    assert "bad.jsonl: line 21 (seq 20): a secret (openai-key pattern" in done.stderr
+    assert "bad.jsonl: line 21 (seq 20): a secret (openai-key rule" in done.stderr
     assert OPENAI not in done.stderr
     assert [p.kind for p in check_paths([bad], allow_secrets=True)] == []
 
@@ -421,3 +423,31 @@ def test_git_status_names_tracked_sessions_git_merges_as_text(repo: Path) -> Non
     assert line.endswith("run `jsonltape git install --pattern /a.jsonl`")
     assert jt(repo, "git", "install", "--pattern", "/a.jsonl").returncode == 0
     assert "configured  session files outside" in jt(repo, "git", "status").stdout
+
+
+def test_a_secret_split_across_chunks_is_refused_when_its_last_part_is_committed(
+    repo: Path,
+) -> None:
+    path = repo / "sessions" / "a.jsonl"
+    with jsonltape.open(path, create=True, session_id="c") as tape:
+        one_turn(tape, "streaming")
+        tape.append("turn/start", {})
+        tape.append("assistant/chunk", {"delta": "the token is "}, ignorable=True)
+        tape.append("assistant/chunk", {"delta": GITHUB[:22]}, ignorable=True)
+        tape.flush()
+    # Neither chunk holds a secret on its own: the first commit goes through.
+    assert commit(repo, "sessions/a.jsonl").returncode == 0, "a part alone was refused"
+    with jsonltape.open(path) as tape:
+        tape.append("assistant/chunk", {"delta": GITHUB[22:] + ", keep it"}, ignorable=True)
+        tape.flush()
+    err = refused(commit(repo, "sessions/a.jsonl"))
+    line = next(x for x in err.splitlines() if "a secret" in x)
+    assert "split across 2 assistant/chunk events: a secret (github-pat rule" in line
+    assert "lines 8-11 (seqs 7-10)" in line  # the two chunks it spans, a checkpoint between
+    pieces = {GITHUB[i : i + 8] for i in range(len(GITHUB) - 7)}
+    assert not any(p in err for p in pieces), err
+    # The masked copy of the file passes.
+    git(repo, "restore", "--staged", "sessions/a.jsonl")
+    dst = repo / "sessions" / "b.jsonl"
+    assert jt(repo, "redact", str(path), "-o", str(dst)).returncode == 0
+    assert commit(repo, "sessions/b.jsonl").returncode == 0

@@ -22,6 +22,8 @@ from jsonltape.interop import import_file
 from jsonltape.interop.export import FORMATS, export
 from jsonltape.interop.redaction import mask_secrets
 
+from .secret_cases import GITHUB, GOOGLE, JWT, PEM, PEM_LINES, fake
+
 FIXTURES = Path(__file__).parent / "fixtures" / "interop"
 GOLDEN = FIXTURES / "export"
 REGEN = bool(os.environ.get("JSONLTAPE_REGEN_GOLDEN"))
@@ -213,51 +215,51 @@ def test_json_export_is_the_neutral_fold(tmp_path: Path) -> None:
 
 # -- redaction --------------------------------------------------------------------------------
 
+_AWS = ["AKIA" + fake(16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") for _ in range(3)]
+_SECRET = {k: fake(24) for k in ("title", "system", "result", "reskey", "user", "argkey")}
 PLANTED = {
-    "id": "AKIAJ2EXAMPLEKEY0001",
-    "title": "deploy with sk-proj-T1tle9Secret8Value7Here6Abc",
-    "cwd": "/home/ada/ghp_Cwd0123456789abcdefghijklmnopqrstuvw",
-    "agent": "agent/1.0 xoxb-123456789012-1234567890123-AgentSlackTokenValue",
-    "system": "Use key sk-ant-api03-SystemPrompt0Secret1Value2Abc",
-    "param": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwYXJhbSJ9.ParamSignature0123456789",
-    "user": "curl -H 'Authorization: Bearer UserBearer0123456789abc' and\n"
-    "-----BEGIN RSA PRIVATE KEY-----\nMIIEpUserPrivateKeyBody0123456789\n"
-    "-----END RSA PRIVATE KEY-----",
+    "id": _AWS[0],
+    "title": f"deploy with sk-proj-{_SECRET['title']}",
+    "cwd": f"/home/ada/{GITHUB}",
+    "agent": f"agent/1.0 xoxb-123456789012-1234567890123-{fake(24)}",
+    "system": f"Use key sk-ant-api03-{_SECRET['system']}",
+    "param": JWT,
+    "user": f"curl -H 'Authorization: Bearer {_SECRET['user']}' and\n{PEM}",
     "uri": "https://deploy:UriPassw0rd99@example.com/shot.png",
     "reasoning": "the db password=Reas0ningPassword42 works",
-    "assistant": "found AIzaSyAssistant0123456789abcdefghijklmno in the config",
-    "path": "/keys/AKIAJ2EXAMPLEKEY0002/id_rsa",
-    "result": "OPENAI_API_KEY=sk-proj-Result0Secret1Value2Here3Abc",
+    "assistant": f"found {GOOGLE} in the config",
+    "path": f"/keys/{_AWS[1]}/id_rsa",
+    "result": f"OPENAI_API_KEY=sk-proj-{_SECRET['result']}",
     "command": "git push https://bot:CommandPassw0rd77@github.com/x.git",
-    "argkey": "github_pat_11ArgKey0123456789_abcdefghijklmnopqr",
-    "tool": "xoxp-223456789012-1234567890123-ToolNameSlackToken",
+    "argkey": f"github_pat_11{_SECRET['argkey']}_{fake(56)}",
+    "tool": f"xoxp-223456789012-1234567890123-2234567890123-{fake(32, '0123456789abcdef')}",
     "stdout": "token: StdoutTok3n-0123456789",
-    "reskey": "sk-ant-api03-ResultKeyName0Secret1Value2Ab",
+    "reskey": f"sk-ant-api03-{_SECRET['reskey']}",
     "error": "auth failed: api_key='ErrorApiKey0123456789'",
-    "summary": "Summary mentions ASIAJ2EXAMPLEKEY0003 once.",
+    "summary": f"Summary mentions {_AWS[2]} once.",
 }
 #: The part of each planted value that must never appear in a redacted export.
 NEEDLES = {
-    "id": "AKIAJ2EXAMPLEKEY0001",
-    "title": "T1tle9Secret8Value7Here6Abc",
-    "cwd": "Cwd0123456789abcdefghijklmnopqrstuvw",
-    "agent": "AgentSlackTokenValue",
-    "system": "SystemPrompt0Secret1Value2Abc",
-    "param": "ParamSignature0123456789",
-    "user": "UserBearer0123456789abc",
-    "user-key": "MIIEpUserPrivateKeyBody0123456789",
+    "id": _AWS[0],
+    "title": _SECRET["title"],
+    "cwd": GITHUB,
+    "agent": PLANTED["agent"].split("-")[-1],
+    "system": _SECRET["system"],
+    "param": JWT.split(".")[-1],
+    "user": _SECRET["user"],
+    "user-key": PEM_LINES[2],
     "uri": "UriPassw0rd99",
     "reasoning": "Reas0ningPassword42",
-    "assistant": "AIzaSyAssistant0123456789abcdefghijklmno",
-    "path": "AKIAJ2EXAMPLEKEY0002",
-    "result": "Result0Secret1Value2Here3Abc",
+    "assistant": GOOGLE,
+    "path": _AWS[1],
+    "result": _SECRET["result"],
     "command": "CommandPassw0rd77",
-    "argkey": "ArgKey0123456789_abcdefghijklmnopqr",
-    "tool": "ToolNameSlackToken",
+    "argkey": _SECRET["argkey"],
+    "tool": PLANTED["tool"].split("-")[-1],
     "stdout": "StdoutTok3n-0123456789",
-    "reskey": "ResultKeyName0Secret1Value2Ab",
+    "reskey": _SECRET["reskey"],
     "error": "ErrorApiKey0123456789",
-    "summary": "ASIAJ2EXAMPLEKEY0003",
+    "summary": _AWS[2],
 }
 
 
@@ -275,7 +277,7 @@ def test_redact_secrets_masks_every_planted_secret_in_every_format(tmp_path: Pat
         assert out.redacted is not None and out.redacted.startswith("redacted secrets: ")
     md = export(path, "markdown", redact_secrets=True)
     assert md.redacted is not None
-    for kind in ("aws-access-key", "openai-key", "private-key", "bearer", "url-password", "jwt"):
+    for kind in ("aws-access-token", "openai-key", "private-key", "url-password", "jwt"):
         assert kind in md.redacted
     assert "deploy:\\[REDACTED:url-password\\]@example.com" in md.text  # structure kept
 
@@ -378,11 +380,9 @@ def test_secret_patterns_keep_their_context_and_spare_look_alikes() -> None:
         '{"password": "s3cret!", "token_count": 12345}': (
             '{"password": "[REDACTED:assignment]", "token_count": 12345}'
         ),
-        "export GITHUB_TOKEN=ghp_0123456789abcdefghijklmnopqrstuvwxyzAB": (
-            "export GITHUB_TOKEN=[REDACTED:github-token]"
-        ),
-        "mcp__ghp_0123456789abcdefghijklmnopqrstuvwxyzAB": "mcp__[REDACTED:github-token]",
-        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADAN": "[REDACTED:private-key]",  # cut short
+        f"export GITHUB_TOKEN={GITHUB}": "export GITHUB_TOKEN=[REDACTED:github-pat]",
+        f"mcp__{GITHUB}": "mcp__[REDACTED:github-pat]",
+        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADAN": "[REDACTED:private-key-block]",  # cut short
     }
     for text, want in cases.items():
         assert mask_secrets(text) == want

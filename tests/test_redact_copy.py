@@ -4,6 +4,7 @@ created 0600 exclusively, SRC untouched; and the finder it shares with the commi
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import stat
@@ -14,7 +15,9 @@ import msgspec
 import pytest
 
 import jsonltape
+from jsonltape import _framing
 from jsonltape.errors import CorruptError, InvalidArgumentError, SessionExistsError
+from jsonltape.events import validate_type_name
 from jsonltape.interop._redact_copy import (
     META_KEY,
     Secret,
@@ -24,9 +27,11 @@ from jsonltape.interop._redact_copy import (
     redacted_id,
     screen,
 )
+from jsonltape.interop._secret_events import WINDOW
 from jsonltape.interop.redaction import Redactor
 
 from .helpers import one_turn
+from .secret_cases import STRIPE
 from .test_git_check import AWS, GITHUB, OPENAI, jt
 from .test_redaction_table import NEGATIVE, POSITIVE
 
@@ -67,15 +72,14 @@ def test_the_copy_verifies_folds_and_holds_no_secret(tmp_path: Path) -> None:
     for secret in (AWS, OPENAI, GITHUB):
         assert secret.encode() not in raw
     assert report.masked == {
-        "assignment": 1,
-        "aws-access-key": 3,
-        "github-token": 1,
-        "openai-key": 2,
+        "aws-access-token": 3,
+        "github-pat": 1,
+        "openai-key": 3,  # one of them under a secret's name ("api_key"): named by its rule
     }
     folded = jsonltape.messages(dst)
     text = json.dumps(msgspec.to_builtins(folded))
-    assert "[REDACTED:aws-access-key]" in text
-    assert "my key is [REDACTED:aws-access-key], and the token [REDACTED:github-token]" in text
+    assert "[REDACTED:aws-access-token]" in text
+    assert "my key is [REDACTED:aws-access-token], and the token [REDACTED:github-pat]" in text
     done = jt(tmp_path, "messages", str(dst))
     assert done.returncode == 0, done.stderr
 
@@ -160,7 +164,7 @@ def test_the_command_refuses_an_existing_destination_and_itself(tmp_path: Path) 
     done = jt(tmp_path, "redact", str(src), "-o", str(tmp_path / "r.jsonl"))
     assert done.returncode == 0, done.stderr
     assert "session src.redacted" in done.stdout
-    assert "redacted secrets: 1 assignment, 3 aws-access-key" in done.stderr
+    assert "redacted secrets: 3 aws-access-token, 1 github-pat, 3 openai-key" in done.stderr
     again = jt(tmp_path, "redact", str(src), "-o", str(tmp_path / "r.jsonl"))
     assert again.returncode == 2
     assert "never overwrites" in again.stderr
@@ -249,3 +253,119 @@ def test_the_screened_kinds_mask_exactly_what_every_pattern_masks(text: str) -> 
     kinds = may_hold_secret(line)
     assert kinds is not None
     assert mask_value(value, [], kinds) == mask_value(value, [])
+
+
+# -- members, chunks, the header ------------------------------------------------------------
+
+
+def _raw_line(path: Path, members: dict) -> None:  # type: ignore[type-arg]
+    """Append a line with exactly ``members`` (its seq the next one), as another writer could."""
+    last = json.loads(path.read_bytes().splitlines()[-1])
+    line = msgspec.json.encode({"seq": last["seq"] + 1, **members})
+    with path.open("ab") as f:
+        f.write(_framing.frame(line))
+
+
+def _keyed(path: Path, key: str) -> Path:
+    with jsonltape.open(path, create=True, session_id="m") as tape:
+        one_turn(tape, "hello")
+        tape.user("keyed", key=key)
+    return path
+
+
+def test_a_secret_in_the_type_key_or_an_unknown_member_is_masked_and_the_line_stays_valid(
+    tmp_path: Path,
+) -> None:
+    src = _keyed(tmp_path / "s.jsonl", f"deploy {STRIPE}")
+    _raw_line(
+        src,
+        {
+            "type": f"x.tool/{STRIPE.lower()}",
+            "time": 1,
+            "data": {"ok": 1},
+            "ignorable": True,
+            f"note-{GITHUB}": {"deep": [f"AWS={AWS}"]},
+        },
+    )
+    report = redact_copy(src, tmp_path / "r.jsonl")
+    raw = (tmp_path / "r.jsonl").read_bytes()
+    for secret in (STRIPE, STRIPE.lower(), GITHUB, AWS):
+        assert secret.encode() not in raw
+    events = lines(tmp_path / "r.jsonl")
+    assert events[-1]["type"] == "x.tool/redacted"
+    validate_type_name(events[-1]["type"])
+    assert events[-1]["[REDACTED:github-pat]".replace("[", "note-[")] == {
+        "deep": ["AWS=[REDACTED:aws-access-token]"]
+    }
+    keyed = [e for e in events if "key" in e]
+    assert [e["key"] for e in keyed] == ["deploy [REDACTED:stripe-access-token]"]
+    assert jsonltape.verify(tmp_path / "r.jsonl").state == "clean"
+    assert report.masked == {"stripe-access-token": 2, "github-pat": 1, "aws-access-token": 1}
+    assert jt(tmp_path, "git", "check", str(tmp_path / "r.jsonl")).returncode == 0
+    done = jt(tmp_path, "git", "check", str(src))
+    assert "in $.type" in done.stderr and "in $.key" in done.stderr
+    assert '$["note-[REDACTED:github-pat]"].deep[0]' in done.stderr  # a name holding one, masked
+    for secret in (STRIPE, GITHUB, AWS):
+        assert not any(secret[i : i + 8] in done.stderr for i in range(len(secret) - 7))
+
+
+def test_a_secret_split_across_chunks_is_masked_in_each_chunk_and_counted_once(
+    tmp_path: Path,
+) -> None:
+    src = tmp_path / "s.jsonl"
+    text = f"here it is: {GITHUB} (keep it safe)"
+    cuts = [0, 14, 20, 31, len(text)]
+    with jsonltape.open(src, create=True, session_id="c") as tape, tape.turn():
+        for a, b in itertools.pairwise(cuts):
+            tape.append("assistant/chunk", {"delta": text[a:b]}, ignorable=True)
+            tape.flush()  # checkpoints between chunks do not break the run
+        tape.assistant(text.replace(GITHUB, "the token"))
+    report = redact_copy(src, tmp_path / "r.jsonl")
+    assert report.masked == {"github-pat": 1}
+    chunks = [e for e in lines(tmp_path / "r.jsonl") if e["type"] == "assistant/chunk"]
+    mask = "[REDACTED:github-pat]"
+    assert [c["data"]["delta"] for c in chunks] == [
+        f"here it is: {mask}",  # each chunk masks its part of the secret, and keeps the rest
+        mask,
+        mask,
+        f"{mask} (keep it safe)",
+    ]
+
+
+def test_a_secret_split_at_the_end_of_a_window_of_a_long_run_is_found(tmp_path: Path) -> None:
+    src = tmp_path / "s.jsonl"
+    filler = "all fine here, nothing to see. " * 32  # ~1 KB a chunk
+    with jsonltape.open(src, create=True, session_id="w", durability="manual") as tape:
+        with tape.turn():
+            size = 0
+            while size < WINDOW - 600:
+                tape.append("assistant/chunk", {"delta": filler}, ignorable=True)
+                size += len(filler)
+            # The window is scanned when the run reaches WINDOW: the secret starts before that
+            # and ends after it.
+            tape.append("assistant/chunk", {"delta": "x" * 570 + " key " + GITHUB[:20]})
+            tape.append("assistant/chunk", {"delta": GITHUB[20:] + " done"}, ignorable=True)
+        tape.flush()
+    report = redact_copy(src, tmp_path / "r.jsonl")
+    assert report.masked == {"github-pat": 1}
+    deltas = "".join(
+        e["data"]["delta"] for e in lines(tmp_path / "r.jsonl") if e["type"] == "assistant/chunk"
+    )
+    assert GITHUB[:20] not in deltas and GITHUB[20:] not in deltas
+
+
+def test_the_header_is_masked_and_an_id_holding_a_secret_is_not_carried_into_the_copy(
+    tmp_path: Path,
+) -> None:
+    src = tmp_path / "s.jsonl"
+    sid = f"run-{STRIPE}"
+    with jsonltape.open(src, create=True, session_id=sid, meta={"env": {"TOKEN": GITHUB}}):
+        pass
+    redact_copy(src, tmp_path / "r.jsonl")
+    raw = (tmp_path / "r.jsonl").read_bytes()
+    assert STRIPE.encode() not in raw and GITHUB.encode() not in raw
+    header = lines(tmp_path / "r.jsonl")[0]["data"]
+    assert header["id"].startswith("redacted-") and header["id"].endswith(".redacted")
+    assert header["meta"][META_KEY] == {"from": "run-[REDACTED:stripe-access-token]"}
+    assert header["meta"]["env"] == {"TOKEN": "[REDACTED:github-pat]"}
+    assert redacted_id(sid) == header["id"]

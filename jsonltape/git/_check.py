@@ -40,15 +40,21 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
+
+import msgspec
 
 from .._fs import read_repo_file
 from .._lines import Bad, problem_of, scan
 from .._scan import read_header, witness_after
 from ..errors import FormatError, GitError
-from ..interop._redact_copy import Secret, fingerprint, mask_value, may_hold_secret, screen
+from ..interop._redact_copy import Secret, fingerprint, may_hold_secret, screen
+from ..interop._secret_events import CHUNK, Chunks, chunks_after, mask_members
+from ..interop._secret_mask import Masker
+from ..interop._secret_mask import Path as MemberPath
+from ..interop._secret_scan import Span
 from ._attrs import looks_like_session, session_attrs, unmarked_note
 from ._objects import (
     SKIP_MODES,
@@ -75,6 +81,7 @@ __all__ = [
     "check_staged_paths",
 ]
 
+_any = msgspec.json.Decoder().decode
 ALLOW_FILE = ".jsonltape-allow"
 ALLOW_CONFIG = "jsonltape.allowSecret"
 #: Secret lines shown per file; the rest are counted in one more line.
@@ -268,7 +275,7 @@ class _Checker:
             start, expected = hend, 1
             header_kinds = None if self.policy.allow_all else may_hold_secret(data[:hend])
             if header_kinds is not None:
-                problems += self._secrets(path, data[:hend], 0, None, header_kinds)
+                problems += self._secrets(path, data[:hend], 0, header_kinds, None)
         problems += self._lines(path, fd, data, start, expected)
         return problems
 
@@ -307,26 +314,37 @@ class _Checker:
     def _lines(self, path: str, fd: int, data: bytes, start: int, expected: int) -> list[Problem]:
         problems: list[Problem] = []
         suspects: dict[int, set[str]] = {}  # line start -> the kinds that may match there
+        chunks = None
         if not self.policy.allow_all:
             region = data[start:] if start else data
             for hit, admitted in screen(region):
                 at = start + region.rfind(b"\n", 0, hit) + 1
                 suspects.setdefault(at, set()).update(admitted)
+            chunks = chunks_after(fd, data, start, expected)
         shown = hidden = 0
+
+        def add(found: list[Problem]) -> None:
+            nonlocal shown, hidden
+            for p in found:
+                if shown < MAX_SECRETS_SHOWN:
+                    problems.append(p)
+                    shown += 1
+                else:
+                    hidden += 1
+
+        if chunks is not None:
+            add(self._chunk_secrets(path, chunks, expected))
         for item in scan(fd, start, expected):
             if isinstance(item, Bad):
                 problems.append(self._bad(path, fd, data, item))
                 break
             off, body, event = item
             flagged = suspects.get(off)
-            if flagged is not None:
-                found = self._secrets(path, body, event.seq, event.data, frozenset(flagged))
-                for p in found:
-                    if shown < MAX_SECRETS_SHOWN:
-                        problems.append(p)
-                        shown += 1
-                    else:
-                        hidden += 1
+            extras = chunks.masks.get(off) if chunks is not None else None
+            # A chunk's data is judged in its run, joined (`chunks`); its other members here.
+            joined = ("data",) if chunks is not None and event.type == CHUNK else None
+            if flagged is not None or extras:
+                add(self._secrets(path, body, event.seq, flagged or (), extras, joined))
         if hidden:
             problems.append(
                 Problem(
@@ -357,27 +375,50 @@ class _Checker:
         )
 
     def _secrets(
-        self, path: str, body: bytes, seq: int | None, data: Any, kinds: frozenset[str]
+        self,
+        path: str,
+        body: bytes,
+        seq: int,
+        kinds: Collection[str],
+        extras: Mapping[MemberPath, Sequence[Span]] | None,
+        joined: MemberPath | None = None,
     ) -> list[Problem]:
-        if data is None:  # the header line: its data, decoded here
-            event, _ = problem_of(body, 0)
-            data = event.data if event is not None else {}
-            seq = 0
+        """The secrets of one line, in any member (a header line is seq 0)."""
         found: list[Secret] = []
-        mask_value(data, found, kinds)
+        try:
+            members: dict[str, Any] = _any(body)
+        except (msgspec.DecodeError, RecursionError):
+            return []  # the line check says what is wrong with it
+        members.pop("crc", None)
+        mask_members(members, Masker(found, kinds, extras=extras, joined=joined))
+        return self._report(path, [(f"line {seq + 1} (seq {seq})", s) for s in found])
+
+    def _chunk_secrets(self, path: str, chunks: Chunks, expected: int) -> list[Problem]:
+        """The secrets of runs of chunks joined that cover a chunk being committed."""
+        out = []
+        for c in chunks.secrets:
+            if c.seqs[-1] < expected:
+                continue  # all in HEAD's lines: committed already
+            first, last = c.seqs[0], c.seqs[-1]
+            lines = f"lines {first + 1}-{last + 1} (seqs {first}-{last})"
+            what = f"{lines}, split across {len(c.seqs)} {CHUNK} events"
+            out.append((what if len(c.seqs) > 1 else f"line {first + 1} (seq {first})", c.secret))
+        return self._report(path, out)
+
+    def _report(self, path: str, found: list[tuple[str, Secret]]) -> list[Problem]:
         problems: list[Problem] = []
         seen: set[str] = set()
-        for s in found:
+        for at, s in found:
             fp = fingerprint(s.kind, s.matched)
             if fp in seen or fp in self.policy.allowed:
                 continue
             seen.add(fp)
-            assert seq is not None
+            inside = f" in {s.where}" if s.where else ""
             problems.append(
                 Problem(
                     path,
                     "secret",
-                    f"line {seq + 1} (seq {seq}): a secret ({s.kind} pattern, fingerprint {fp})",
+                    f"{at}: a secret ({s.kind} rule, fingerprint {fp}){inside}",
                     fp,
                 )
             )

@@ -1,0 +1,274 @@
+"""The secret rules: gitleaks' default rule set (vendored, ``_gitleaks.json``) and a small
+supplement of shapes it lacks, each one a :class:`Rule` judged as gitleaks judges its own.
+
+**gitleaks.** ``_gitleaks.json`` holds the rules of gitleaks (version, commit and MIT licence in
+that file and ``_gitleaks_LICENSE.txt``) as ``scripts/refresh_gitleaks.py`` converted them from
+its ``config/gitleaks.toml``: each rule's Go regex as written, its secret group, entropy
+threshold, keywords and allowlists, and where its matches can start (derived by the script,
+checked by tests/test_secret_rules.py). A match counts as gitleaks counts it: one of the rule's
+keywords is in the text (lowercased), the regex matches, the secret is the rule's secret group
+(else its first non-empty group, else the whole match; a rule whose groups are all named, which
+mark what was seen rather than the secret, has the whole match), its Shannon entropy is above
+the rule's threshold, and no allowlist of the rule or the global one accepts it (a regex on the
+secret, the match or its line; a stopword in the secret). Not carried over: rules and allowlists
+that need a file path (a session's text has none), ``gitleaks:allow`` comments (text in a
+session is data, not a reviewed source file) and decoding of base64/hex/percent-encoded text.
+
+**The supplement** (``source="jsonltape"``), kept because gitleaks has no rule for them:
+
+=========================  ==================================================================
+kind                       what
+=========================  ==================================================================
+``anthropic-key``          ``sk-ant-…`` of any length (gitleaks wants a whole api03/admin01 key)
+``openai-key``             ``sk-…`` / ``sk-proj-…`` without gitleaks' ``T3BlbkFJ`` marker
+``private-key-cut``        ``-----BEGIN … PRIVATE KEY-----`` and the base64 after it, when no
+                           END line follows (a key cut off in a tool's output)
+``azure-storage-key``      ``AccountKey=…`` / ``SharedAccessKey=…`` in a connection string
+``mysql-password``         ``mysql … -pPASSWORD`` (mysqldump, mysqladmin too)
+``docker-login-password``  ``docker login … -p PASSWORD`` / ``--password PASSWORD``
+``bearer``                 ``Bearer <token>``, ``Authorization: Basic|Token <credentials>``
+``url-password``           the password in ``scheme://user:password@host`` (RFC 3986 userinfo;
+                           the user may be empty; the password runs to the last ``@`` a host
+                           follows, so ``/``, ``@`` and ``:`` in it do not leak)
+``assignment``             the value of ``NAME=value``, ``NAME: value``, ``"NAME": "value"``,
+                           ``export NAME='value'`` for names ending in password, passwd,
+                           passphrase, pwd, secret, token, api key, access key, private key,
+                           credential(s), and ``NAME_KEY`` / ``NAME_PASS`` in upper case; no
+                           entropy or length bound (``password: hunter2``), but not a type
+                           (``password: str``), code (``getpass()``), a variable or template
+                           (``$DB_PASSWORD``, ``{{ vault_token }}``) or prose after a bare
+                           keyword (``token: we need it``)
+=========================  ==================================================================
+
+Rules are tried in this order, and a span two rules find is counted as the first one's:
+gitleaks' specific rules, the supplement, then the generic ones (gitleaks' ``generic-api-key``
+and the supplement's ``assignment``), as gitleaks lets a specific rule's finding win over a
+generic one's.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ._re2 import translate
+
+__all__ = ["GITLEAKS", "Anchor", "Rule", "rules", "secret_span"]
+
+_DATA = Path(__file__).with_name("_gitleaks.json")
+
+
+class Anchor(NamedTuple):
+    """A literal every match of a rule holds, and where the match starts relative to it."""
+
+    text: str  #: lowercased when ``folded``
+    folded: bool  #: compared case-insensitively (found in the lowercased text)
+
+
+class _Allow:
+    """One allowlist: regexes on the secret, the match or its line, and stopwords."""
+
+    __slots__ = ("_compiled", "both", "patterns", "stopwords", "target")
+
+    def __init__(
+        self, both: bool, target: str, patterns: Sequence[str], stopwords: Sequence[str]
+    ) -> None:
+        self.both = both  #: condition AND: the regexes and the stopwords must both accept
+        self.target = target  #: secret, match or line
+        self.patterns = tuple(patterns)
+        self.stopwords = tuple(stopwords)
+        self._compiled: tuple[re.Pattern[str], ...] | None = None
+
+    def _regex_accepts(self, text: str) -> bool:
+        if self._compiled is None:
+            self._compiled = tuple(re.compile(translate(p), re.ASCII) for p in self.patterns)
+        return any(r.search(text) is not None for r in self._compiled)
+
+    def accepts(self, secret: str, match: str, line: str) -> bool:
+        target = {"match": match, "line": line}.get(self.target, secret)
+        by_regex = bool(self.patterns) and self._regex_accepts(target)
+        low = secret.lower()
+        by_word = any(w in low for w in self.stopwords)
+        if self.both:
+            return (by_regex or not self.patterns) and (by_word or not self.stopwords)
+        return by_regex or by_word
+
+
+#: ``judge(match) -> (start, end)`` of the secret in the text, or None when it is none.
+Judge = Callable[[re.Match[str]], "tuple[int, int] | None"]
+
+
+class Rule:
+    """One rule: what it is called (its ``kind``), where it comes from, and how a match of its
+    regex is judged. The regex is compiled on first use."""
+
+    __slots__ = (
+        "_compiled",
+        "allow",
+        "anchors",
+        "back",
+        "entropy",
+        "exact",
+        "folded",
+        "generic",
+        "judge",
+        "keywords",
+        "kind",
+        "pattern",
+        "prefix",
+        "run",
+        "secret_group",
+        "source",
+        "whole",
+    )
+
+    def __init__(
+        self,
+        kind: str,
+        pattern: str,
+        *,
+        source: str,
+        keywords: Sequence[str],
+        anchors: Sequence[Anchor] | None,
+        prefix: int = 0,
+        run: str = r"[\w.-]",
+        back: tuple[int, int] = (0, 0),
+        secret_group: int = 0,
+        entropy: float = 0.0,
+        allow: Sequence[_Allow] = (),
+        judge: Judge | None = None,
+    ) -> None:
+        self.kind = kind
+        self.source = source
+        self.pattern = pattern
+        self.keywords = tuple(keywords)
+        self.anchors = None if anchors is None else tuple(anchors)
+        #: The anchors' texts, those compared as they are and those in the lowercased text.
+        self.exact = tuple(a.text for a in self.anchors or () if not a.folded)
+        self.folded = tuple(a.text for a in self.anchors or () if a.folded)
+        #: A match may start up to ``prefix`` characters (-1: any number) before its anchor,
+        #: at the start of the run of ``run`` characters that ends there (0: see ``back``).
+        self.prefix = prefix
+        self.run = run
+        #: With no prefix: the anchor starts ``back[0]`` to ``back[1]`` characters in.
+        self.back = back
+        self.secret_group = secret_group
+        self.entropy = entropy
+        self.allow = tuple(allow)
+        self.judge = judge
+        self.generic = "generic" in kind or kind == "assignment"
+        self.whole = False
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            # gitleaks' patterns are Go syntax, translated when first used (most never are)
+            pattern = translate(self.pattern) if self.source == "gitleaks" else self.pattern
+            self._compiled = re.compile(pattern, re.ASCII)
+            groups = self._compiled.groups
+            self.whole = groups > 0 and len(self._compiled.groupindex) == groups
+        return self._compiled
+
+    def __repr__(self) -> str:
+        return f"Rule({self.kind!r}, {self.source})"
+
+
+def entropy(text: str) -> float:
+    """Shannon entropy of ``text`` in bits per character, as gitleaks computes it (characters
+    counted, the length taken in UTF-8 bytes)."""
+    if not text:
+        return 0.0
+    size = len(text.encode("utf-8", "surrogatepass"))
+    return -sum(n / size * math.log2(n / size) for n in Counter(text).values())
+
+
+def _line(text: str, start: int, end: int) -> str:
+    lo = text.rfind("\n", 0, start) + 1
+    hi = text.find("\n", end)
+    return text[lo : hi if hi >= 0 else len(text)]
+
+
+def secret_span(rule: Rule, m: re.Match[str]) -> tuple[int, int] | None:
+    """Where the secret of ``rule``'s match ``m`` is, or None when gitleaks would not count it
+    (low entropy, an allowlist accepts it)."""
+    if rule.judge is not None:
+        return rule.judge(m)
+    regex = rule.regex
+    span = m.span()
+    if rule.secret_group and rule.secret_group <= regex.groups:
+        span = m.span(rule.secret_group)
+    elif regex.groups and not rule.whole:
+        span = next((m.span(g) for g in range(1, regex.groups + 1) if m.group(g)), span)
+    text = m.string
+    secret = text[span[0] : span[1]].strip("\n")
+    if not secret or (rule.entropy and entropy(secret) <= rule.entropy):
+        return None
+    match = m.group(0).strip("\n")
+    line = _line(text, m.start(), m.end())
+    for allow in (*rule.allow, *GITLEAKS.allow):
+        if allow.accepts(secret, match, line):
+            return None
+    return span
+
+
+class _Source(NamedTuple):
+    """The vendored rule set: where it came from and its global allowlist."""
+
+    version: str
+    commit: str
+    allow: tuple[_Allow, ...]
+
+
+def _allow(raw: dict[str, Any]) -> _Allow:
+    return _Allow(
+        raw.get("condition") == "AND",
+        raw.get("regexTarget", "secret"),
+        raw.get("regexes") or (),
+        raw.get("stopwords") or (),
+    )
+
+
+def _load() -> tuple[_Source, list[Rule]]:
+    data = json.loads(_DATA.read_text(encoding="utf-8"))
+    glob = data["allowlist"]
+    source = _Source(data["version"], data["commit"], (_allow(glob),))
+    out = []
+    for r in data["rules"]:
+        where = r.get("anchors")
+        out.append(
+            Rule(
+                r["id"],
+                r["regex"],
+                source="gitleaks",
+                keywords=r["keywords"],
+                anchors=None if where is None else [Anchor(t, f) for t, f in where["literals"]],
+                prefix=0 if where is None else where["prefix"],
+                back=(0, 0) if where is None else (where["back"][0], where["back"][1]),
+                secret_group=r.get("secretGroup", 0),
+                entropy=r.get("entropy", 0.0),
+                allow=[_allow(a) for a in r.get("allowlists", [])],
+            )
+        )
+    return source, out
+
+
+GITLEAKS, _GITLEAKS_RULES = _load()
+
+
+@functools.cache
+def rules() -> tuple[Rule, ...]:
+    """Every rule, in the order they are tried (see the module doc)."""
+    from ._secret_extra import SUPPLEMENT
+
+    specific = [r for r in _GITLEAKS_RULES if not r.generic]
+    generic = [r for r in _GITLEAKS_RULES if r.generic]
+    extra = [r for r in SUPPLEMENT if not r.generic]
+    extra_generic = [r for r in SUPPLEMENT if r.generic]
+    return (*specific, *extra, *generic, *extra_generic)
