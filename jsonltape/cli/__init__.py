@@ -149,7 +149,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "redact": (
         "_git_check",
         "redact",
-        "Write a copy of SRC to DST with every secret the redaction patterns find masked.",
+        "Write a copy of SRC to DST with every secret the secret rules find masked.",
     ),
 }
 

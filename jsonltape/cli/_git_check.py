@@ -120,12 +120,13 @@ def check(paths: tuple[Path, ...], staged: bool, allow_secrets: bool) -> None:
     help="The new file to write (never overwritten).",
 )
 def redact(src: Path, dst: Path) -> None:
-    """Write a copy of SRC to DST with every secret the redaction patterns find masked.
+    """Write a copy of SRC to DST with every secret the secret rules find masked.
 
     The copy is a valid session with a new id (SRC's id + ".redacted"; its header's meta
-    names SRC's id): the same events, seqs and structure, every string a pattern matches
-    replaced by [REDACTED:<kind>], CRCs and checkpoints recomputed. DST is created 0600 and
-    never replaces a file; SRC is only read. A torn tail of SRC is left out.
+    names SRC's id): the same events, seqs and structure, every secret (gitleaks' rules and a
+    supplement; in any member, as written or as a reader sees it, split across message parts
+    or stream chunks) replaced by [REDACTED:<rule>], CRCs and checkpoints recomputed. DST is
+    created 0600 and never replaces a file; SRC is only read. A torn tail of SRC is left out.
     """
     from ..interop._redact_copy import redact_copy
 

@@ -317,9 +317,13 @@ class _Checker:
         chunks = None
         if not self.policy.allow_all:
             region = data[start:] if start else data
-            for hit, admitted in screen(region):
-                at = start + region.rfind(b"\n", 0, hit) + 1
-                suspects.setdefault(at, set()).update(admitted)
+            line, end = -1, -1  # the line of the last hit: hits come sorted, one rfind a line
+            for hit, admitted in sorted(screen(region)):
+                if hit >= end:
+                    line = region.rfind(b"\n", 0, hit) + 1
+                    end = region.find(b"\n", hit)
+                    end = len(region) if end < 0 else end
+                suspects.setdefault(start + line, set()).update(admitted)
             chunks = chunks_after(fd, data, start, expected)
         shown = hidden = 0
 

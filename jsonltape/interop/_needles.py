@@ -15,7 +15,7 @@ checked where the other is found).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Generic, TypeVar
 
 __all__ = ["Needles"]
@@ -90,32 +90,33 @@ class Needles(Generic[T]):
             compiled = re.compile(pattern.encode("ascii") if self._raw is not None else pattern)
             self._groups.append((compiled, found))
 
-    def find(self, hay: T) -> Iterator[tuple[int, int]]:
+    def find(self, hay: T) -> list[tuple[int, int]]:
         """Every ``(position, needle index)`` of a needle in ``hay``, in no order."""
         if len(hay) * len(self.needles) < _SHORT:
             return self._find_each(hay)
         return self._find_led(hay)
 
-    def _find_each(self, hay: T) -> Iterator[tuple[int, int]]:
+    def _find_each(self, hay: T) -> list[tuple[int, int]]:
         """A short text: each needle looked for (a call per needle costs less there than a
         regex pass per lead)."""
+        out = []
         needles = self.needles if self._raw is None else self._raw
         for n, needle in enumerate(needles):
             at = hay.find(needle)  # type: ignore[arg-type]
             while at >= 0:
-                yield at, n
+                out.append((at, n))
                 at = hay.find(needle, at + 1)  # type: ignore[arg-type]
+        return out
 
-    def _find_led(self, hay: T) -> Iterator[tuple[int, int]]:
-        """Every ``(position, needle index)`` of a needle in ``hay`` (lead by lead, so not in
-        order of position)."""
+    def _find_led(self, hay: T) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        append = out.append
+        needles = self.needles if self._raw is None else self._raw
         for regex, found in self._groups:
             for m in regex.finditer(hay):
                 at = m.start()
                 for n, back, check in found[m.lastgroup or ""]:
                     start = at - back
-                    if check:
-                        needle = self.needles[n] if self._raw is None else self._raw[n]
-                        if start < 0 or not hay.startswith(needle, start):  # type: ignore[arg-type]
-                            continue
-                    yield start, n
+                    if not check or (start >= 0 and hay.startswith(needles[n], start)):  # type: ignore[arg-type]
+                        append((start, n))
+        return out

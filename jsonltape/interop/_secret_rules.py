@@ -59,7 +59,7 @@ from typing import Any, NamedTuple
 
 from ._re2 import translate
 
-__all__ = ["GITLEAKS", "Anchor", "Rule", "rules", "secret_span"]
+__all__ = ["Anchor", "Rule", "gitleaks", "rules", "secret_span"]
 
 _DATA = Path(__file__).with_name("_gitleaks.json")
 
@@ -212,7 +212,7 @@ def secret_span(rule: Rule, m: re.Match[str]) -> tuple[int, int] | None:
         return None
     match = m.group(0).strip("\n")
     line = _line(text, m.start(), m.end())
-    for allow in (*rule.allow, *GITLEAKS.allow):
+    for allow in (*rule.allow, *gitleaks().allow):
         if allow.accepts(secret, match, line):
             return None
     return span
@@ -235,7 +235,9 @@ def _allow(raw: dict[str, Any]) -> _Allow:
     )
 
 
+@functools.cache
 def _load() -> tuple[_Source, list[Rule]]:
+    """The vendored rule set, read on first use (a command that checks nothing never does)."""
     data = json.loads(_DATA.read_text(encoding="utf-8"))
     glob = data["allowlist"]
     source = _Source(data["version"], data["commit"], (_allow(glob),))
@@ -259,7 +261,9 @@ def _load() -> tuple[_Source, list[Rule]]:
     return source, out
 
 
-GITLEAKS, _GITLEAKS_RULES = _load()
+def gitleaks() -> _Source:
+    """Where the vendored rules come from (version, commit) and their global allowlist."""
+    return _load()[0]
 
 
 @functools.cache
@@ -267,8 +271,9 @@ def rules() -> tuple[Rule, ...]:
     """Every rule, in the order they are tried (see the module doc)."""
     from ._secret_extra import SUPPLEMENT
 
-    specific = [r for r in _GITLEAKS_RULES if not r.generic]
-    generic = [r for r in _GITLEAKS_RULES if r.generic]
+    vendored = _load()[1]
+    specific = [r for r in vendored if not r.generic]
+    generic = [r for r in vendored if r.generic]
     extra = [r for r in SUPPLEMENT if not r.generic]
     extra_generic = [r for r in SUPPLEMENT if r.generic]
     return (*specific, *extra, *generic, *extra_generic)

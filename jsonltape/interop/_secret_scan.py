@@ -86,6 +86,17 @@ def lowered(text: str) -> str:
     return text.lower()
 
 
+_RUN_CHARS: dict[str, re.Pattern[str]] = {}
+
+
+def _in_run(run: str, ch: str) -> bool:
+    """Whether ``ch`` is one of the class ``run``."""
+    one = _RUN_CHARS.get(run)
+    if one is None:
+        one = _RUN_CHARS[run] = re.compile(run, re.ASCII)
+    return one.match(ch) is not None
+
+
 def _run_start(text: str, at: int, lo: int, run: str) -> int:
     """Where the run of ``run`` characters ending at ``at`` starts (not before ``lo``)."""
     breaker = _BREAKERS.get(run)
@@ -121,7 +132,9 @@ def matches(
             if at < resume:
                 continue  # inside the previous match: a search resumes after it
             lo = resume if rule.prefix < 0 else max(resume, at - rule.prefix)
-            m = match(text, _run_start(text, at, lo, rule.run))
+            # Usually no run comes before the anchor (a blank or quote precedes it).
+            start = at if at <= lo or not _in_run(rule.run, text[at - 1]) else None
+            m = match(text, _run_start(text, at, lo, rule.run) if start is None else start)
             if m is not None:
                 yield m
                 resume = max(m.end(), m.start() + 1)
@@ -164,19 +177,24 @@ class _Chosen:
     def hits(self, text: str, low: str, keyed: set[int] | None = None) -> dict[int, list[int]]:
         """Rule index -> where its anchors are in ``text``, sorted; the rules whose keywords
         ``text`` holds are added to ``keyed``."""
-        out: dict[int, set[int]] = {}
+        at_needle: dict[int, list[int]] = {}
         needles, rules_of = self._folded
         for at, n in needles.find(low):
+            at_needle.setdefault(n, []).append(at)
+        out: dict[int, list[int]] = {}
+        for n, where in at_needle.items():
             keyers, anchored = rules_of[n]
             if keyed is not None:
                 keyed.update(keyers)
             for i in anchored:
-                out.setdefault(i, set()).add(at)
+                out.setdefault(i, []).extend(where)
         needles_exact, exact_of = self._exact
         for at, n in needles_exact.find(text):
             for i in exact_of[n]:
-                out.setdefault(i, set()).add(at)
-        return {i: sorted(v) for i, v in out.items()}
+                out.setdefault(i, []).append(at)
+        for where in out.values():
+            where.sort()
+        return {i: list(dict.fromkeys(w)) if len(w) > 1 else w for i, w in out.items()}
 
 
 _CHOSEN: dict[frozenset[str], _Chosen] = {}
