@@ -16,9 +16,21 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonltape.interop._secret_scan import lowered, matches, rules
+from jsonltape.interop._secret_mask import kinds_in
+from jsonltape.interop._secret_scan import (
+    ANY,
+    Span,
+    find,
+    lowered,
+    matches,
+    merged,
+    rules,
+    spans,
+    views,
+)
 
 from .secret_cases import NEGATIVE, POSITIVE
+from .test_redaction_table import full_width
 
 EXAMPLES = json.loads((Path(__file__).parent / "fixtures" / "gitleaks_examples.json").read_text())[
     "rules"
@@ -95,3 +107,39 @@ def test_the_table_and_gitleaks_examples_match_as_the_regexes_do() -> None:
             for variant in (text, f"{text.upper()}\n{text}"):
                 got = _found(matches(rule, variant, lowered(variant)))
                 assert got == _found(rule.regex.finditer(variant)), (rule.kind, variant)
+
+
+# -- the screen and the views' rules: what they leave out finds nothing -----------------------
+
+_ESCAPES = ['\\"', "\\\\", "\\n", "\\t", "\\/", "\\u0041", "\\u00e9", "\\uff53", "\\u200b", "/"]
+_table = st.sampled_from([t for t, _, _ in POSITIVE] + NEGATIVE)
+_mixed = st.lists(
+    st.one_of(
+        _piece,
+        _table,
+        _table.map(lambda t: json.dumps(t)[1:-1]),  # JSON-escaped
+        _table.map(lambda t: json.dumps(json.dumps(t))[1:-1]),  # twice
+        _table.map(lambda t: full_width(json.dumps(t)[1:-1])),  # escaped, then full-width
+        st.sampled_from(_ESCAPES),
+    ),
+    max_size=12,
+).map("".join)
+
+
+def _every_rule(text: str) -> list[tuple[int, int, str]]:
+    """Every rule over the text as written and over each view: what the screen and the views'
+    narrowed rules must find too."""
+    found = [Span(f.start, f.end, f.rule) for f in find(text, ANY)]
+    for view in views(text):
+        for f in find(view.text, ANY):
+            a, b = view.span(f.start, f.end)
+            if a < b:
+                found.append(Span(a, b, f.rule))
+    return [(s.start, s.end, s.rule.kind) for s in merged(found)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(_mixed)
+def test_the_screened_rules_find_what_every_rule_finds(text: str) -> None:
+    got = [(s.start, s.end, s.rule.kind) for s in spans(text, kinds_in(text) or ())]
+    assert got == _every_rule(text), text

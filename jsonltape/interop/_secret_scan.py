@@ -418,11 +418,25 @@ def spans(text: str, kinds: Collection[str] | None = None) -> list[Span]:
     written, and of every rule in what a reader sees of it, merged."""
     found = [(f.start, f.end, _order(f.rule), f.rule) for f in find(text, kinds)]
     for view in views(text):
-        for f in find(view.text):
+        kinds = _view_kinds(view, kinds)  # a view of a view: from what the one below needs
+        for f in find(view.text, kinds):
             a, b = view.span(f.start, f.end)
             if a < b:
                 found.append((a, b, _order(f.rule), f.rule))
     return _merged(found)
+
+
+def _view_kinds(view: View, kinds: Collection[str] | None) -> Collection[str] | None:
+    """The rules that may find something in ``view`` that ``kinds`` are tried for in its
+    source. Taking an escape other than ``\\u`` only removes a backslash before ``"``,
+    ``\\``, ``/`` or a control character, none of which a keyword or anchor holds but
+    ``://``: the view holds the keywords its source does (so ``kinds``, and the URL rule).
+    Any other change (a ``\\u`` escape, NFKC, an invisible character removed) may make a
+    keyword: every rule."""
+    source = view.source
+    if kinds is None or "\\u" in source or not source.isascii():
+        return None
+    return (*kinds, "url-password") if "\\/" in source else kinds
 
 
 class Joined(NamedTuple):
