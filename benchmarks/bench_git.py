@@ -2,6 +2,7 @@
 
     python benchmarks/bench_git.py [--sessions 1000] [--kb 100] [--append-kb 2]
                                    [--textconv-mb 10] [--rounds 5] [--dir DIR]
+                                   [--before SRC] [--no-textconv]
 
 (a) ``jsonltape git pre-commit`` (its own process, as the hook runs it) in a repository where
 ``--sessions`` session files of ``--kb`` KB each are staged, vs the issue's baseline: ``git
@@ -11,6 +12,10 @@ diff --cached --name-only`` and a ``cat`` of the same staged blobs, measured two
 *new*, every session added (every byte checked), and *appended*, every session committed
 and then one turn of ``--append-kb`` KB appended to each (the guard checks only what was
 appended; the baselines still read every staged blob).
+
+``--before SRC`` adds the guard of another jsonltape source tree (``git archive`` of an earlier
+commit, put first on ``PYTHONPATH``) to every round, so a change is measured against the code
+before it in the same run.
 
 (b) ``jsonltape git textconv`` of one ``--textconv-mb`` MB session to /dev/null, vs ``cat`` of
 the file and vs ``jsonltape cat`` (the reader's own walk over the same lines), and a sample of
@@ -184,9 +189,9 @@ def make_repo(root: Path, sessions: int, kb: int) -> list[Writer]:
     return writers
 
 
-def commands(root: Path) -> dict[str, tuple[list[str], bool]]:
+def commands(root: Path, before: Path | None = None) -> dict[str, tuple[list[str], bool]]:
     jt = command_prefix()
-    return {
+    cmds = {
         "jsonltape git pre-commit": ([*jt, "git", "pre-commit"], False),
         "cat in one process": (
             ["git diff --cached --name-only | sed 's/^/:/' | git cat-file --batch"],
@@ -197,6 +202,10 @@ def commands(root: Path) -> dict[str, tuple[list[str], bool]]:
             True,
         ),
     }
+    if before is not None:  # another jsonltape's source tree, first on the path
+        argv = ["env", f"PYTHONPATH={before}", PY, "-m", "jsonltape", "git", "pre-commit"]
+        cmds["jsonltape git pre-commit (--before)"] = (argv, False)
+    return cmds
 
 
 def alternate(
@@ -239,11 +248,13 @@ def table(
         )
 
 
-def bench_pre_commit(base: Path, sessions: int, kb: int, append_kb: int, rounds: int) -> None:
+def bench_pre_commit(
+    base: Path, sessions: int, kb: int, append_kb: int, rounds: int, before: Path | None = None
+) -> None:
     root = base / "repo"
     writers = make_repo(root, sessions, kb)
     total = sum(w.size for w in writers)
-    cmds = commands(root)
+    cmds = commands(root, before)
     times = alternate(cmds, root, rounds)
     table(
         f"(a) new: {sessions} sessions of {kb} KB staged ({total / 1e6:.1f} MB), {rounds} rounds",
@@ -306,6 +317,13 @@ def main() -> None:
     ap.add_argument("--textconv-mb", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="also run the guard of this jsonltape source tree (git archive of a commit)",
+    )
+    ap.add_argument("--no-textconv", action="store_true", help="only the commit guard")
     args = ap.parse_args()
     if shutil.which("git") is None:
         raise SystemExit("needs the git binary")
@@ -321,8 +339,9 @@ def main() -> None:
         (env_home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
         ENV.update(HOME=str(env_home), GIT_CONFIG_GLOBAL=str(env_home / ".gitconfig"))
         ENV["GIT_CONFIG_NOSYSTEM"] = "1"
-        bench_pre_commit(base, args.sessions, args.kb, args.append_kb, args.rounds)
-        bench_textconv(base, args.textconv_mb, args.rounds)
+        bench_pre_commit(base, args.sessions, args.kb, args.append_kb, args.rounds, args.before)
+        if not args.no_textconv:
+            bench_textconv(base, args.textconv_mb, args.rounds)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,11 @@ character per rule; but a rule can only match where one of its keywords is in th
 own prefilter) and only at a start its anchors allow: every match holds one of the rule's anchor
 literals (``sk_live_``, ``ghp_``, ``adafruit``) at a known distance from its start, or after a
 lazy run of identifier characters (gitleaks' semi-generic rules, ``[\\w.-]{0,50}?adafruit…``:
-the match starts where that run starts, at most N characters back). So the literals are found
-with ``str.find`` (in the lowercased text for case-insensitive ones) and the regex is tried only
-at the starts they allow, left to right, resuming after each match: exactly the matches
-``finditer`` finds (tests/test_secret_rules.py holds them equal over random texts), since a
+the match starts where that run starts, at most N characters back). So the keywords and the
+literals of the rules chosen for a text are found together (:class:`~._needles.Needles`; the
+case-insensitive ones in the lowercased text), and each rule with a keyword there is tried only
+at the starts its anchors allow, left to right, resuming after each match: exactly the matches
+``finditer`` finds (tests/test_redaction_fast.py holds them equal over random texts), since a
 start without an anchor cannot match and ``match(text, pos)`` is the same attempt as a search's
 at ``pos``. A rule whose matches start with no literal is searched whole, when a keyword is there.
 
@@ -22,7 +23,9 @@ it came from. Pieces a reader sees as one text (the parts of a message, a run of
 are joined and scanned too; a secret that spans pieces is masked in each piece it covers.
 
 The text is scanned as written and as seen, so a secret found either way is masked; where two
-found spans overlap they are masked as one, named by the first rule in :func:`rules` order.
+found spans overlap they are masked as one, named by the first rule in :func:`rules` order. A
+view made only by JSON escapes other than ``\\u`` holds the keywords its source holds, so it is
+tried with the rules chosen for the source; any other view, with every rule.
 """
 
 from __future__ import annotations
