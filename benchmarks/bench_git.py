@@ -317,12 +317,8 @@ def main() -> None:
     ap.add_argument("--textconv-mb", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--dir", type=Path, default=None)
-    ap.add_argument(
-        "--before",
-        type=Path,
-        default=None,
-        help="also run the guard of this jsonltape source tree (git archive of a commit)",
-    )
+    before = "also run the guard of this jsonltape source tree (git archive of a commit)"
+    ap.add_argument("--before", type=Path, default=None, help=before)
     ap.add_argument("--no-textconv", action="store_true", help="only the commit guard")
     args = ap.parse_args()
     if shutil.which("git") is None:
