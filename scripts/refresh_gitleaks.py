@@ -172,20 +172,12 @@ def _usable(found: set[tuple[str, bool]]) -> list[list[Any]] | None:
     return [[text, case] for text, case in literals]
 
 
-def anchors(pattern: str) -> dict[str, Any] | None:
-    """Where a match of the translated ``pattern`` can start, or None when no literal tells.
-
-    ``{"prefix": N, "literals": [[text, ci], ...], "back": [lo, hi]}``: every match holds one
-    of the literals (``ci``: lowercased, to compare case-insensitively); with N > 0 the match
-    starts with a lazy run of up to N ``[\\w.-]`` that ends where the literal starts; else
-    the literal starts ``lo`` to ``hi`` characters after the match does.
-    """
-    parsed = sre_parse.parse(pattern, re.ASCII)
-    ci = bool(parsed.state.flags & C.SRE_FLAG_IGNORECASE)
+def _group(parsed: Any, ci: bool) -> dict[str, Any] | None:
+    """Where a match of the parsed sequence ``parsed`` can start (see :func:`anchors`)."""
     walk = _Walk()
     literals = _usable(walk.firsts(parsed, ci, True)[0])
     if literals is not None:
-        return {"prefix": walk.prefix, "literals": literals, "back": [0, 0]}
+        return {"prefix": walk.prefix, "back": [0, 0], "literals": literals}
     # A bounded run before the first literal: the literal starts lo..hi characters in.
     items = list(parsed)
     for i in range(1, len(items)):
@@ -197,7 +189,29 @@ def anchors(pattern: str) -> dict[str, Any] | None:
         rest = sre_parse.SubPattern(parsed.state, items[i:])
         literals = _usable(walk.firsts(rest, ci, False)[0])
         if literals is not None and max(len(t) for t, _ in literals) >= 2:
-            return {"prefix": 0, "literals": literals, "back": [lo, hi]}
+            return {"prefix": 0, "back": [lo, hi], "literals": literals}
+    return None
+
+
+def anchors(pattern: str) -> list[dict[str, Any]] | None:
+    """Where a match of the translated ``pattern`` can start, or None when no literal tells.
+
+    A list of groups ``{"prefix": N, "back": [lo, hi], "literals": [[text, ci], ...]}``, one for
+    the pattern, or one for each of its alternatives at the top when they differ (``a lazy
+    identifier run then a name | a token``): every match holds one of a group's literals
+    (``ci``: lowercased, to compare case-insensitively); with N > 0 the match starts with a
+    lazy run of up to N ``[\\w.-]`` that ends where the literal starts; else the literal
+    starts ``lo`` to ``hi`` characters after the match does.
+    """
+    parsed = sre_parse.parse(pattern, re.ASCII)
+    ci = bool(parsed.state.flags & C.SRE_FLAG_IGNORECASE)
+    whole = _group(parsed, ci)
+    if whole is not None:
+        return [whole]
+    if len(parsed) == 1 and parsed[0][0] is C.BRANCH:
+        groups = [_group(sre_parse.SubPattern(parsed.state, alt), ci) for alt in parsed[0][1][1]]
+        if all(g is not None for g in groups):
+            return groups  # type: ignore[return-value]
     return None
 
 

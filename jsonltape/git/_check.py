@@ -7,9 +7,12 @@ tree) and reports one :class:`Problem` per thing it refuses:
 * ``corrupt``: a bad line with a good checkpoint after it (spec §10.2: not a crash tail);
 * ``torn``: a bad last line or lines (a writer may be mid-write, or the file was copied
   mid-write): wait for the writer to close, or run ``jsonltape repair``;
-* ``secret``: a string a redaction pattern of :mod:`jsonltape.interop.redaction` matches, in the
-  data of any event at any depth, named by its pattern, line, seq and a fingerprint (never by
-  any part of the text): ``jsonltape redact SRC -o DST`` writes a masked copy;
+* ``secret``: a secret the rules of :mod:`jsonltape.interop._secret_rules` find in any member of
+  any line (:mod:`jsonltape.interop._secret_events`: data at any depth, the key, the type,
+  members the envelope does not know), as written or as a reader sees it, in a message's parts
+  joined or in a run of stream chunks joined (with the chunks of HEAD's lines that the run
+  continues), named by its rule, line, seq, a fingerprint and where it is (never by any part of
+  the text): ``jsonltape redact SRC -o DST`` writes a masked copy;
 * ``rewritten``: a history that is not an extension of HEAD's version of the file (or of the
   file it was renamed from): the first byte that differs, with its line and seq. A HEAD version
   whose torn tail was cut by ``repair`` is no rewrite: only HEAD's good lines must be kept.
@@ -26,14 +29,15 @@ staged blob starts with HEAD's is proved by HEAD's blob id (the hash of the stag
 first bytes, as many as HEAD's size): HEAD's blob itself is read only when it is not so.
 
 **Accepting a secret.** ``--allow-secrets`` accepts every secret for one run. A known false
-positive is accepted by its fingerprint, ``<kind>:<12 hex>`` (SHA-256 of kind and matched text,
-printed in the refusal), listed either in ``.jsonltape-allow`` at the top of the work tree (one
-per line; ``#`` starts a comment; a symlink, a FIFO, a directory or a file over 4 MiB there is
-refused, never followed or read without end) or in ``git config --add jsonltape.allowSecret
-<fingerprint>``.
+positive is accepted by its fingerprint, ``<rule>:<12 hex>`` (SHA-256 of the rule's id and
+the secret, printed in the refusal), listed either in ``.jsonltape-allow`` at the top of the
+work tree (one per line; ``#`` starts a comment; a symlink, a FIFO, a directory or a file over
+4 MiB there is refused, never followed or read without end) or in ``git config --add
+jsonltape.allowSecret <fingerprint>``.
 
 Only the bytes of a file are judged; the screen that keeps the secret scan cheap is
-:func:`jsonltape.interop._redact_copy.screen`.
+:func:`jsonltape.interop._secret_screen.screen`. A session file without the ``merge=jsonltape``
+attribute gets one note a run (``no-merge-attribute``, :data:`NOTES`: said, refuses nothing).
 """
 
 from __future__ import annotations

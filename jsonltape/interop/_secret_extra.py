@@ -188,8 +188,7 @@ SUPPLEMENT: tuple[Rule, ...] = (
         r"(?:[/?#\s\"'<>`),;\]]|$))",
         source="jsonltape",
         keywords=["://"],
-        anchors=[Anchor("://", False)],
-        prefix=-1,  # the scheme before "://": a run of any length
+        anchors=[Anchor("://", False, prefix=-1)],  # the scheme before it: any length
         run=r"[A-Za-z0-9+.\-]",
         judge=_group(2),  # type: ignore[arg-type]
     ),

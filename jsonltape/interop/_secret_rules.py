@@ -65,10 +65,15 @@ _DATA = Path(__file__).with_name("_gitleaks.json")
 
 
 class Anchor(NamedTuple):
-    """A literal every match of a rule holds, and where the match starts relative to it."""
+    """A literal every match of a rule (or of one of its alternatives) holds, and where the
+    match starts relative to it: up to ``prefix`` characters (-1: any number) before it, where
+    the run of the rule's ``run`` characters that ends there starts; with no prefix, ``back[0]``
+    to ``back[1]`` characters before it."""
 
     text: str  #: lowercased when ``folded``
     folded: bool  #: compared case-insensitively (found in the lowercased text)
+    prefix: int = 0
+    back: tuple[int, int] = (0, 0)
 
 
 class _Allow:
@@ -112,7 +117,6 @@ class Rule:
         "_compiled",
         "allow",
         "anchors",
-        "back",
         "entropy",
         "exact",
         "folded",
@@ -121,7 +125,6 @@ class Rule:
         "keywords",
         "kind",
         "pattern",
-        "prefix",
         "run",
         "secret_group",
         "source",
@@ -136,9 +139,7 @@ class Rule:
         source: str,
         keywords: Sequence[str],
         anchors: Sequence[Anchor] | None,
-        prefix: int = 0,
         run: str = r"[\w.-]",
-        back: tuple[int, int] = (0, 0),
         secret_group: int = 0,
         entropy: float = 0.0,
         allow: Sequence[_Allow] = (),
@@ -150,14 +151,10 @@ class Rule:
         self.keywords = tuple(keywords)
         self.anchors = None if anchors is None else tuple(anchors)
         #: The anchors' texts, those compared as they are and those in the lowercased text.
-        self.exact = tuple(a.text for a in self.anchors or () if not a.folded)
-        self.folded = tuple(a.text for a in self.anchors or () if a.folded)
-        #: A match may start up to ``prefix`` characters (-1: any number) before its anchor,
-        #: at the start of the run of ``run`` characters that ends there (0: see ``back``).
-        self.prefix = prefix
+        self.exact = tuple(dict.fromkeys(a.text for a in self.anchors or () if not a.folded))
+        self.folded = tuple(dict.fromkeys(a.text for a in self.anchors or () if a.folded))
+        #: The characters of the run an anchor's ``prefix`` may start before it.
         self.run = run
-        #: With no prefix: the anchor starts ``back[0]`` to ``back[1]`` characters in.
-        self.back = back
         self.secret_group = secret_group
         self.entropy = entropy
         self.allow = tuple(allow)
@@ -243,16 +240,21 @@ def _load() -> tuple[_Source, list[Rule]]:
     source = _Source(data["version"], data["commit"], (_allow(glob),))
     out = []
     for r in data["rules"]:
-        where = r.get("anchors")
+        groups = r.get("anchors")
+        anchors = None
+        if groups is not None:
+            anchors = [
+                Anchor(t, f, g["prefix"], (g["back"][0], g["back"][1]))
+                for g in groups
+                for t, f in g["literals"]
+            ]
         out.append(
             Rule(
                 r["id"],
                 r["regex"],
                 source="gitleaks",
                 keywords=r["keywords"],
-                anchors=None if where is None else [Anchor(t, f) for t, f in where["literals"]],
-                prefix=0 if where is None else where["prefix"],
-                back=(0, 0) if where is None else (where["back"][0], where["back"][1]),
+                anchors=anchors,
                 secret_group=r.get("secretGroup", 0),
                 entropy=r.get("entropy", 0.0),
                 allow=[_allow(a) for a in r.get("allowlists", [])],

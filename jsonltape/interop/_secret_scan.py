@@ -37,7 +37,7 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import NamedTuple
 
 from ._needles import Needles
-from ._secret_rules import Rule, rules, secret_span
+from ._secret_rules import Anchor, Rule, rules, secret_span
 
 __all__ = [
     "ANY",
@@ -116,11 +116,17 @@ def _run_start(text: str, at: int, lo: int, run: str) -> int:
 
 
 def matches(
-    rule: Rule, text: str, low: str, hits: list[int] | None = None
+    rule: Rule, text: str, low: str, hits: list[tuple[int, Anchor]] | None = None
 ) -> Iterator[re.Match[str]]:
     """The matches of ``rule.regex`` in ``text`` exactly as ``finditer`` gives them, tried only
     where the rule's anchors allow (``low``: :func:`lowered` ``text``; ``hits``: where its
-    anchors are, sorted, when the caller found them already)."""
+    anchors are, when the caller found them already).
+
+    Each anchor found puts the earliest start a match through it can have: ``back`` characters
+    before it, or where the run of identifier characters before it starts (at most ``prefix``
+    back). In order of those starts, a search that resumed at ``resume`` after the last match
+    tries each that is not before ``resume`` (one whose run reaches past ``resume`` from there).
+    """
     if rule.anchors is None:
         yield from rule.regex.finditer(text)
         return
@@ -128,26 +134,28 @@ def matches(
         hits = _chosen((rule.kind,)).hits(text, low).get(0, [])
     if not hits:
         return
-    match = rule.regex.match
-    resume = 0
-    if rule.prefix:
-        for at in hits:
-            if at < resume:
-                continue  # inside the previous match: a search resumes after it
-            lo = resume if rule.prefix < 0 else max(resume, at - rule.prefix)
+    starts: list[tuple[int, int]] = []  # (earliest start, the anchor's position or -1)
+    for at, anchor in hits:
+        if anchor.prefix:
+            lo = 0 if anchor.prefix < 0 else max(0, at - anchor.prefix)
             # Usually no run comes before the anchor (a blank or quote precedes it).
-            start = at if at <= lo or not _in_run(rule.run, text[at - 1]) else None
-            m = match(text, _run_start(text, at, lo, rule.run) if start is None else start)
-            if m is not None:
-                yield m
-                resume = max(m.end(), m.start() + 1)
-        return
-    lo_back, hi_back = rule.back
-    starts = sorted({at - b for at in hits for b in range(lo_back, hi_back + 1) if b <= at})
-    for start in starts:
-        if start < resume:
+            run = at > lo and _in_run(rule.run, text[at - 1])
+            starts.append((_run_start(text, at, lo, rule.run) if run else at, at))
+        else:
+            lo_back, hi_back = anchor.back
+            starts += [(at - b, -1) for b in range(lo_back, hi_back + 1) if b <= at]
+    starts.sort()
+    match = rule.regex.match
+    resume, tried = 0, -1
+    for earliest, at in starts:
+        if earliest < resume:
+            if at < resume:
+                continue  # a start before the last match's end, or one inside it
+            earliest = resume  # a run from before: from where the search resumed
+        if earliest == tried:
             continue
-        m = match(text, start)
+        tried = earliest
+        m = match(text, earliest)
         if m is not None:
             yield m
             resume = max(m.end(), m.start() + 1)
@@ -162,42 +170,43 @@ class _Chosen:
 
     def __init__(self, chosen: tuple[Rule, ...]) -> None:
         self.rules = chosen
-        folded: dict[str, tuple[list[int], list[int]]] = {}  # needle -> (keyed, anchored) rules
-        exact: dict[str, list[int]] = {}
+        # needle -> (the rules it is a keyword of, the (rule, anchor) pairs it is the text of)
+        folded: dict[str, tuple[list[int], list[tuple[int, Anchor]]]] = {}
+        exact: dict[str, list[tuple[int, Anchor]]] = {}
         for i, r in enumerate(chosen):
             for k in r.keywords:
                 folded.setdefault(k, ([], []))[0].append(i)
             for a in r.anchors or ():
                 if a.folded:
-                    folded.setdefault(a.text, ([], []))[1].append(i)
+                    folded.setdefault(a.text, ([], []))[1].append((i, a))
                 else:
-                    exact.setdefault(a.text, []).append(i)
+                    exact.setdefault(a.text, []).append((i, a))
         self.always = tuple(i for i, r in enumerate(chosen) if not r.keywords)
         self.keywords = tuple(dict.fromkeys(k for r in chosen for k in r.keywords))
         self._folded = (Needles(list(folded), ""), [v for v in folded.values()])
         self._exact = (Needles(list(exact), ""), list(exact.values()))
 
-    def hits(self, text: str, low: str, keyed: set[int] | None = None) -> dict[int, list[int]]:
-        """Rule index -> where its anchors are in ``text``, sorted; the rules whose keywords
-        ``text`` holds are added to ``keyed``."""
+    def hits(
+        self, text: str, low: str, keyed: set[int] | None = None
+    ) -> dict[int, list[tuple[int, Anchor]]]:
+        """Rule index -> where its anchors are in ``text``; the rules whose keywords ``text``
+        holds are added to ``keyed``."""
         at_needle: dict[int, list[int]] = {}
         needles, rules_of = self._folded
         for at, n in needles.find(low):
             at_needle.setdefault(n, []).append(at)
-        out: dict[int, list[int]] = {}
+        out: dict[int, list[tuple[int, Anchor]]] = {}
         for n, where in at_needle.items():
             keyers, anchored = rules_of[n]
             if keyed is not None:
                 keyed.update(keyers)
-            for i in anchored:
-                out.setdefault(i, []).extend(where)
+            for i, anchor in anchored:
+                out.setdefault(i, []).extend((at, anchor) for at in where)
         needles_exact, exact_of = self._exact
         for at, n in needles_exact.find(text):
-            for i in exact_of[n]:
-                out.setdefault(i, []).append(at)
-        for where in out.values():
-            where.sort()
-        return {i: list(dict.fromkeys(w)) if len(w) > 1 else w for i, w in out.items()}
+            for i, anchor in exact_of[n]:
+                out.setdefault(i, []).append((at, anchor))
+        return out
 
 
 _CHOSEN: dict[frozenset[str], _Chosen] = {}
