@@ -195,4 +195,8 @@ NEGATIVE: list[str] = [
     "public_key = ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIexample",
     "api_version = 2024-06-01",
     "const accessor = obj.accessor;",
+    "const apiKey = await getApiKey(provider);",  # code
+    "export ANTHROPIC_API_KEY=sk-ant-...  # your key here",  # an elided placeholder
+    "pwd = ~",
+    "token = `${prefix}-${id}`",  # a template
 ]

@@ -22,7 +22,9 @@ _KEYWORD = (
 #: A shell word: quoted, or a run of non-blanks.
 _WORD = r"""('[^'\n]*'|"[^"\n]*"|[^\s'"]\S*)"""
 _MASKED = ("[REDACTED", "\\[REDACTED")  # masked already (the second: escaped by Markdown)
-_SKIP_VALUES = frozenset({"", "null", "none", "true", "false", "***", "redacted", "[redacted]"})
+_SKIP_VALUES = frozenset(
+    {"", "null", "none", "nil", "undefined", "true", "false", "***", "redacted", "[redacted]"}
+)
 #: A value that is a type, not a secret: ``password: str``, ``token: Optional[str]``.
 _TYPE_WORDS = frozenset(
     [
@@ -30,6 +32,10 @@ _TYPE_WORDS = frozenset(
         *("any", "object", "optional", "secretstr", "secretbytes", "text", "varchar", "char"),
         *("list", "dict", "required"),
     ]
+)
+#: Words that begin an expression in code (the value of ``key = await fetch()``).
+_CODE_WORDS = frozenset(
+    ["await", "new", "yield", "async", "typeof", "function", "lambda", "not", "this", "self"]
 )
 #: Words that end names of things that are not secrets (primary_key, first_pass).
 _WEAK_ENDINGS = ("key", "pass")
@@ -81,8 +87,16 @@ def _assignment(m: re.Match[str]) -> tuple[int, int] | None:
         return None
     g = next(g for g in (4, 5, 6) if m.group(g) is not None)
     value = m.group(g)
-    if value.lower() in _SKIP_VALUES or value.startswith(("$", "<", "{", "%", *_MASKED)):
+    start, end = m.span(g)
+    if g == 6 and "</" in value:  # a value in rendered HTML ends where a tag closes
+        value = value[: value.index("</")]
+        end = start + len(value)
+    if value.lower() in _SKIP_VALUES or value.startswith(("$", "<", "{", "%", "`", *_MASKED)):
         return None  # empty, a placeholder, a variable or template, or masked already
+    if "..." in value or "\u2026" in value or not any(c.isalnum() for c in value):
+        return None  # elided (sk-ant-..., <your key>…) or punctuation: a placeholder
+    if g == 6 and value in _CODE_WORDS:
+        return None  # apiKey = await getApiKey(): code, not a value
     if g == 6 and m.group(3).strip() == ":":  # unquoted after ":": YAML, or prose, or a type
         word = _LEADING_WORD.match(value)
         if word is not None and word.group(0).lower() in _TYPE_WORDS:
@@ -95,7 +109,7 @@ def _assignment(m: re.Match[str]) -> tuple[int, int] | None:
             return None
     if g == 6 and _CODE.match(value):
         return None  # password = getpass(...), token = os.environ[...]: code, not a value
-    return m.span(g)
+    return start, end
 
 
 def _group(n: int) -> object:
@@ -199,7 +213,7 @@ SUPPLEMENT: tuple[Rule, ...] = (
         "assignment",
         r"(?i)(?=[pstakc])(" + _KEYWORD + r")(?![A-Za-z0-9_])"
         r"([\"']?)([ \t]*[:=][ \t]*)"
-        r"(?:\"((?:[^\"\\\n]|\\.)*)\"|'([^'\n]*)'|(?!\\)([^\s\"',;&)}\]]+))",
+        r"(?:\"((?:[^\"\\\n]|\\.)*)\"|'([^'\n]*)'|(?!\\)([^\s\"'`,;&)}\]]+))",
         source="jsonltape",
         keywords=["pass", "pwd", "secret", "token", "key", "credential"],
         anchors=[
