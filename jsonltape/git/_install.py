@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .._fs import read_repo_file
 from .._spawn import shell_command
-from ..errors import GitError, InvalidArgumentError, UnsafeFileError
+from ..errors import GitError, InvalidArgumentError
 from ._attrs import sniff, unmarked_note
 from ._hooks import HOOKS, hook_state, hooks_dir, install_hook
 from ._modes import ModeScan, scan_modes
