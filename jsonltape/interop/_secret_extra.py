@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ._secret_rules import Anchor, Rule
+from ._secret_rule import Anchor, Rule
 
 __all__ = ["SUPPLEMENT"]
 
