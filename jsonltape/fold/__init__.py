@@ -32,8 +32,9 @@ from ._convert import (
     message_text,
     neutral_item,
     openai_request,
+    tool_input,
 )
-from ._fold import FoldError, Node, SessionFold, Version, fold_file
+from ._fold import FoldError, Node, SessionFold, Version, fold_file, walk
 from ._fork import ForkInfo, MergeResult, discard, fork, merge
 from ._ledger import (
     DEFAULT_READ_TOOLS,
@@ -94,6 +95,8 @@ __all__ = [
     "title",
     "todo",
     "tool_call_ids",
+    "tool_input",
+    "walk",
 ]
 
 

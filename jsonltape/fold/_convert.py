@@ -34,6 +34,7 @@ __all__ = [
     "openai_body",
     "openai_request",
     "paired",
+    "tool_input",
 ]
 
 Format = Literal["neutral", "openai", "anthropic"]
@@ -330,7 +331,10 @@ def _source(part: dict[str, Any]) -> dict[str, Any]:
     return {"type": "file", "file_id": part["file_id"]}
 
 
-def _tool_input(arguments: Any) -> dict[str, Any]:
+def tool_input(arguments: Any) -> dict[str, Any]:
+    """Tool call arguments as an object, as the Anthropic mapping sends them (spec §8.7.12):
+    an object as is, a string holding a JSON object decoded, ``{}`` for none, else
+    ``{"arguments": <arguments>}``."""
     if arguments is None:
         return {}
     if isinstance(arguments, str):
@@ -359,7 +363,7 @@ def _anthropic_block(part: dict[str, Any], role: str) -> dict[str, Any] | None:
             "type": "tool_use",
             "id": part["id"],
             "name": part["name"],
-            "input": _tool_input(part.get("arguments")),
+            "input": tool_input(part.get("arguments")),
         }
     if kind in ("uri", "blob", "file") and role == "user":
         if _is_image(part):

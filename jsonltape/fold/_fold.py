@@ -11,9 +11,10 @@ those inherited nodes come before the fork's own nodes and cannot be changed by 
 
 from __future__ import annotations
 
+import itertools
 import os
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -31,7 +32,15 @@ from ..errors import (
     SessionNotFoundError,
     UnknownEventTypeError,
 )
-from ..events import CORE_TYPES, SURFACE_TYPES, BranchOrigin, HeaderData, Replace, validate_data
+from ..events import (
+    CORE_TYPES,
+    SURFACE_TYPES,
+    BranchOrigin,
+    Event,
+    HeaderData,
+    Replace,
+    validate_data,
+)
 from ._stream import Row, header_of, line_data, raw_data, rows
 
 __all__ = [
@@ -43,6 +52,7 @@ __all__ = [
     "Source",
     "Version",
     "fold_file",
+    "walk",
 ]
 
 #: How many ancestors a fork may have (a loop in hand-edited headers must not recurse forever).
@@ -405,6 +415,36 @@ def fold_file(
     p = _fs.given_path(path)
     if at is not None and (type(at) is not int or at < 0):
         raise FoldError(f"--at must be a seq (a non-negative integer), got {at!r}", path=p)
+    fold: SessionFold | None = None
+    for _event, folded in _folding(p, at, versions, parents, _chain):
+        fold = folded
+    assert fold is not None  # _folding yields the header's row or raises
+    if at is not None and fold.last_seq < at:
+        raise FoldError(
+            f"the session ends at seq {fold.last_seq}; there is no seq {at} to fold to", path=p
+        )
+    return fold
+
+
+def walk(
+    path: str | os.PathLike[str],
+    *,
+    parents: Mapping[str, str | os.PathLike[str]] | None = None,
+) -> Iterator[tuple[Event, SessionFold]]:
+    """Fold ``path`` one committed event at a time, in one pass: yields each event (the
+    header first) with the fold just after it was applied, so a caller sees the surface as of
+    every seq (what ``fold_file(path, at=seq)`` gives, without folding the file once per seq).
+    The fold is the same object each time: read it before taking the next event."""
+    return _folding(_fs.given_path(path), None, False, parents, ())
+
+
+def _folding(
+    p: Path,
+    at: int | None,
+    versions: bool,
+    parents: Mapping[str, str | os.PathLike[str]] | None,
+    chain: tuple[str, ...],
+) -> Iterator[tuple[Event, SessionFold]]:
     fd = _fs.open_for_read(p)
     applying: Row | None = None  # the row being folded, for an error that names it
     try:
@@ -413,15 +453,13 @@ def fold_file(
         if first is None:
             raise FormatError("not a jsonltape session: the file is empty", path=p)
         header = header_of(first, str(p))
-        base = _base(p, header, parents, _chain, versions) if header.parent else None
+        base = _base(p, header, parents, chain, versions) if header.parent else None
         fold = SessionFold(str(p), header, base, versions=versions)
-        applying = first
-        fold.apply(first)
-        applying = None
-        for row in it:
+        for row in itertools.chain((first,), it):
             applying = row
             fold.apply(row)
             applying = None
+            yield row.event, fold
     except RecursionError:
         # Folding a row ran out of stack: a line the reader accepted but too deep to decode
         # again from here (only lines ~1,000 levels deep, far beyond the format's 128, spec
@@ -431,11 +469,6 @@ def fold_file(
         raise too_deep(str(p), applying.event.seq + 1, applying.offset) from None
     finally:
         os.close(fd)
-    if at is not None and fold.last_seq < at:
-        raise FoldError(
-            f"the session ends at seq {fold.last_seq}; there is no seq {at} to fold to", path=p
-        )
-    return fold
 
 
 def _base(
