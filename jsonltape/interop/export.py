@@ -9,6 +9,14 @@ Formats:
   and reasoning collapsible, every text HTML-escaped (event text is data, never markup).
 * ``json``: the neutral fold (``jsonltape messages``): the model-visible history as logged.
 * ``openai`` / ``anthropic``: the request body a program would send (``jsonltape.fold``).
+* ``atif``: a trajectory in Harbor's Agent Trajectory Interchange Format (ATIF-v1.7), the
+  session's sub-agents embedded (:mod:`._export_atif`).
+* ``otel``: an OTLP JSON trace (``ExportTraceServiceRequest``) in the OpenTelemetry GenAI
+  conventions: a span per turn, per model call (with its input and output messages) and per
+  tool call (:mod:`._export_otel`).
+
+``atif`` and ``otel`` say what the target format cannot carry (revisions, retractions,
+compaction boundaries, turns, ...): one note, and a documented field of the document.
 
 The transcript shows the conversation as it happened: the current messages and those a
 compaction later replaced (the summary appears where the compaction happened); earlier
@@ -30,16 +38,15 @@ from typing import Any, Literal
 import msgspec
 
 from .. import fold, reader
-from ..events import SURFACE_TYPES
 from ._render import render_html, render_markdown
+from ._transcript import transcript
 from .redaction import Redactor, mask_secrets
 
 __all__ = ["FORMATS", "Export", "ExportFormat", "export", "transcript"]
 
-ExportFormat = Literal["markdown", "html", "json", "openai", "anthropic"]
-FORMATS: tuple[str, ...] = ("markdown", "html", "json", "openai", "anthropic")
+ExportFormat = Literal["markdown", "html", "json", "openai", "anthropic", "atif", "otel"]
+FORMATS: tuple[str, ...] = ("markdown", "html", "json", "openai", "anthropic", "atif", "otel")
 _enc = msgspec.json.Encoder()
-_NOTED = ("turn/end", "compaction/summary", "surface/retract", "compaction/prune")
 
 
 @dataclass
@@ -78,6 +85,31 @@ def _json(obj: Any) -> str:
     return msgspec.json.format(_enc.encode(obj), indent=2).decode() + "\n"
 
 
+def _trace(
+    path: str | os.PathLike[str],
+    format: str,
+    red: Redactor,
+    parents: dict[str, str | os.PathLike[str]] | None,
+    state: list[str],
+) -> tuple[str, str | None]:
+    """An ATIF trajectory or an OTLP trace request, and the line saying what it dropped
+    (also in the document: ATIF ``notes`` and ``extra.jsonltape.dropped``, the OTLP root span's
+    ``jsonltape.dropped``). Their modules load only when asked for."""
+    if format == "atif":
+        from ._export_atif import atif
+
+        doc, dropped = atif(path, red, parents=parents)
+        line = dropped.line(format)
+        notes = [n for n in (line, *state) if n]
+        if notes:
+            doc["notes"] = "; ".join(notes)
+        return _json(doc), line
+    from ._export_otel import otel
+
+    text, dropped = otel(path, red, parents=parents, notes=state)
+    return text, dropped.line(format)
+
+
 def export(
     path: str | os.PathLike[str],
     format: ExportFormat,
@@ -105,6 +137,10 @@ def export(
             text = _json(fold.openai_request(items, header))
         else:
             text = _json(fold.anthropic_request(items, header))
+    elif format in ("atif", "otel"):
+        text, dropped = _trace(path, format, red, parents, state)
+        if dropped is not None:
+            state = [*state, dropped]
     else:
         model = transcript(path, red, parents=parents)
         model["state"] = state  # a transcript says it at its end, where it stops
@@ -113,99 +149,3 @@ def export(
         text = mask_secrets(text, red.masked)  # anything a renderer put together
     notes = [f"{path}: {note}" for note in state]
     return Export(text, notes, red.summary() if red.active else None)
-
-
-def _time(data: dict[str, Any], fallback: int) -> int:
-    info = data.get("import")
-    t = info.get("time") if isinstance(info, dict) else None
-    return t if isinstance(t, int) else fallback
-
-
-def transcript(
-    path: str | os.PathLike[str],
-    red: Redactor | None = None,
-    *,
-    parents: dict[str, str | os.PathLike[str]] | None = None,
-) -> dict[str, Any]:
-    """The transcript model the Markdown and HTML renderers draw (redacted if ``red``)."""
-    red = red or Redactor()
-    hdr = reader.header(path)
-    info = (hdr.meta or {}).get("import") if isinstance(hdr.meta, dict) else None
-    versions = fold.messages(path, all_versions=True, parents=parents)
-    details: dict[int, dict[str, Any]] = {}
-    notes: list[dict[str, Any]] = []
-    summaries: set[int] = set()
-    title = hdr.title
-    for e in reader.read(path):
-        if e.type == "session/title" and isinstance(e.data.get("title"), str):
-            title = e.data["title"]  # a later title wins (spec §8.4)
-        if e.type in SURFACE_TYPES:
-            details[e.seq] = {
-                "time": _time(e.data, e.time),
-                "model": e.data.get("model"),
-                "usage": e.data.get("usage"),
-                "summary": bool(summaries.intersection(e.sources or ())),
-            }
-        if e.type in ("compaction/summary", "handoff/anchor"):
-            summaries.add(e.seq)
-        if e.type in _NOTED:
-            note = _note(e.type, e.data)
-            if note is not None:
-                notes.append({"seq": e.seq, "time": _time(e.data, e.time), "text": note})
-    shown: list[dict[str, Any]] = []
-    hidden = {"superseded": 0, "retracted": 0}
-    for item in versions["messages"]:
-        status = item.get("status", "current")
-        if status in hidden:
-            hidden[status] += 1
-            continue
-        d = details.get(item["seq"], {}) if "session" not in item else {}
-        entry = dict(item)
-        entry["time"] = d.get("time", item["time"])
-        for k in ("model", "usage", "summary"):
-            if d.get(k):
-                entry[k] = d[k]
-        shown.append(red.item(entry))
-    created = info.get("created") if isinstance(info, dict) else None
-    model: dict[str, Any] = {
-        "id": red.text(hdr.id),
-        "title": red.text(title) if title else None,
-        "cwd": red.text(hdr.cwd) if hdr.cwd else None,
-        "agent": red.text(hdr.agent) if hdr.agent else None,
-        "created": created if isinstance(created, int) else hdr.created,
-        "parent": red.value(msgspec.to_builtins(hdr.parent)) if hdr.parent else None,
-        "source": red.value(_source_info(info)) if isinstance(info, dict) else None,
-        "request": red.value(versions.get("header")),
-        "messages": shown,
-        "notes": [red.item(n) for n in notes],
-        "hidden": hidden,
-    }
-    return model
-
-
-def _source_info(info: dict[str, Any]) -> dict[str, Any]:
-    keep = ("source", "name", "session", "version")
-    return {k: info[k] for k in keep if isinstance(info.get(k), str)}
-
-
-def _note(type_: str, data: dict[str, Any]) -> str | None:
-    if type_ == "turn/end":
-        reason = data.get("reason")
-        if reason == "completed":
-            return None
-        text = f"turn ended: {reason}"
-        error = data.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            text += f" ({error['message']})"
-        return text
-    if type_ == "compaction/summary":
-        count = data.get("count")
-        tokens = data.get("tokens")
-        extra = f", about {tokens} tokens" if isinstance(tokens, int) else ""
-        return f"context compacted: {count} messages replaced by a summary{extra}"
-    if type_ == "compaction/prune":
-        return f"a tool result (seq {data.get('target')}) was pruned from the context"
-    if type_ == "surface/retract":
-        reason = data.get("reason")
-        return "messages retracted" + (f" ({reason})" if isinstance(reason, str) else "")
-    return None  # pragma: no cover - only the types in _NOTED come here
