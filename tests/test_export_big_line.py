@@ -61,5 +61,7 @@ def test_every_format_exports_it_whole_and_masked(big: Path, fmt: str) -> None:
     elif fmt == "html":  # escaped, not parsed
         assert '<div class="text">## not a heading &lt;img src=x onerror=alert(1)&gt;' in plain
         assert "<h2>" not in plain
+    elif fmt == "otel":  # JSON text of the messages in a JSON string attribute
+        assert json.dumps(json.dumps(text)[1:-1])[1:-1] in plain
     else:
         assert json.dumps(text)[1:-1] in plain

@@ -30,6 +30,7 @@ REGEN = bool(os.environ.get("JSONLTAPE_REGEN_GOLDEN"))
 BASE = 1764460800000  # 2025-11-30T00:00:00Z
 SUFFIX = {"markdown": "md", "html": "html", "json": "json", "openai": "openai.json"}
 SUFFIX["anthropic"] = "anthropic.json"
+SUFFIX |= {"atif": "atif.json", "otel": "otel.json"}
 
 
 def freeze(path: Path) -> None:
@@ -160,7 +161,12 @@ def check_golden(name: str, text: str) -> None:
 def test_native_session_goldens(tmp_path: Path, fmt: str) -> None:
     path = build(tmp_path / "demo.jsonl")
     out = export(path, fmt)  # type: ignore[arg-type]
-    assert out.notes == [] and out.redacted is None
+    # the trace formats say what they cannot carry (tests/test_export_trace.py lists it)
+    if fmt in ("atif", "otel"):
+        assert len(out.notes) == 1 and out.notes[0].startswith(f"{path}: {fmt} cannot carry: ")
+    else:
+        assert out.notes == []
+    assert out.redacted is None
     check_golden(f"demo.{SUFFIX[fmt]}", out.text)
 
 

@@ -119,6 +119,7 @@ def session(path: Path, cases: list[tuple[str, str]], form: str) -> list[int]:
                 tape.user("an unknown member follows")
             else:
                 FORMS[form](tape, text, secret)
+            tape.assistant("Noted.")  # a model call that read the case: a trace shows its input
             tape.append("turn/end", {"turn": seqs[-1] - 1, "reason": "completed"})
         tape.flush()
     if form == "unknown-member":
@@ -150,9 +151,10 @@ def _plant_unknown_members(path: Path, texts: list[str]) -> None:
 
 def readings(text: str) -> set[str]:
     """``text`` as a reader could read it: as is, HTML entities taken, backslash escapes
-    taken (Markdown, JSON), each also NFKC-normalised with invisible characters removed."""
+    taken once and twice (Markdown, JSON, JSON in JSON), each also NFKC-normalised with invisible characters removed."""
     out = {text, html.unescape(text)}
-    out |= {re.sub(r"\\(.)", r"\1", t, flags=re.S) for t in list(out)}
+    for _ in range(2):  # twice: JSON text in a JSON string (an OTLP attribute holding messages)
+        out |= {re.sub(r"\\(.)", r"\1", t, flags=re.S) for t in list(out)}
     out |= {unicodedata.normalize("NFKC", _INVISIBLE.sub("", t)) for t in list(out)}
     return out
 

@@ -196,7 +196,9 @@ def _report(reports: list[FileReport], single: bool) -> None:
     type=click.Choice(FORMATS),
     default="markdown",
     show_default=True,
-    help="markdown/html: a transcript; json: the neutral fold; openai/anthropic: a request body.",
+    help="markdown/html: a transcript; json: the neutral fold; openai/anthropic: a request "
+    "body; atif: a Harbor ATIF-v1.7 trajectory (sub-agents embedded); otel: an OTLP JSON trace "
+    "(OpenTelemetry GenAI spans).",
 )
 @click.option(
     "-o",
@@ -226,10 +228,17 @@ def export(
     parent_specs: tuple[str, ...],
 ) -> None:
     """Export the session at PATH for sharing: a Markdown or self-contained HTML transcript,
-    the neutral JSON history, or an OpenAI / Anthropic request body.
+    the neutral JSON history, an OpenAI / Anthropic request body, or a trace in one of the
+    agent trace standards: an ATIF trajectory (Harbor's Agent Trajectory Interchange Format;
+    sessions beside PATH that fork from it or that it spawned are embedded as sub-agent
+    trajectories) or an OTLP JSON trace a collector takes (OpenTelemetry GenAI conventions:
+    a span per turn, per model call with its input and output messages, per tool call).
 
-    An open or torn session is exported as far as it is committed (stderr says so). With
-    --redact, what was redacted is summarised on stderr.
+    An open or torn session is exported as far as it is committed (stderr says so). atif and
+    otel say on stderr what the format cannot carry (earlier versions of revised messages,
+    retracted messages, compaction boundaries, turns, ...); the document says it too (ATIF
+    notes and extra.jsonltape.dropped; the root span's jsonltape.dropped). With --redact, what
+    was redacted is summarised on stderr.
     """
     if output is not None and (not output.name or output.is_dir()):
         raise CliError(f"-o {output}: is a directory; name the file to write", 2)

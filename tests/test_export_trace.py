@@ -1,0 +1,234 @@
+"""``export --format atif`` and ``--format otel``: real sessions (the shared samples and the
+project's fixtures, imported) and native ones exported, each document checked against the
+standard's own schema and rules (``tests/_trace_check.py``: Harbor's ATIF schema and its
+models' validators; opentelemetry-proto's parser and the GenAI message schemas), what each
+format drops listed, sub-agents and forks linked, event text carried as data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jsonltape
+from jsonltape import fold
+from jsonltape.interop import import_file
+from jsonltape.interop._export_otel import span_id, trace_id
+from jsonltape.interop.export import export
+
+from ._trace_check import atif_errors, attributes, otel_errors, requests, spans
+from .test_interop_export import build
+
+SAMPLES = Path("/work/shared/samples")
+FIXTURES = Path(__file__).parent / "fixtures"
+REAL = [
+    ("claude-code", SAMPLES / "claude-code-v1.0.98-init.jsonl"),
+    ("claude-code", SAMPLES / "claude-code-v1.0.108-japanese.jsonl"),
+    ("codex", SAMPLES / "codex-0.104-rollout-complete.jsonl"),
+    ("codex", SAMPLES / "codex-0.104-rollout-unfinished-turn.jsonl"),
+    ("pi", SAMPLES / "pi-v1-legacy-large-session.jsonl"),
+    ("claude-code", FIXTURES / "interop" / "claude-rewind-compact.jsonl"),
+    ("codex", FIXTURES / "interop" / "codex-compacted.jsonl"),
+    ("pi", FIXTURES / "interop" / "pi-v3-tree.jsonl"),
+    ("claude-code", FIXTURES / "claude21" / "streamed-tool-results.jsonl"),
+    ("codex", FIXTURES / "codex15" / "rollout-usage-after-output.jsonl"),
+    ("pi", FIXTURES / "pi1" / "legacy-compaction-index.jsonl"),
+    ("gemini-cli", FIXTURES / "gemini" / "session-2026-03-02T10-00-4f1c2b9e.jsonl"),
+]
+
+
+def imported(source: str, src: Path, root: Path) -> list[Path]:
+    """Import a finished copy of ``src``; its sessions, the main one first."""
+    if not src.exists():  # pragma: no cover - the shared samples are on every machine here
+        pytest.skip(f"{src} is not here")
+    copy = root / "src" / src.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, copy)
+    past = time.time() - 7200
+    os.utime(copy, (past, past))
+    report = import_file(source, copy, root / "out")
+    assert report.status == "imported", report.error
+    return [Path(s) for s in report.sessions]
+
+
+def both(path: Path, **kw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    atif = export(path, "atif", **kw)
+    otel = export(path, "otel", **kw)
+    return json.loads(atif.text), requests(otel.text)
+
+
+@pytest.mark.parametrize(("source", "src"), REAL, ids=lambda v: getattr(v, "name", v))
+def test_real_sessions_export_valid_atif_and_otlp(tmp_path: Path, source: str, src: Path) -> None:
+    for path in imported(source, src, tmp_path):
+        atif, otel = both(path)
+        assert atif_errors(atif) == [], path
+        assert otel_errors(otel) == [], path
+        for sub in atif.get("subagent_trajectories", ()):
+            assert sub["session_id"] != atif["session_id"]
+        # every model response is one agent step and one inference span
+        responses = [
+            i
+            for i in fold.messages(path, all_versions=True)["messages"]
+            if i["type"] == "assistant/message" and i["status"] in ("current", "compacted")
+        ]
+        own = [i for i in responses if "session" not in i]
+        agent_steps = [s for s in atif["steps"] if s["source"] == "agent"]
+        assert len(agent_steps) == len(responses)
+        chats = [s for s in spans(otel) if s["name"].startswith("chat")]
+        assert len(chats) == len(own)
+
+
+def test_native_session_with_every_kind_of_content(tmp_path: Path) -> None:
+    path = build(tmp_path / "demo.jsonl")
+    atif, otel = both(path)
+    assert atif_errors(atif) == [] and otel_errors(otel) == []
+    steps = atif["steps"]
+    assert steps[0] == {
+        "step_id": 1,
+        "timestamp": "2025-11-30T00:00:00.000Z",
+        "source": "system",
+        "message": "You are a careful coding agent.",
+        "extra": {"jsonltape": {"request_header": True}},
+    }
+    user = steps[1]
+    assert user["message"][1] == {
+        "type": "image",
+        "source": {"media_type": "image/png", "path": "https://example.com/shot.png"},
+    }
+    agent = steps[2]
+    assert agent["reasoning_content"] == "Read it first."
+    assert agent["extra"]["jsonltape"]["signatures"] == ["sig"]
+    assert agent["metrics"]["prompt_tokens"] == 812 and agent["metrics"]["completion_tokens"] == 31
+    assert agent["observation"]["results"][0]["source_call_id"] == "call-1"
+    failing = next(
+        s for s in steps if any(c["tool_call_id"] == "call-2" for c in s.get("tool_calls", ()))
+    )
+    res = failing["observation"]["results"][0]
+    assert res["extra"]["jsonltape"]["is_error"] is True
+    assert res["extra"]["jsonltape"]["error"] == {"code": "EXIT_1", "message": "exit status 1"}
+    assert json.loads(res["content"]) == {"stdout": "1 failed", "exit": 1}
+    summary = next(
+        s for s in steps if s.get("extra", {}).get("jsonltape", {}).get("compaction_summary")
+    )
+    assert summary["message"][0]["text"].startswith("Asked why the migration fails")
+    assert summary["message"][1]["text"].startswith("### Files touched")  # the ledger part
+    assert atif["final_metrics"] == {
+        "total_prompt_tokens": 812,
+        "total_completion_tokens": 31,
+        "total_steps": len(steps),
+    }
+    # OpenTelemetry: the failing tool call is an error span; usage on its inference span
+    by_name = {s["name"]: s for s in spans(otel)}
+    bash = by_name["execute_tool Bash"]
+    assert bash["status"] == {"code": 2, "message": "exit status 1"}
+    assert attributes(bash)["error.type"] == "EXIT_1"
+    read = attributes(by_name["execute_tool Read"])
+    assert read["gen_ai.tool.call.result"] == "ALTER TABLE users ADD email TEXT NOT NULL; -- ```"
+    assert json.loads(read["gen_ai.tool.call.arguments"]) == {"file_path": "migrations/0042.sql"}
+    first = attributes(next(s for s in spans(otel) if s["name"] == "chat gpt-5"))
+    assert first["gen_ai.usage.input_tokens"] == 812 and first["gen_ai.usage.output_tokens"] == 31
+    out = json.loads(first["gen_ai.output.messages"])
+    assert out[0]["finish_reason"] == "tool_call"
+    assert out[0]["parts"][0] == {
+        "type": "reasoning",
+        "content": "Read it first.",
+        "signature": "sig",
+    }
+    shot = json.loads(first["gen_ai.input.messages"])[0]["parts"][1]
+    assert shot == {"type": "uri", "uri": "https://example.com/shot.png", "modality": "image"}
+
+
+def test_each_inference_span_reads_the_history_the_model_saw(tmp_path: Path) -> None:
+    """``gen_ai.input.messages`` of the span of a response at seq S is the fold as of S-1
+    (``messages --at``), in the conventions' shape: a compaction shows as its summary."""
+    path = build(tmp_path / "demo.jsonl")
+    with jsonltape.open(path, durability="manual") as tape, tape.turn():
+        tape.assistant("You're welcome.", model="gpt-5", id="a5")  # reads the compacted history
+    otel = requests(export(path, "otel").text)
+    responses = [e.seq for e in jsonltape.read(path) if e.type == "assistant/message"]
+    chats = {s["spanId"]: attributes(s) for s in spans(otel) if s["name"].startswith("chat")}
+    assert len(chats) == len(responses) == 5
+    summaries = 0
+    for seq in responses:
+        got = json.loads(chats[span_id("demo-export", f"chat/{seq}")]["gen_ai.input.messages"])
+        want = [
+            {"role": i["message"]["role"], "parts": i["message"]["parts"]}
+            for i in fold.messages(path, at=seq - 1)["messages"]
+        ]
+        for message in want:  # the one part the export completes: a modality
+            for p in message["parts"]:
+                if p["type"] == "uri":
+                    p["modality"] = "image"
+        assert got == want, seq
+        summaries += any("Asked why the migration fails" in json.dumps(m) for m in got)
+    assert summaries == 1  # only the last call came after the compaction
+
+
+def test_exports_are_byte_identical_and_ids_derive_from_the_session(tmp_path: Path) -> None:
+    path = build(tmp_path / "a" / "demo.jsonl")
+    other = tmp_path / "b" / "copy.jsonl"
+    other.parent.mkdir()
+    shutil.copyfile(path, other)
+    for fmt in ("atif", "otel"):
+        first = export(path, fmt).text  # type: ignore[arg-type]
+        assert export(path, fmt).text == first  # type: ignore[arg-type]
+        assert export(other, fmt).text == first  # type: ignore[arg-type]
+    otel = requests(export(path, "otel").text)
+    all_spans = spans(otel)
+    assert {s["traceId"] for s in all_spans} == {trace_id("demo-export")}
+    keys = {"session"} | {f"turn/{e.seq}" for e in jsonltape.read(path) if e.type == "turn/start"}
+    keys |= {f"chat/{e.seq}" for e in jsonltape.read(path) if e.type == "assistant/message"}
+    keys |= {"tool/call-1", "tool/call-2"}
+    assert {s["spanId"] for s in all_spans} == {span_id("demo-export", k) for k in keys}
+
+
+def test_what_each_format_cannot_carry_is_listed(tmp_path: Path) -> None:
+    """A session with a revision, a retraction, a prune, a compaction, a todo list, turns and a
+    message no model call read: each format names what it drops, on stderr (one line) and in
+    its document."""
+    path = build(tmp_path / "demo.jsonl")
+    with jsonltape.open(path, durability="manual") as tape, tape.turn():
+        u4 = tape.user("Try another approach", id="u4")
+        a6 = tape.assistant("Approach A", model="gpt-5", id="a6")
+        tape.append("todo/write", {"todos": [{"content": "try B", "status": "pending"}]})
+    revised = fold.revise(path, a6.seq, "Approach A, revised")[-1]
+    fold.retract(path, u4.seq, revised.seq)  # the branch is abandoned
+    with jsonltape.open(path, durability="manual") as tape, tape.turn():
+        tape.user("Prune and go on", id="u5")
+        tape.assistant("Going on.", model="gpt-5", id="a7")
+    last_result = [e.seq for e in jsonltape.read(path) if e.type == "tool/result"][-1]
+    fold.prune(path, last_result)
+    atif = export(path, "atif")
+    otel = export(path, "otel")
+    atif_dropped = json.loads(atif.text)["extra"]["jsonltape"]["dropped"]
+    assert atif_dropped == {
+        "earlier versions of revised messages": 1,
+        "retracted messages (abandoned branches)": 2,
+        "compaction boundaries (the summary is a step, not what it replaced)": 1,
+        "prune records": 1,
+        "turn boundaries": 5,
+        "todo lists": 1,
+    }
+    otel_doc = requests(otel.text)
+    root = attributes(spans(otel_doc)[0])
+    assert json.loads(root["jsonltape.dropped"]) == {
+        "earlier versions of revised messages": 1,
+        "retracted messages (abandoned branches)": 2,
+        "messages no model call read": 1,  # the prune stub: no call came after it
+        "compaction records": 1,
+        "prune records": 1,
+        "todo lists": 1,
+    }
+    otel_dropped = json.loads(root["jsonltape.dropped"])
+    for fmt, out, dropped in (("atif", atif, atif_dropped), ("otel", otel, otel_dropped)):
+        words = ", ".join(f"{k} ({n})" for k, n in dropped.items())
+        assert out.notes == [f"{path}: {fmt} cannot carry: {words}"]
+        if fmt == "atif":
+            assert json.loads(out.text)["notes"] == f"atif cannot carry: {words}"
+    assert atif_errors(json.loads(atif.text)) == [] and otel_errors(otel_doc) == []
