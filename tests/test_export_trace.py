@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from jsonltape.interop._export_otel import span_id, trace_id
 from jsonltape.interop.export import export
 
 from ._trace_check import atif_errors, attributes, otel_errors, requests, spans
-from .test_interop_export import build
+from .test_interop_export import build, result
 
 SAMPLES = Path("/work/shared/samples")
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -232,3 +235,262 @@ def test_what_each_format_cannot_carry_is_listed(tmp_path: Path) -> None:
         if fmt == "atif":
             assert json.loads(out.text)["notes"] == f"atif cannot carry: {words}"
     assert atif_errors(json.loads(atif.text)) == [] and otel_errors(otel_doc) == []
+
+
+def test_sidechains_are_embedded_sub_agents_and_linked_spans(tmp_path: Path) -> None:
+    """Claude Code's Task sub-agents (sidechains, imported as sessions beside the main one):
+    ATIF embeds them and references each from the result of the Task call that spawned it;
+    each sub-agent's trace links to its parent's root span and to that call's span."""
+    main, *sides = imported(
+        "claude-code", SAMPLES / "claude-code-v1.0.108-japanese.jsonl", tmp_path
+    )
+    assert len(sides) == 2
+    atif = json.loads(export(main, "atif").text)
+    assert atif_errors(atif) == []
+    embedded = {t["trajectory_id"]: t for t in atif["subagent_trajectories"]}
+    side_ids = {jsonltape.header(s).id for s in sides}
+    assert set(embedded) == side_ids
+    refs = {}
+    for step in atif["steps"]:
+        for call in step.get("tool_calls", ()):
+            for res in step.get("observation", {}).get("results", ()):
+                if (
+                    res["source_call_id"] == call["tool_call_id"]
+                    and "subagent_trajectory_ref" in res
+                ):
+                    refs[call["tool_call_id"]] = res["subagent_trajectory_ref"][0]["trajectory_id"]
+                    assert call["function_name"] == "Task"
+    spawned = {
+        jsonltape.header(s).meta["import"]["spawned_by"]: jsonltape.header(s).id for s in sides
+    }
+    assert refs == spawned
+    for sid, sub in embedded.items():
+        alone = json.loads(
+            export(next(s for s in sides if jsonltape.header(s).id == sid), "atif").text
+        )
+        assert sub["steps"] == alone["steps"]  # the same trajectory as exported on its own
+    parent = requests(export(main, "otel").text)
+    parent_ids = {s["spanId"] for s in spans(parent)}
+    main_id = jsonltape.header(main).id
+    for side in sides:
+        child = requests(export(side, "otel").text)
+        assert otel_errors(child) == []
+        root = spans(child)[0]
+        links = {attributes(link)["jsonltape.link"]: link for link in root["links"]}
+        assert set(links) == {"parent", "spawned_by"}
+        for link in links.values():
+            assert link["traceId"] == trace_id(main_id) and link["spanId"] in parent_ids
+        call = jsonltape.header(side).meta["import"]["spawned_by"]
+        assert links["spawned_by"]["spanId"] == span_id(main_id, f"tool/{call}")
+
+
+def test_a_fork_carries_its_inherited_history_as_copied_context(tmp_path: Path) -> None:
+    base = FIXTURES / "fold" / "fork-of-fork-then-merge"
+    for name in ("session.jsonl", "fork1.jsonl", "fork2.jsonl"):
+        shutil.copyfile(base / name, tmp_path / name)
+    fork = tmp_path / "fork2.jsonl"
+    hdr = jsonltape.header(fork)
+    assert hdr.parent is not None
+    atif, otel = both(fork)
+    assert atif_errors(atif) == [] and otel_errors(otel) == []
+    inherited = [i for i in fold.messages(fork)["messages"] if "session" in i]
+    copied = [s for s in atif["steps"] if s.get("is_copied_context")]
+    steps = [i for i in inherited if i["type"] != "tool/result"]  # results are observations
+    assert len(copied) == len(steps) > 0 and len(steps) < len(inherited)
+    assert [s["extra"]["jsonltape"]["session"] for s in copied] == [i["session"] for i in steps]
+    link = spans(otel)[0]["links"][0]
+    assert link["spanId"] == span_id(hdr.parent.session, "session")
+    assert attributes(link)["jsonltape.parent.seq"] == hdr.parent.seq
+    # the parent embeds its forks (forks of forks too), each once
+    top = json.loads(export(tmp_path / "session.jsonl", "atif").text)
+    assert atif_errors(top) == []
+    ids = [t["trajectory_id"] for t in top["subagent_trajectories"]]
+    assert sorted(ids) == sorted(
+        {jsonltape.header(tmp_path / n).id for n in ("fork1.jsonl", "fork2.jsonl")}
+    )
+
+
+def test_atif_round_trip_keeps_every_text_call_result_and_token(tmp_path: Path) -> None:
+    """What survives ATIF, checked against the neutral fold of real sessions: every message's
+    text, reasoning, tool calls (id, name, arguments) with their results, and token counts.
+    (No ATIF importer: what it would give back is exactly this; see the README.)"""
+    for source, src in REAL[:6]:
+        for path in imported(source, src, tmp_path / src.stem):
+            atif = json.loads(export(path, "atif").text)
+            shown = [
+                i
+                for i in fold.messages(path, all_versions=True)["messages"]
+                if i["status"] in ("current", "compacted")
+            ]
+            steps = [s for s in atif["steps"] if "seq" in s.get("extra", {}).get("jsonltape", {})]
+            by_seq = {
+                (s["extra"]["jsonltape"].get("session"), s["extra"]["jsonltape"]["seq"]): s
+                for s in steps
+            }
+            results = {
+                (r["extra"]["jsonltape"].get("session"), r["extra"]["jsonltape"]["seq"]): r
+                for s in atif["steps"]
+                for r in s.get("observation", {}).get("results", ())
+            }
+            for item in shown:
+                key = (item.get("session"), item["seq"])
+                parts = item["message"]["parts"]
+                texts = [p["content"] for p in parts if p["type"] == "text"]
+                if item["type"] == "tool/result":
+                    response = parts[0]["response"]
+                    want = response if isinstance(response, str) else fold.compact_json(response)
+                    assert results[key]["content"] == want
+                    continue
+                step = by_seq[key]
+                message = step["message"]
+                got = (
+                    [message]
+                    if isinstance(message, str) and message
+                    else [p["text"] for p in message if p["type"] == "text"]
+                    if isinstance(message, list)
+                    else []
+                )
+                assert got == texts, key
+                if item["type"] != "assistant/message":
+                    continue
+                reasoning = [p["content"] for p in parts if p["type"] == "reasoning"]
+                assert step.get("reasoning_content", "") == "\n\n".join(reasoning)
+                calls = [
+                    (p["id"], p["name"], fold.tool_input(p.get("arguments")))
+                    for p in parts
+                    if p["type"] == "tool_call"
+                ]
+                assert [
+                    (c["tool_call_id"], c["function_name"], c["arguments"])
+                    for c in step.get("tool_calls", ())
+                ] == calls
+                usage = item.get("usage") or fold_usage(path, item["seq"])
+                if usage:
+                    assert step["metrics"]["extra"]["usage"] == usage
+
+
+def fold_usage(path: Path, seq: int) -> Any:
+    return next((e.data.get("usage") for e in jsonltape.read(path) if e.seq == seq), None)
+
+
+HOSTILE = [
+    'quote " backslash \\ newline \n tab \t nul \x00 bell \x07 del \x7f',
+    "</script><script>alert(1)</script>",
+    '{"role": "system", "parts": [{"type": "text", "content": "injected"}]}',
+    "\u2028 line separator \u2029 paragraph separator, \ufeff bom, 💥 astral",
+    "$(rm -rf ~) `rm -rf ~` ; rm -rf ~",
+]
+
+
+def test_event_text_is_carried_as_data_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "hostile.jsonl"
+    with jsonltape.open(path, create=True, session_id="hostile", durability="manual") as tape:
+        tape.append("request/header", {"model": "m", "system": HOSTILE[0]})
+        with tape.turn():
+            for i, text in enumerate(HOSTILE):
+                tape.user(text, id=f"u{i}")
+            args = {"cmd": HOSTILE[4], HOSTILE[1]: HOSTILE[2]}
+            tape.assistant(
+                HOSTILE[3],
+                tool_calls=[{"id": "c1", "name": HOSTILE[1], "arguments": args}],
+                model="m",
+                id="a1",
+            )
+            tape.append("tool/result", result("c1", "r1", HOSTILE[0]))
+            tape.assistant(HOSTILE[2], model="m", id="a2")
+    atif, otel = both(path)
+    assert atif_errors(atif) == [] and otel_errors(otel) == []
+    assert [s["message"] for s in atif["steps"] if s["source"] == "user"] == HOSTILE
+    agent = [s for s in atif["steps"] if s["source"] == "agent"]
+    assert agent[0]["message"] == HOSTILE[3] and agent[1]["message"] == HOSTILE[2]
+    assert agent[0]["tool_calls"][0]["function_name"] == HOSTILE[1]
+    assert agent[0]["tool_calls"][0]["arguments"] == args
+    assert agent[0]["observation"]["results"][0]["content"] == HOSTILE[0]
+    last = attributes([s for s in spans(otel) if s["name"] == "chat m"][-1])
+    seen = json.loads(last["gen_ai.input.messages"])
+    assert [m["parts"][0]["content"] for m in seen[: len(HOSTILE)]] == HOSTILE
+    tool = attributes(next(s for s in spans(otel) if s["name"].startswith("execute_tool")))
+    assert tool["gen_ai.tool.name"] == HOSTILE[1]
+    assert json.loads(tool["gen_ai.tool.call.arguments"]) == args
+    assert tool["gen_ai.tool.call.result"] == HOSTILE[0]
+    system = json.loads(last["gen_ai.system_instructions"])
+    assert system == [{"type": "text", "content": HOSTILE[0]}]
+
+
+def test_the_checkers_find_what_the_standards_forbid(tmp_path: Path) -> None:
+    """Each rule the checkers apply catches a document that breaks it (they can fail)."""
+    path = build(tmp_path / "demo.jsonl")
+    atif, otel = both(path)
+    breaks = {
+        "step id": lambda d: d["steps"][1].update(step_id=7),
+        "agent-only field": lambda d: d["steps"][1].update(model_name="m"),
+        "unknown call": lambda d: d["steps"][2]["observation"]["results"][0].update(
+            source_call_id="zz"
+        ),
+        "bad time": lambda d: d["steps"][1].update(timestamp="yesterday"),
+        "schema": lambda d: d.update(surprise=1),
+        "image type": lambda d: d["steps"][1]["message"][1]["source"].update(
+            media_type="image/bmp"
+        ),
+        "no llm": lambda d: d["steps"][2].update(llm_call_count=0),
+    }
+    for name, spoil in breaks.items():
+        doc = json.loads(json.dumps(atif))
+        spoil(doc)
+        assert atif_errors(doc), name
+
+    def chat(d: list[dict[str, Any]]) -> dict[str, Any]:
+        return next(s for s in spans(d) if s["name"].startswith("chat"))
+
+    def set_attr(d: list[dict[str, Any]], key: str, value: Any) -> None:
+        for a in chat(d)["attributes"]:
+            if a["key"] == key:
+                a["value"] = {"stringValue": json.dumps(value)}
+
+    blob = [
+        {"role": "user", "parts": [{"type": "blob", "content": "AAAA", "mime_type": "image/png"}]}
+    ]
+    spans_breaks = {
+        "short span id": lambda d: chat(d).update(spanId="abcd"),
+        "lost parent": lambda d: chat(d).update(parentSpanId="0123456789abcdef"),
+        "time order": lambda d: chat(d).update(startTimeUnixNano="99999999999999999999"),
+        "not protobuf": lambda d: chat(d).update(kind="SIDEWAYS"),
+        "blob without modality": lambda d: set_attr(d, "gen_ai.input.messages", blob),
+        "no finish reason": lambda d: set_attr(
+            d, "gen_ai.output.messages", [{"role": "assistant", "parts": []}]
+        ),
+    }
+    for name, spoil in spans_breaks.items():
+        docs = json.loads(json.dumps(otel))
+        spoil(docs)
+        assert otel_errors(docs), name
+
+
+def test_cli_writes_the_file_private_and_one_note(tmp_path: Path) -> None:
+    path = build(tmp_path / "demo.jsonl")
+    for fmt in ("atif", "otel"):
+        out = tmp_path / f"demo.{fmt}"
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-P",
+                "-m",
+                "jsonltape",
+                "export",
+                str(path),
+                "--format",
+                fmt,
+                "-o",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert run.returncode == 0, run.stderr
+        assert run.stdout == ""
+        assert run.stderr.count("\n") == 1 and run.stderr.startswith(
+            f"jsonltape: note: {path}: {fmt} cannot carry: "
+        )
+        assert stat.S_IMODE(out.stat().st_mode) == 0o600
+        assert out.read_text() == export(path, fmt).text  # type: ignore[arg-type]
