@@ -185,6 +185,12 @@ def spans(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def root_span(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The one span without a parent: the session's (written last, once its end is known)."""
+    (root,) = [s for s in spans(docs) if "parentSpanId" not in s]
+    return root
+
+
 def otel_errors(docs: list[dict[str, Any]]) -> list[str]:
     """Problems of an OTLP JSON Lines trace (one request a line): protobuf's parser, ids and
     times, parents that exist, the GenAI attributes each span kind requires, and every messages

@@ -23,9 +23,9 @@ import jsonltape
 from jsonltape import fold
 from jsonltape.interop import import_file
 from jsonltape.interop._export_otel import span_id, trace_id
-from jsonltape.interop.export import export
+from jsonltape.interop.export import export, export_to
 
-from ._trace_check import atif_errors, attributes, otel_errors, requests, spans
+from ._trace_check import atif_errors, attributes, otel_errors, requests, root_span, spans
 from .test_interop_export import build, result
 
 SAMPLES = Path("/work/shared/samples")
@@ -219,7 +219,7 @@ def test_what_each_format_cannot_carry_is_listed(tmp_path: Path) -> None:
         "todo lists": 1,
     }
     otel_doc = requests(otel.text)
-    root = attributes(spans(otel_doc)[0])
+    root = attributes(root_span(otel_doc))
     assert json.loads(root["jsonltape.dropped"]) == {
         "earlier versions of revised messages": 1,
         "retracted messages (abandoned branches)": 2,
@@ -275,7 +275,7 @@ def test_sidechains_are_embedded_sub_agents_and_linked_spans(tmp_path: Path) -> 
     for side in sides:
         child = requests(export(side, "otel").text)
         assert otel_errors(child) == []
-        root = spans(child)[0]
+        root = root_span(child)
         links = {attributes(link)["jsonltape.link"]: link for link in root["links"]}
         assert set(links) == {"parent", "spawned_by"}
         for link in links.values():
@@ -298,7 +298,7 @@ def test_a_fork_carries_its_inherited_history_as_copied_context(tmp_path: Path) 
     steps = [i for i in inherited if i["type"] != "tool/result"]  # results are observations
     assert len(copied) == len(steps) > 0 and len(steps) < len(inherited)
     assert [s["extra"]["jsonltape"]["session"] for s in copied] == [i["session"] for i in steps]
-    link = spans(otel)[0]["links"][0]
+    link = root_span(otel)["links"][0]
     assert link["spanId"] == span_id(hdr.parent.session, "session")
     assert attributes(link)["jsonltape.parent.seq"] == hdr.parent.seq
     # the parent embeds its forks (forks of forks too), each once
@@ -494,3 +494,24 @@ def test_cli_writes_the_file_private_and_one_note(tmp_path: Path) -> None:
         )
         assert stat.S_IMODE(out.stat().st_mode) == 0o600
         assert out.read_text() == export(path, fmt).text  # type: ignore[arg-type]
+
+
+def test_the_otlp_trace_is_written_a_span_at_a_time(tmp_path: Path) -> None:
+    """Its size grows with calls times history, so it is streamed: ``export_to`` gives each
+    finished span to the writer as its own line, and the largest line is one call's history,
+    not the trace (the CLI writes them to stdout or the file as they come)."""
+    path = tmp_path / "long.jsonl"
+    calls = 60
+    with jsonltape.open(path, create=True, session_id="long", durability="manual") as tape:
+        for i in range(calls):
+            with tape.turn():
+                tape.user(f"question {i} " + "x" * 200, id=f"u{i}")
+                tape.assistant(f"answer {i}", model="m", id=f"a{i}")
+    chunks: list[str] = []
+    done = export_to(chunks.append, path, "otel")
+    assert done.text == "" and done.notes == []
+    assert len(chunks) == 1 + 2 * calls  # the root, and a turn and a chat span per call
+    total = sum(map(len, chunks))
+    assert max(map(len, chunks)) < total / 20
+    assert "".join(chunks) == export(path, "otel").text
+    assert otel_errors(requests("".join(chunks))) == []

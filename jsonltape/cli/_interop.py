@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, cast
@@ -16,8 +17,7 @@ from .._display import json_shown, shown
 from .._project import make_sessions_dir, resolve_root
 from ..interop import SOURCES, FileReport, discover, import_file
 from ..interop._source import Unit
-from ..interop.export import FORMATS, ExportFormat
-from ..interop.export import export as export_session
+from ..interop.export import FORMATS, Export, ExportFormat, export_to
 from ._base import CliError, say
 from ._params import SECONDS, json_line
 
@@ -248,37 +248,40 @@ def export(
         if not sep or not sid or not where:
             raise CliError(f"--parent takes SESSION_ID=PATH, got {spec!r}", 2)
         parents[sid] = where
-    result = export_session(
-        path,
-        cast(ExportFormat, fmt),
-        redact_tools="tools" in redact,
-        redact_secrets="secrets" in redact,
-        parents=parents or None,
-    )
-    for note in result.notes:
-        _err(f"jsonltape: note: {note}")
-    if output is None:
-        text = result.text
-        if sys.stdout.isatty():
+    shown_on_tty = output is None and sys.stdout.isatty()
+
+    def write(text: str) -> None:
+        if shown_on_tty:
             # Markup is escaped, terminal controls are not: a transcript read on the terminal
             # is shown by the display rule, JSON as the same value with \u escapes (a pipe or
             # -o gets the export byte for byte).
             text = shown(text, newlines=True) if fmt in ("markdown", "html") else json_shown(text)
         sys.stdout.write(text)
+
+    kw: dict[str, Any] = {
+        "redact_tools": "tools" in redact,
+        "redact_secrets": "secrets" in redact,
+        "parents": parents or None,
+    }
+    if output is None:
+        result = export_to(write, path, cast(ExportFormat, fmt), **kw)
         sys.stdout.flush()
     else:
-        _write_private(output, result.text)
+        result = _write_private(output, lambda w: export_to(w, path, cast(ExportFormat, fmt), **kw))
+    for note in result.notes:
+        _err(f"jsonltape: note: {note}")
     if result.redacted:
         _err(f"jsonltape: {result.redacted}")
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` owner-only, replacing it atomically (never a partial file)."""
+def _write_private(path: Path, make: Callable[[Callable[[str], object]], Export]) -> Export:
+    """Write what ``make`` gives its writer to ``path`` owner-only, replacing it atomically
+    (never a partial file: a failed export leaves the old file, or none)."""
     tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            result = make(f.write)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -286,3 +289,4 @@ def _write_private(path: Path, text: str) -> None:
         if tmp.exists():
             tmp.unlink()
         raise
+    return result

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,7 +190,7 @@ class _Trace:
         self.session = ""
         self.source: str | None = None
         self.agent = "unknown"
-        self.spans: list[_Span | bytes] = []  # a finished span is encoded at once: its line
+        self.done: list[str] = []  # lines of finished spans, not yet given out
         self.root = _Span("session", "session", _INTERNAL, 0, 0, None)
         self.turn: _Span | None = None
         self.nodes: dict[tuple[str | None, int], _Node] = {}
@@ -252,7 +253,7 @@ class _Trace:
             self._header_now = self.red.value(f.request_header() or {})
         return self._header_now
 
-    def line(self, span: _Span) -> bytes:
+    def line(self, span: _Span) -> str:
         """One span as one ``ExportTraceServiceRequest`` on a line of its own (OTLP JSON
         Lines, what a collector's OTLP JSON file receiver reads)."""
         resource = {
@@ -274,7 +275,7 @@ class _Trace:
                 }
             ]
         }
-        return _enc.encode(body) + b"\n"
+        return (_enc.encode(body) + b"\n").decode()
 
     def parent(self) -> str:
         return self.turn.key if self.turn is not None else "session"
@@ -293,7 +294,6 @@ class _Trace:
                 ("gen_ai.agent.name", self.agent),
                 ("gen_ai.conversation.id", self.conv),
             ]
-            self.spans.append(self.turn)
         elif kind == "turn/end":
             reason = e.data.get("reason")
             error = e.data.get("error")
@@ -322,6 +322,7 @@ class _Trace:
                 ("error.type", self.red.text(code) if isinstance(code, str) else "_OTHER")
             )
             turn.error = self.red.text(message) if isinstance(message, str) else "error"
+        self.done.append(self.line(turn))
         self.turn = None
 
     def _chat(self, e: Event, f: fold.SessionFold, t: int) -> None:
@@ -389,7 +390,7 @@ class _Trace:
             ("gen_ai.input.messages", _Raw(b"[" + b",".join(n.json for n in inputs) + b"]"))
         )
         span.attrs.append(("gen_ai.output.messages", _Raw(_enc.encode([out]))))
-        self.spans.append(self.line(span))  # complete: its messages need not be held
+        self.done.append(self.line(span))  # complete: its messages need not be held
         for p in out["parts"]:
             if p.get("type") != "tool_call" or not isinstance(p.get("id"), str):
                 continue
@@ -413,8 +414,10 @@ class _Trace:
                 ("gen_ai.tool.type", "function"),
                 ("gen_ai.tool.call.arguments", p.get("arguments")),
             ]
+            old = self.tools.pop(cid, None)
+            if old is not None:  # the same id called again before an answer: that one is done
+                self.done.append(self.line(old))
             self.tools[cid] = tool
-            self.spans.append(tool)
         # the pruned cache: only what is on the surface can be read again
         keep = {(n.session, n.seq) for n in nodes}
         for key in [k for k in self.nodes if k not in keep]:
@@ -426,6 +429,10 @@ class _Trace:
         if tool is None:
             return  # a second answer (a prune stub, a revision) or an orphan: not a run
         tool.end = t
+        self._answer(tool, e, f)
+        self.done.append(self.line(tool))
+
+    def _answer(self, tool: _Span, e: Event, f: fold.SessionFold) -> None:
         nodes = f.current()
         mine = next((n for n in reversed(nodes) if n.session is None and n.seq == e.seq), None)
         if mine is None:  # pragma: no cover - a shown result is current when it is written
@@ -455,6 +462,8 @@ class _Trace:
         self.root.end = max(self.last, self.root.start)
         self.dropped.add("messages no model call read", len(shown - self.read))
         self.dropped.add("tool calls without a result", len(self.tools))
+        self.done += [self.line(tool) for tool in self.tools.values()]
+        self.tools.clear()
 
 
 class _Raw:
@@ -480,19 +489,19 @@ def otel(
     *,
     parents: dict[str, str | os.PathLike[str]] | None = None,
     notes: list[str] | None = None,
-) -> tuple[str, Dropped]:
-    """The OTLP JSON trace of the session at ``path`` and what it could not carry."""
+) -> Generator[str, None, Dropped]:
+    """The OTLP JSON Lines trace of the session at ``path``, a line (one span) at a time as
+    the spans finish (the session's root span last); returns what it could not carry."""
     dropped = Dropped()
-    versions = fold.messages(path, all_versions=True, parents=parents)["messages"]
     shown = set()
     hidden = {"superseded": 0, "retracted": 0}
-    for v in versions:
-        if "session" in v:
+    for v in fold.fold_file(path, versions=True, parents=parents).versions():
+        if v.node.session is not None:
             continue
-        if v["status"] in hidden:
-            hidden[v["status"]] += 1
+        if v.status in hidden:
+            hidden[v.status] += 1
         else:
-            shown.add(v["seq"])
+            shown.add(v.node.seq)
     dropped.add("earlier versions of revised messages", hidden["superseded"])
     dropped.add("retracted messages (abandoned branches)", hidden["retracted"])
     trace = _Trace(red, dropped)
@@ -503,6 +512,8 @@ def otel(
             trace.header(e)
             continue
         trace.event(e, f, shown)
+        yield from trace.done
+        trace.done.clear()
     trace.finish(shown)
     for kind, words in _KIND_WORDS:
         dropped.add(words, kinds.get(kind, 0))
@@ -510,10 +521,6 @@ def otel(
         trace.root.attrs.append(("jsonltape.dropped", dropped.as_dict()))
     if notes:
         trace.root.attrs.append(("jsonltape.notes", [red.text(n) for n in notes]))
-    return _document(trace), dropped
-
-
-def _document(trace: _Trace) -> str:
-    lines = [trace.line(trace.root)]
-    lines += [s if isinstance(s, bytes) else trace.line(s) for s in trace.spans]
-    return b"".join(lines).decode()
+    yield from trace.done
+    yield trace.line(trace.root)
+    return dropped

@@ -32,6 +32,7 @@ slip through a field the renderer added. An open or torn session exports its com
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -42,7 +43,7 @@ from ._render import render_html, render_markdown
 from ._transcript import transcript
 from .redaction import Redactor, mask_secrets
 
-__all__ = ["FORMATS", "Export", "ExportFormat", "export", "transcript"]
+__all__ = ["FORMATS", "Export", "ExportFormat", "export", "export_to", "transcript"]
 
 ExportFormat = Literal["markdown", "html", "json", "openai", "anthropic", "atif", "otel"]
 FORMATS: tuple[str, ...] = ("markdown", "html", "json", "openai", "anthropic", "atif", "otel")
@@ -91,23 +92,28 @@ def _trace(
     red: Redactor,
     parents: dict[str, str | os.PathLike[str]] | None,
     state: list[str],
-) -> tuple[str, str | None]:
-    """An ATIF trajectory or an OTLP trace request, and the line saying what it dropped
-    (also in the document: ATIF ``notes`` and ``extra.jsonltape.dropped``, the OTLP root span's
-    ``jsonltape.dropped``). Their modules load only when asked for."""
+    dropped: list[str],
+) -> Iterator[str]:
+    """An ATIF trajectory, or an OTLP trace a line at a time; the line saying what the format
+    dropped is added to ``dropped`` once the document is made (it is in the document too:
+    ATIF ``notes`` and ``extra.jsonltape.dropped``, the OTLP root span's ``jsonltape.dropped``).
+    Their modules load only when asked for."""
     if format == "atif":
         from ._export_atif import atif
 
-        doc, dropped = atif(path, red, parents=parents)
-        line = dropped.line(format)
+        doc, lost = atif(path, red, parents=parents)
+        line = lost.line(format)
         notes = [n for n in (line, *state) if n]
         if notes:
             doc["notes"] = "; ".join(notes)
-        return _json(doc), line
+        dropped += [line] if line else []
+        yield _json(doc)
+        return
     from ._export_otel import otel
 
-    text, dropped = otel(path, red, parents=parents, notes=state)
-    return text, dropped.line(format)
+    lost = yield from otel(path, red, parents=parents, notes=state)
+    line = lost.line(format)
+    dropped += [line] if line else []
 
 
 def export(
@@ -119,10 +125,54 @@ def export(
     parents: dict[str, str | os.PathLike[str]] | None = None,
 ) -> Export:
     """Export the session at ``path`` (its committed part) in ``format``."""
+    chunks: list[str] = []
+    done = export_to(
+        chunks.append,
+        path,
+        format,
+        redact_tools=redact_tools,
+        redact_secrets=redact_secrets,
+        parents=parents,
+    )
+    done.text = "".join(chunks)
+    return done
+
+
+def export_to(
+    write: Callable[[str], object],
+    path: str | os.PathLike[str],
+    format: ExportFormat,
+    *,
+    redact_tools: bool = False,
+    redact_secrets: bool = False,
+    parents: dict[str, str | os.PathLike[str]] | None = None,
+) -> Export:
+    """:func:`export`, the text given to ``write`` as it is made (the OTLP trace a line at a
+    time: its size grows with calls times history, so it is never held whole); the
+    :class:`Export` returned has the notes and the redaction summary and an empty ``text``."""
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
     state = _state_notes(reader.verify(path))
     red = Redactor(tools=redact_tools, secrets=redact_secrets)
+    dropped: list[str] = []
+    for chunk in _chunks(path, format, red, parents, state, dropped):
+        # anything a renderer put together is masked once more
+        write(mask_secrets(chunk, red.masked) if redact_secrets else chunk)
+    notes = [f"{path}: {note}" for note in (*state, *dropped)]
+    return Export("", notes, red.summary() if red.active else None)
+
+
+def _chunks(
+    path: str | os.PathLike[str],
+    format: str,
+    red: Redactor,
+    parents: dict[str, str | os.PathLike[str]] | None,
+    state: list[str],
+    dropped: list[str],
+) -> Iterator[str]:
+    if format in ("atif", "otel"):
+        yield from _trace(path, format, red, parents, state, dropped)
+        return
     if format in ("json", "openai", "anthropic"):
         neutral = fold.messages(path, parents=parents)
         items = [red.item(i) for i in neutral["messages"]]
@@ -132,20 +182,12 @@ def export(
             if header is not None:
                 out["header"] = header
             out["messages"] = items
-            text = _json(out)
+            yield _json(out)
         elif format == "openai":
-            text = _json(fold.openai_request(items, header))
+            yield _json(fold.openai_request(items, header))
         else:
-            text = _json(fold.anthropic_request(items, header))
-    elif format in ("atif", "otel"):
-        text, dropped = _trace(path, format, red, parents, state)
-        if dropped is not None:
-            state = [*state, dropped]
-    else:
-        model = transcript(path, red, parents=parents)
-        model["state"] = state  # a transcript says it at its end, where it stops
-        text = render_markdown(model) if format == "markdown" else render_html(model)
-    if redact_secrets:
-        text = mask_secrets(text, red.masked)  # anything a renderer put together
-    notes = [f"{path}: {note}" for note in state]
-    return Export(text, notes, red.summary() if red.active else None)
+            yield _json(fold.anthropic_request(items, header))
+        return
+    model = transcript(path, red, parents=parents)
+    model["state"] = state  # a transcript says it at its end, where it stops
+    yield render_markdown(model) if format == "markdown" else render_html(model)
