@@ -86,36 +86,6 @@ def _json(obj: Any) -> str:
     return msgspec.json.format(_enc.encode(obj), indent=2).decode() + "\n"
 
 
-def _trace(
-    path: str | os.PathLike[str],
-    format: str,
-    red: Redactor,
-    parents: dict[str, str | os.PathLike[str]] | None,
-    state: list[str],
-    dropped: list[str],
-) -> Iterator[str]:
-    """An ATIF trajectory, or an OTLP trace a line at a time; the line saying what the format
-    dropped is added to ``dropped`` once the document is made (it is in the document too:
-    ATIF ``notes`` and ``extra.jsonltape.dropped``, the OTLP root span's ``jsonltape.dropped``).
-    Their modules load only when asked for."""
-    if format == "atif":
-        from ._export_atif import atif
-
-        doc, lost = atif(path, red, parents=parents)
-        line = lost.line(format)
-        notes = [n for n in (line, *state) if n]
-        if notes:
-            doc["notes"] = "; ".join(notes)
-        dropped += [line] if line else []
-        yield _json(doc)
-        return
-    from ._export_otel import otel
-
-    lost = yield from otel(path, red, parents=parents, notes=state)
-    line = lost.line(format)
-    dropped += [line] if line else []
-
-
 def export(
     path: str | os.PathLike[str],
     format: ExportFormat,
@@ -170,8 +140,27 @@ def _chunks(
     state: list[str],
     dropped: list[str],
 ) -> Iterator[str]:
-    if format in ("atif", "otel"):
-        yield from _trace(path, format, red, parents, state, dropped)
+    """The export's text in pieces (one, but for the OTLP trace's lines). The trace formats
+    add the line saying what they dropped to ``dropped`` once the document is made (it is in
+    the document too: ATIF ``notes`` and ``extra.jsonltape.dropped``, the OTLP root span's
+    ``jsonltape.dropped``); their modules load only when asked for."""
+    if format == "atif":
+        from ._export_atif import atif
+
+        doc, lost = atif(path, red, parents=parents)
+        line = lost.line(format)
+        notes = [n for n in (line, *state) if n]
+        if notes:
+            doc["notes"] = "; ".join(notes)
+        dropped += [line] if line else []
+        yield _json(doc)
+        return
+    if format == "otel":
+        from ._export_otel import otel
+
+        lost = yield from otel(path, red, parents=parents, notes=state)
+        line = lost.line(format)
+        dropped += [line] if line else []
         return
     if format in ("json", "openai", "anthropic"):
         neutral = fold.messages(path, parents=parents)
