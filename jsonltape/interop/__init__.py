@@ -44,7 +44,7 @@ if TYPE_CHECKING:
         session_id_for,
     )
     from ._render_html import message_html
-    from .export import FORMATS, Export, ExportFormat, export, transcript
+    from .export import FORMATS, Export, ExportFormat, export, export_to, transcript
     from .foreign import ForeignMessage, ForeignScan
     from .foreign import messages as foreign_messages
     from .foreign import scan as scan_foreign
@@ -69,6 +69,7 @@ _SOURCES: dict[str, tuple[tuple[str, str], ...]] = {
         ("Export", "Export"),
         ("ExportFormat", "ExportFormat"),
         ("export", "export"),
+        ("export_to", "export_to"),
         ("transcript", "transcript"),
     ),
     ".foreign": (
@@ -98,6 +99,7 @@ __all__ = [
     "SourceError",
     "discover",
     "export",
+    "export_to",
     "foreign_messages",
     "import_file",
     "import_paths",

@@ -1,12 +1,14 @@
-"""``export --format otel``: a session as an OTLP JSON trace (an ``ExportTraceServiceRequest``,
-as a collector's ``/v1/traces`` takes it) in the OpenTelemetry GenAI semantic conventions
-(semconv 1.44 ``docs/gen-ai/gen-ai-spans.md``, ``gen-ai-agent-spans.md``).
+"""``export --format otel``: a session as an OpenTelemetry trace in the GenAI semantic
+conventions (semconv 1.44 ``docs/gen-ai/gen-ai-spans.md``, ``gen-ai-agent-spans.md``), as OTLP
+JSON Lines: one ``ExportTraceServiceRequest`` a line, a span each (what a collector's OTLP
+JSON file receiver reads; each line is a body ``/v1/traces`` takes), written as each span
+finishes, so the trace (which grows with calls times history) is never held whole.
 
 One trace per session, its spans:
 
-* the session: the root span (``INTERNAL``), with ``gen_ai.conversation.id``; a fork or a
-  sub-agent links to its parent's root span, a sub-agent a tool call spawned also to that
-  call's ``execute_tool`` span (span links, attribute ``jsonltape.link``);
+* the session: the root span (``INTERNAL``, written last), with ``gen_ai.conversation.id``; a
+  fork or a sub-agent links to its parent's root span, a sub-agent a tool call spawned also
+  to that call's ``execute_tool`` span (span links, attribute ``jsonltape.link``);
 * each turn: an ``invoke_agent`` span (``INTERNAL``) from its ``turn/start`` to its
   ``turn/end``; an ``error`` end sets the status ERROR;
 * each model response (an ``assistant/message`` the transcript shows: current or compacted):
