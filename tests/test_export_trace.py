@@ -515,3 +515,36 @@ def test_the_otlp_trace_is_written_a_span_at_a_time(tmp_path: Path) -> None:
     assert max(map(len, chunks)) < total / 20
     assert "".join(chunks) == export(path, "otel").text
     assert otel_errors(requests("".join(chunks))) == []
+
+
+def test_sub_agent_files_of_a_session_are_embedded_too(tmp_path: Path) -> None:
+    """Claude Code's own sub-agent files (``agent-*.jsonl``, one sidechain each, imported as a
+    session whose ``meta.import.sidechain_of`` is the main session): found beside the main
+    session and embedded, referenced from a last system step (the file does not say which
+    call spawned it)."""
+    lines = (SAMPLES / "claude-code-v1.0.108-japanese.jsonl").read_text().splitlines(True)
+    side = [ln for ln in lines if json.loads(ln).get("isSidechain") is True]
+    main = [ln for ln in lines if json.loads(ln).get("isSidechain") is not True]
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl").write_text("".join(main))
+    (src / "agent-6340ddef.jsonl").write_text("".join(side))
+    past = time.time() - 7200
+    for f in src.iterdir():
+        os.utime(f, (past, past))
+    sessions = {}
+    for f in sorted(src.iterdir()):
+        report = import_file("claude-code", f, tmp_path / "out")
+        assert report.status == "imported", report.error
+        sessions[f.name] = Path(report.sessions[0])
+    agent = sessions["agent-6340ddef.jsonl"]
+    assert jsonltape.header(agent).parent is None
+    atif = json.loads(export(sessions["5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"], "atif").text)
+    assert atif_errors(atif) == []
+    assert [t["trajectory_id"] for t in atif["subagent_trajectories"]] == [
+        jsonltape.header(agent).id
+    ]
+    last = atif["steps"][-1]
+    assert last["source"] == "system"
+    ref = last["observation"]["results"][0]["subagent_trajectory_ref"][0]
+    assert ref["trajectory_id"] == jsonltape.header(agent).id
