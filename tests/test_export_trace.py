@@ -548,3 +548,21 @@ def test_sub_agent_files_of_a_session_are_embedded_too(tmp_path: Path) -> None:
     assert last["source"] == "system"
     ref = last["observation"]["results"][0]["subagent_trajectory_ref"][0]
     assert ref["trajectory_id"] == jsonltape.header(agent).id
+
+
+def test_a_damaged_sub_agent_session_is_left_out_and_counted(tmp_path: Path) -> None:
+    base = FIXTURES / "fold" / "fork-of-fork-then-merge"
+    for name in ("session.jsonl", "fork1.jsonl", "fork2.jsonl"):
+        shutil.copyfile(base / name, tmp_path / name)
+    raw = (tmp_path / "fork2.jsonl").read_bytes().splitlines(True)
+    flipped = raw[2].replace(b'"seq":2', b'"seq":2 ', 1)  # its crc no longer matches
+    assert flipped != raw[2] and any(b"session/flush" in ln for ln in raw[3:])
+    (tmp_path / "fork2.jsonl").write_bytes(b"".join([*raw[:2], flipped, *raw[3:]]))
+    out = export(tmp_path / "session.jsonl", "atif")
+    doc = json.loads(out.text)
+    assert atif_errors(doc) == []
+    assert [t["trajectory_id"] for t in doc["subagent_trajectories"]] == [
+        jsonltape.header(tmp_path / "fork1.jsonl").id
+    ]
+    assert doc["extra"]["jsonltape"]["dropped"]["sub-agent sessions that could not be read"] == 1
+    assert "sub-agent sessions that could not be read (1)" in out.notes[0]

@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import fold, reader
+from ..errors import JsonltapeError
+from ..events import HeaderData
 from ._export_trace import (
     Child,
     Dropped,
@@ -66,6 +68,8 @@ def atif(
     dropped = Dropped()
     embedded: list[dict[str, Any]] = []
     root = _trajectory(Path(path), red, parents, dropped, embedded, (), 0)
+    ids = [t["trajectory_id"] for t in embedded]
+    embedded = [t for i, t in enumerate(embedded) if t["trajectory_id"] not in ids[:i]]
     if embedded:
         root["subagent_trajectories"] = embedded
     total = root.get("final_metrics", {})
@@ -93,7 +97,7 @@ def _trajectory(
     model = transcript(path, red, parents=parents)
     source = import_source(hdr)
     request = model.get("request") or {}
-    kids = [c for c in children(path, hdr) if c.session not in chain and depth < MAX_DEPTH]
+    kids, built = _children(path, hdr, red, parents, dropped, chain, depth)
     by_call = {c.spawned_by: c for c in kids if c.spawned_by}
     steps = _Steps(source, dropped, {k: red.text(c.session) for k, c in by_call.items()})
     system = request.get("system") if isinstance(request, dict) else None
@@ -137,11 +141,39 @@ def _trajectory(
     out["final_metrics"] = steps.final_metrics()
     out["extra"] = {"jsonltape": _session_extra(model)}
     _count_dropped(model, dropped)
-    for child in kids:
-        sub = _trajectory(child.path, red, parents, dropped, embedded, (*chain, hdr.id), depth + 1)
-        sub.pop("subagent_trajectories", None)
-        embedded.append(sub)
+    embedded += built
     return out
+
+
+def _children(
+    path: Path,
+    hdr: HeaderData,
+    red: Redactor,
+    parents: dict[str, str | os.PathLike[str]] | None,
+    dropped: Dropped,
+    chain: tuple[str, ...],
+    depth: int,
+) -> tuple[list[Child], list[dict[str, Any]]]:
+    """The sessions forked from or spawned by this one that could be read, and their
+    trajectories (theirs first, then their own sub-agents'). A sub-agent session that cannot
+    be folded is left out and counted, never the end of the export; a session id met twice
+    (a copy of a file) is embedded once."""
+    kids: list[Child] = []
+    built: list[dict[str, Any]] = []
+    seen = {hdr.id, *chain}
+    for child in children(path, hdr) if depth < MAX_DEPTH else ():
+        if child.session in seen:
+            continue
+        mine: list[dict[str, Any]] = []
+        try:
+            sub = _trajectory(child.path, red, parents, dropped, mine, (*chain, hdr.id), depth + 1)
+        except JsonltapeError:
+            dropped.add("sub-agent sessions that could not be read")
+            continue
+        seen.add(child.session)
+        kids.append(child)
+        built += [sub, *mine]
+    return kids, built
 
 
 def _empty_step(model: dict[str, Any]) -> dict[str, Any]:
