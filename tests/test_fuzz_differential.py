@@ -82,7 +82,15 @@ INDEX_BATCH = 50
 
 VECTORS = Path(__file__).resolve().parents[1] / "spec" / "vectors"
 FOLD_FORMATS = ("neutral", "openai", "anthropic")
-EXPORT_FORMATS: tuple[ExportFormat, ...] = ("markdown", "html", "json", "openai", "anthropic")
+EXPORT_FORMATS: tuple[ExportFormat, ...] = (
+    "markdown",
+    "html",
+    "json",
+    "openai",
+    "anthropic",
+    "atif",
+    "otel",
+)
 
 # ----------------------------------------------------------------------------------------------
 # Base sessions: written by the library, plus every session file among the vectors

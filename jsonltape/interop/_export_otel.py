@@ -490,7 +490,6 @@ def otel(
     red: Redactor,
     *,
     parents: dict[str, str | os.PathLike[str]] | None = None,
-    notes: list[str] | None = None,
 ) -> Generator[str, None, Dropped]:
     """The OTLP JSON Lines trace of the session at ``path``, a line (one span) at a time as
     the spans finish (the session's root span last); returns what it could not carry."""
@@ -521,8 +520,6 @@ def otel(
         dropped.add(words, kinds.get(kind, 0))
     if dropped.counts:
         trace.root.attrs.append(("jsonltape.dropped", dropped.as_dict()))
-    if notes:
-        trace.root.attrs.append(("jsonltape.notes", [red.text(n) for n in notes]))
     yield from trace.done
     yield trace.line(trace.root)
     return dropped

@@ -149,16 +149,15 @@ def _chunks(
 
         doc, lost = atif(path, red, parents=parents)
         line = lost.line(format)
-        notes = [n for n in (line, *state) if n]
-        if notes:
-            doc["notes"] = "; ".join(notes)
-        dropped += [line] if line else []
+        if line:  # the state notes stay on stderr: a torn file exports as its committed part
+            doc["notes"] = line
+            dropped.append(line)
         yield _json(doc)
         return
     if format == "otel":
         from ._export_otel import otel
 
-        lost = yield from otel(path, red, parents=parents, notes=state)
+        lost = yield from otel(path, red, parents=parents)
         line = lost.line(format)
         dropped += [line] if line else []
         return
