@@ -151,7 +151,8 @@ def _plant_unknown_members(path: Path, texts: list[str]) -> None:
 
 def readings(text: str) -> set[str]:
     """``text`` as a reader could read it: as is, HTML entities taken, backslash escapes
-    taken once and twice (Markdown, JSON, JSON in JSON), each also NFKC-normalised with invisible characters removed."""
+    taken once and twice (Markdown, JSON, JSON in JSON), each also NFKC-normalised with
+    invisible characters removed."""
     out = {text, html.unescape(text)}
     for _ in range(2):  # twice: JSON text in a JSON string (an OTLP attribute holding messages)
         out |= {re.sub(r"\\(.)", r"\1", t, flags=re.S) for t in list(out)}

@@ -125,9 +125,13 @@ def export_to(
     state = _state_notes(reader.verify(path))
     red = Redactor(tools=redact_tools, secrets=redact_secrets)
     dropped: list[str] = []
+    # Anything a renderer put together is masked once more. The OTLP trace does it itself, a
+    # message at a time: one line of it holds a whole history inside one JSON string, where a
+    # rule that runs to the end of a line (`docker login … -p X`) would join the texts of
+    # different messages into a secret none of them holds.
+    again = redact_secrets and format != "otel"
     for chunk in _chunks(path, format, red, parents, state, dropped):
-        # anything a renderer put together is masked once more
-        write(mask_secrets(chunk, red.masked) if redact_secrets else chunk)
+        write(mask_secrets(chunk, red.masked) if again else chunk)
     notes = [f"{path}: {note}" for note in (*state, *dropped)]
     return Export("", notes, red.summary() if red.active else None)
 
