@@ -87,14 +87,15 @@ def import_finished(source: str, src: Path, text: str, root: Path) -> Any:
 
 
 def drop_session_bounds(con: Any) -> None:
-    """Remove what index schema steps 7 and 8 added (``sessions.key_lo``/``key_hi``, the word
-    list), for a test that takes an index back to an older schema (``DROP COLUMN``: SQLite
-    3.35 or later)."""
+    """Remove what index schema steps 7 to 9 added (``sessions.key_lo``/``key_hi``, the word
+    list, the key runs), for a test that takes an index back to an older schema (``DROP
+    COLUMN``: SQLite 3.35 or later)."""
     if sqlite3.sqlite_version_info < (3, 35):
         pytest.skip("taking an index back to schema 6 needs ALTER TABLE DROP COLUMN (3.35)")
     con.execute("ALTER TABLE sessions DROP COLUMN key_lo")
     con.execute("ALTER TABLE sessions DROP COLUMN key_hi")
     con.execute("DROP TABLE words")
+    con.execute("DROP TABLE IF EXISTS key_runs")
 
 
 def read_terminal(

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from jsonltape_daemon.engines.sqlite.keys import RUN_MIN
 from jsonltape_daemon.engines.sqlite.schema import tkey_base
 from jsonltape_daemon.engines.sqlite.search import trigram_expr
 from jsonltape_daemon.engines.sqlite.store import SqliteStore
@@ -111,10 +112,27 @@ def rebuild(root: Path) -> dict[str, Any]:
         store.close()
 
 
+def runs_ok(con: sqlite3.Connection) -> list[tuple[int, int]]:
+    """The runs of taken keys (``keys.py``), checked: disjoint and apart, each long enough,
+    every key in them taken (a message has it, or it is dead)."""
+    runs = sorted(con.execute("SELECT lo, hi FROM key_runs"))
+    taken = {
+        r[0] for r in con.execute("SELECT tkey FROM messages UNION SELECT tkey FROM dead_keys")
+    }
+    for n, (lo, hi) in enumerate(runs):
+        assert hi - lo + 1 >= RUN_MIN, (lo, hi)
+        assert n == 0 or runs[n - 1][1] + 1 < lo, (runs[n - 1], lo)  # touching: one run
+        assert all(k in taken for k in range(lo, hi + 1)), (lo, hi)
+    return runs
+
+
 def fts_ok(con: sqlite3.Connection) -> None:
     """Every full-text table agrees with the messages and their texts (raises otherwise):
-    each message is found by its own words, CJK grams and code-like tokens under its key, and
-    the substring index covers exactly the messages up to its cursor."""
+    each message is found by its own words, CJK grams and code-like tokens under its key, the
+    substring index covers exactly the messages up to its cursor, and the key runs hold only
+    taken keys (:func:`runs_ok`, from schema 9)."""
+    if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'key_runs'").fetchone():
+        runs_ok(con)
     for table in ("messages_fts", "messages_cjk", "messages_trigram"):
         con.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
     upto = int(con.execute("SELECT value FROM meta WHERE key = 'substrings'").fetchone()[0])
@@ -233,3 +251,19 @@ def test_fold_statuses_marks_a_replaced_message_superseded(tmp_path: Path) -> No
     statuses = fold_statuses(path)
     assert statuses[new.seq] == "current"
     assert statuses[old.seq] != "current"
+
+
+def test_runs_ok_passes_a_burst_and_catches_a_run_over_a_free_key(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    path = root / "a.jsonl"
+    session(path, ["one"])
+    raw_append(path, [("user/message", user_data(f"burst {n}")) for n in range(200)])
+    store = SqliteStore(tmp_path / "i.db")
+    try:
+        Ingestor(store, root).rescan()
+        [(lo, _hi)] = runs_ok(store.con)  # raw_append's times: 200 messages in one second
+        store.con.execute("UPDATE key_runs SET hi = hi + 1 WHERE lo = ?", (lo,))
+        with pytest.raises(AssertionError):
+            runs_ok(store.con)
+    finally:
+        store.close()

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from jsonltape_daemon.engines.sqlite import words as word_list
 from jsonltape_daemon.engines.sqlite.fts_helper import SHADOW_TABLES, Helper
+from jsonltape_daemon.engines.sqlite.keys import Keys
 from jsonltape_daemon.engines.sqlite.schema import connect
 from jsonltape_daemon.engines.sqlite.texts import Texts, line_text
 from jsonltape_daemon.ingest.rows import MessageRow
@@ -83,6 +84,7 @@ class FullText:
     _fts_live: bool
     _sub_upto: int
     _next_id: int
+    _keys: Keys
 
     def begin(self) -> None:
         raise NotImplementedError
@@ -343,6 +345,7 @@ class FullText:
                 self._sub_upto = self._next_id - 1
                 self.set_meta("substrings", str(self._sub_upto))
                 con.execute("DELETE FROM dead_keys")
+                self._keys.forget(con)  # their runs held some of those keys
                 self.set_meta("fts", "live")
                 self.commit()
                 self._fts_live = True

@@ -116,9 +116,10 @@ def finish_bulk_merging(con: sqlite3.Connection, table: str) -> None:
 
 
 #: ``messages.tkey`` is at least ``time // 1000 * TKEY_SPAN`` (the second, then a slot): keys of
-#: one second are told apart by the slot, and a second with more messages than slots takes the
-#: next free keys after it. Small steps between the keys of neighbouring messages keep the
-#: full-text doclists (delta-coded rowids) as small as with insertion-order ids.
+#: one second are told apart by the slot, and a message whose key is taken (a second with more
+#: messages than slots) takes the first free key after it (``keys.py``). Small steps between the
+#: keys of neighbouring messages keep the full-text doclists (delta-coded rowids) as small as
+#: with insertion-order ids.
 TKEY_SPAN = 64
 
 
@@ -377,6 +378,19 @@ INSERT INTO words (term, docs) SELECT term, doc FROM temp.words_vocab;
 DROP TABLE temp.words_vocab;
 """
 
+# A message whose preferred key is taken gets the first free key above it (``keys.py``); the
+# stretches of taken keys such a search crossed are kept, so that the next one jumps them whole
+# (100k messages in one second took each batch a walk over the whole burst: quadratic). Only a
+# shortcut (every key of a run is taken): created empty, filled as searches cross stretches
+# (and emptied if an index taken back to an older schema by hand kept one: it may be stale).
+_M009 = """
+CREATE TABLE IF NOT EXISTS key_runs (
+    lo INTEGER PRIMARY KEY,
+    hi INTEGER NOT NULL
+);
+DELETE FROM key_runs;
+"""
+
 #: (version, name, SQL). Append only; never edit a released step.
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial", _M001),
@@ -387,6 +401,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (6, "events keyed by session and seq", _M006),
     (7, "key bounds per session", _M007),
     (8, "the word list", _M008),
+    (9, "runs of taken keys", _M009),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 #: The oldest schema a search can read as it is: the steps after it only add indexes, tables,

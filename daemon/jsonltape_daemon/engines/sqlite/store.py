@@ -21,8 +21,8 @@ import msgspec
 
 from jsonltape_daemon.engines.sqlite.fts_helper import Helper
 from jsonltape_daemon.engines.sqlite.fulltext import FTS_TABLES, FullText
+from jsonltape_daemon.engines.sqlite.keys import Keys
 from jsonltape_daemon.engines.sqlite.schema import (
-    TKEY_SPAN,
     connect,
     finish_bulk_merging,
     migrate,
@@ -95,6 +95,7 @@ class SqliteStore(FullText):
         self._early: list[tuple[int, int, str]] | None = None
         self._copy: dict[int, bool] = {}  # sid -> its texts go to message_texts
         self._cjk: list[tuple[int, str]] = []  # CJK rows of a bulk load not inserted yet
+        self._keys = Keys()
         if not self._memory:
             remove_db(build_path(path))  # left by a bulk load that was killed
             remove_db(helper_path(path))
@@ -112,6 +113,7 @@ class SqliteStore(FullText):
         # a value that did not commit is written again when a later batch needs it.
         self._spill = int(self._meta("tkey_spill") or 0)
         self._kinds: set[tuple[str, str]] | None = None  # loaded when first needed
+        self._keys.reset()  # its runs too: they may not have committed, or are another file's
 
     # -- transactions --------------------------------------------------------------------
 
@@ -393,7 +395,7 @@ class SqliteStore(FullText):
         first = self._next_id
         self._next_id += len(rows)
         ids = range(first, self._next_id)
-        keys = self._tkeys(ids, rows)
+        keys = self._keys.assign(con, ids, [r.time for r in rows])
         con.executemany(
             _MESSAGE_INSERT,
             [
@@ -527,60 +529,3 @@ class SqliteStore(FullText):
                 "INSERT OR IGNORE INTO message_kinds (role, type) VALUES (?, ?)", sorted(new)
             )
             self._kinds |= new
-
-    def _tkeys(self, ids: range, rows: Sequence[MessageRow]) -> list[int]:
-        """The time-ordered keys of new messages (see ``schema.TKEY_SPAN``): the second's
-        base plus a slot from the id, or the next free key after it when that one is taken."""
-        keys = [tkey_base(r.time) + i % TKEY_SPAN for i, r in zip(ids, rows, strict=True)]
-        taken = self._taken(keys)
-        if not taken and len(set(keys)) == len(keys):
-            return keys
-        # Collisions: probe in memory, loading the keys of the index a range at a time, and
-        # go on from the last key given in a second (a burst costs O(n), not O(n^2)).
-        near = 16 * TKEY_SPAN
-        loaded: list[tuple[int, int]] = []
-
-        def load(k: int) -> None:
-            taken.update(
-                r[0]
-                for r in self.con.execute(
-                    "SELECT tkey FROM messages WHERE tkey >= ? AND tkey < ? UNION ALL "
-                    "SELECT tkey FROM dead_keys WHERE tkey >= ? AND tkey < ?",
-                    (k, k + near, k, k + near),
-                )
-            )
-            loaded.append((k, k + near))
-
-        out: list[int] = []
-        used: set[int] = set()
-        after: dict[int, int] = {}  # second's base -> where its next free key may be
-        for k in keys:
-            base = k - k % TKEY_SPAN
-            if k in taken or k in used:
-                k = max(k, after.get(base, k))
-            while True:
-                if not any(a <= k < b for a, b in loaded):
-                    load(k)
-                if k not in taken and k not in used:
-                    break
-                k += 1
-            used.add(k)
-            after[base] = k + 1
-            out.append(k)
-        return out
-
-    def _taken(self, keys: list[int]) -> set[int]:
-        """Which of ``keys`` are in the index already, or were (dead keys)."""
-        found: set[int] = set()
-        for at in range(0, len(keys), 15_000):
-            part = keys[at : at + 15_000]
-            marks = ", ".join("?" * len(part))
-            found.update(
-                k
-                for (k,) in self.con.execute(
-                    f"SELECT tkey FROM messages WHERE tkey IN ({marks}) UNION ALL "
-                    f"SELECT tkey FROM dead_keys WHERE tkey IN ({marks})",
-                    part + part,
-                )
-            )
-        return found
