@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import msgspec
 
 from jsonltape.errors import InvalidArgumentError, SessionNotFoundError
+from jsonltape_daemon.engines.sqlite.failures import storage_errors
 from jsonltape_daemon.engines.sqlite.store import SqliteStore, remove_db
 from jsonltape_daemon.errors import IndexStateError
 from jsonltape_daemon.ingest.foreign import IN_PLACE, engine_for
@@ -116,25 +117,26 @@ def sync(
         return _sync_shared(target, root, sources, _need_origin(origin), should_stop)
     lock = index_lock(target.path)
     try:
-        store = SqliteStore(target.path)
-        try:
-            mirror = Mirror(store, root, sources, should_stop=should_stop)
-            stats = mirror.rescan()
-            searchable = stats.seconds
-            if store.substrings_pending() and not should_stop():
-                before = store.substring_progress()[0]
-                more = _finish_substrings(store, mirror.main, progress or _Silent())
-                add_stats(stats, more)
-                stats.substrings = store.substring_progress()[0] - before
-            return SyncReport(
-                stats,
-                store.session_count(),
-                searchable,
-                mirror.failed_files(),
-                store.substrings_pending(),
-            )
-        finally:
-            store.close()
+        with storage_errors(target.path):
+            store = SqliteStore(target.path)
+            try:
+                mirror = Mirror(store, root, sources, should_stop=should_stop)
+                stats = mirror.rescan()
+                searchable = stats.seconds
+                if store.substrings_pending() and not should_stop():
+                    before = store.substring_progress()[0]
+                    more = _finish_substrings(store, mirror.main, progress or _Silent())
+                    add_stats(stats, more)
+                    stats.substrings = store.substring_progress()[0] - before
+                return SyncReport(
+                    stats,
+                    store.session_count(),
+                    searchable,
+                    mirror.failed_files(),
+                    store.substrings_pending(),
+                )
+            finally:
+                store.close()
     finally:
         lock.release()
 
@@ -228,30 +230,31 @@ def rebuild(
         return _rebuild_shared(target, roots, _need_origin(origin), default_root, p)
     lock = index_lock(target.path)
     try:
-        try:
-            store = SqliteStore(target.path)
-        except IndexStateError:  # unreadable, or written by a newer jsonltape: start over
-            remove_db(target.path)
-            store = SqliteStore(target.path)
-        try:
-            chosen = list(roots) or store.roots() or [default_root]
-            store.start_bulk()
-            store.begin()
-            store.set_meta("roots", msgspec.json.encode(sorted(chosen)).decode())
-            store.commit()
-            p.begin("rebuilding", max(_tree_bytes(chosen), 1))
+        with storage_errors(target.path):
             try:
-                for r in chosen:  # a KIND:PATH root is a foreign tree (sync --source)
-                    engine_for(store, r, progress=p.advance).rescan()
+                store = SqliteStore(target.path)
+            except IndexStateError:  # unreadable, or written by a newer jsonltape: start over
+                remove_db(target.path)
+                store = SqliteStore(target.path)
+            try:
+                chosen = list(roots) or store.roots() or [default_root]
+                store.start_bulk()
+                store.begin()
+                store.set_meta("roots", msgspec.json.encode(sorted(chosen)).decode())
+                store.commit()
+                p.begin("rebuilding", max(_tree_bytes(chosen), 1))
+                try:
+                    for r in chosen:  # a KIND:PATH root is a foreign tree (sync --source)
+                        engine_for(store, r, progress=p.advance).rescan()
+                finally:
+                    p.end()
+                store.rebuild_fts()
+                store.finish_bulk()
+                _finish_substrings(store, engine_for(store, chosen[0]), p)
+                n = store.session_count()
+                store.checkpoint()
             finally:
-                p.end()
-            store.rebuild_fts()
-            store.finish_bulk()
-            _finish_substrings(store, engine_for(store, chosen[0]), p)
-            n = store.session_count()
-            store.checkpoint()
-        finally:
-            store.close()
+                store.close()
     finally:
         lock.release()
     return RebuildReport(chosen, n)
@@ -290,13 +293,14 @@ def optimize(target: Target) -> list[str]:
         raise IndexStateError(f"{target.path}: no index here yet")
     lock = index_lock(target.path)
     try:
-        store = SqliteStore(target.path)
-        try:
-            store.begin()
-            store.optimize()
-            store.commit()
-        finally:
-            store.close()
+        with storage_errors(target.path):
+            store = SqliteStore(target.path)
+            try:
+                store.begin()
+                store.optimize()
+                store.commit()
+            finally:
+                store.close()
     finally:
         lock.release()
     return ["full-text tables merged"]

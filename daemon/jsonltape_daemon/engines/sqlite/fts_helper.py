@@ -42,6 +42,7 @@ import msgspec
 
 from jsonltape import _index_api as _api
 from jsonltape_daemon.engines.sqlite import words as word_list
+from jsonltape_daemon.engines.sqlite.failures import storage_error
 from jsonltape_daemon.engines.sqlite.schema import (
     BULK_CACHE_KIB,
     FTS_TRIGRAM,
@@ -281,10 +282,13 @@ def _trigram_step(con: sqlite3.Connection, tri: int, last: int) -> int:
 if __name__ == "__main__":
     try:
         code = main(sys.argv)
-    except BaseException:
-        import traceback
+    except BaseException as exc:
+        # A full disk is the parent's to report: it builds the indexes itself when the helper
+        # fails, and says so in one line if it cannot either.
+        if storage_error(exc, sys.argv[1]) is None:
+            import traceback
 
-        traceback.print_exc()
+            traceback.print_exc()
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from jsonltape_daemon.engines.sqlite.failures import storage_error
 from jsonltape_daemon.engines.sqlite.words import WORDS_TABLE
 from jsonltape_daemon.errors import FeatureMissingError, IndexStateError
 from jsonltape_daemon.paths import ensure_private_dir
@@ -505,6 +506,8 @@ def connect(
         version = con.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as exc:
         con.close()
+        if (err := storage_error(exc, p)) is not None:
+            raise err from None  # a full disk, not a damaged index: keep it (rebuild would not)
         raise IndexStateError(
             f"{p}: not a usable index ({exc}); `jsonltape index rebuild` recreates it"
         ) from None
@@ -540,7 +543,8 @@ def migrate(con: sqlite3.Connection) -> int:
             con.execute(f"PRAGMA user_version = {number}")
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            if con.in_transaction:  # SQLite rolls back itself on some errors (a full disk)
+                con.execute("ROLLBACK")
             raise
         version = number
     return version

@@ -130,6 +130,12 @@ class SqliteStore(FullText):
             self.con.execute("ROLLBACK")
         self._copy.clear()
         self._cjk = []
+        if self._bulk and not self._memory:
+            # No journal in a bulk load's file (``connect(bulk=True)``): nothing was undone and
+            # the file may not read back (a full disk mid-commit leaves it malformed). Every
+            # failure there throws the load away (``abort_bulk``): reading it would only raise
+            # another error in place of the one that stopped the load.
+            return
         self._load_state()
         if self._early:  # the ids of what was rolled back are given again
             self._early = [r for r in self._early if r[0] < self._next_id]
