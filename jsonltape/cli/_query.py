@@ -156,7 +156,7 @@ def search(
     only filters, as does a phrase whose rarest word is in more than 20,000, and a query of
     such terms only lists its matches newest first. Substring and CJK matches follow, newest
     first; in a query of several terms each may be a word or inside an identifier. --sort
-    recent lists every match newest first.
+    recent lists every match newest first. A query has at most 1,024 words.
     """
     text = " ".join(query)
     if interactive and as_json:

@@ -10,14 +10,17 @@ return :class:`SessionInfo` and :class:`Window` of :class:`Turn`.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
 
+from jsonltape.errors import InvalidArgumentError
 from jsonltape_daemon.text.cjk import is_cjk, is_cjk_term
 
 __all__ = [
     "FACET_LIMIT",
+    "MAX_QUERY_WORDS",
     "SESSION_SORTS",
     "Filters",
     "Hit",
@@ -31,11 +34,20 @@ __all__ = [
     "Turn",
     "Window",
     "parse_query",
+    "query_size",
+    "query_terms",
 ]
 
 Sort = Literal["relevance", "recent"]
 
 _QUERY = re.compile(r'"([^"]*)"?(\*?)|(\S+)')
+
+#: The most words a query may have, on either engine (:func:`query_size`); a longer one is
+#: refused before any index is read. Each engine had a limit of its own, well apart:
+#: PostgreSQL's 1,664 columns of a statement (it counts each word in the newest messages) and,
+#: in a tsquery, the server's stack depth; SQLite's expression depth of 1,000 (CJK terms
+#: mixed with others); and the work of a query grows with its words on both.
+MAX_QUERY_WORDS = 1024
 
 
 # Term, Filters and Window are plain classes, not dataclasses: building the
@@ -107,6 +119,37 @@ def parse_query(query: str) -> list[Term]:
                 terms.append(Term(text, prefix=prefix))
         elif phrase is not None and phrase.strip():
             terms.append(Term(phrase.strip(), prefix=bool(star), phrase=True))
+    return terms
+
+
+def query_size(terms: list[Term]) -> int:
+    """How many words ``terms`` have for :data:`MAX_QUERY_WORDS`: each run of letters and
+    decimal digits counts one (where PostgreSQL and SQLite may cut a term into more words
+    than that, such as at ``²`` or a combining accent, each cuts it there or joins more), and
+    a term with none (``->``) counts one."""
+    n = 0
+    for t in terms:
+        runs = 0
+        inside = False
+        for c in t.text:
+            word = c.isalpha() or c.isdecimal()
+            runs += word and not inside
+            inside = word
+        n += max(runs, 1)
+    return n
+
+
+def query_terms(query: str, phrases: Sequence[str] = ()) -> list[Term]:
+    """The terms of ``query`` (:func:`parse_query`) and of ``phrases``, more phrase terms taken
+    as they are; :class:`~jsonltape.errors.InvalidArgumentError` (``field`` ``query``) when
+    they have more than :data:`MAX_QUERY_WORDS` words."""
+    terms = parse_query(query) + [Term(p.strip(), phrase=True) for p in phrases if p.strip()]
+    n = query_size(terms)
+    if n > MAX_QUERY_WORDS:
+        raise InvalidArgumentError(
+            f"it has {n:,} words; a search takes at most {MAX_QUERY_WORDS:,}",
+            field="query",
+        )
     return terms
 
 

@@ -37,7 +37,8 @@ What differs from SQLite, and why:
 * letters and digits are PostgreSQL's ``[:alnum:]`` and diacritics are folded by
   ``unaccent``, where SQLite has Unicode categories and ``remove_diacritics 2``: the same for
   the scripts tested (Latin with diacritics, CJK), possibly not for every character;
-* phrases past the 16383rd word of a text are not found by position (a tsvector limit).
+* phrases past the 16383rd word of a text, or past the 256th place of one of their words in
+  it, are not found by position (tsvector limits).
 
 Plans are chosen here, not left to the planner (a reader role behind row-level security gets
 no statistics for ``@@``; ``SET LOCAL`` and an ``OFFSET 0`` fence hold them; no JIT, whose
@@ -94,7 +95,7 @@ from jsonltape_daemon.search.language import (
     Hit,
     Sort,
     Term,
-    parse_query,
+    query_terms,
 )
 from jsonltape_daemon.search.rank import COMMON_MIN, COMMON_SHARE, RANKED, term_limit
 from jsonltape_daemon.search.snippet import snippet
@@ -174,7 +175,7 @@ def search(
 ) -> list[PgHit]:
     """Run a query (``search.search``'s language and passes, see the module docs); at most
     ``limit`` hits, best first. ``origins``: only messages pushed by these origins."""
-    terms = parse_query(query) + [Term(p.strip(), phrase=True) for p in phrases if p.strip()]
+    terms = query_terms(query, phrases)
     if not terms or limit <= 0:
         return []
     with con.transaction():
@@ -299,21 +300,30 @@ class _Search:
         rest.into(w)
         return w
 
-    def _count_newest(self, conds: Sequence[tuple[str, list[object]]]) -> tuple[int, list[int]]:
+    def _count_newest(
+        self, cond: str, params: list[object], words: Sequence[str] = ()
+    ) -> tuple[int, list[int]]:
         """How many of the newest :data:`SAMPLE` messages of the filters' time range there are,
-        and how many of them meet each condition."""
+        and how many of them meet ``cond``, then each of the ``words`` tsqueries. The counts
+        are rows, one per word (the sample read once, joined with the array of words), not a
+        column each: a statement has at most 1,664 columns, and a term may give more words
+        here than ``MAX_QUERY_WORDS`` counts (a server whose letters are ASCII only cuts
+        ``w1éw2`` in two)."""
         self._plan("walk")
-        counts = "".join(f", count(*) FILTER (WHERE {c})" for c, _ in conds)
         span, span_params = self._time_range()
-        row = self.con.execute(
-            f"SELECT count(*), min(m.time), max(m.time){counts} FROM "
-            f"(SELECT * FROM {_S}.messages m{span} ORDER BY m.time DESC LIMIT {SAMPLE}) m",
-            [*(p for _, ps in conds for p in ps), *span_params],
-        ).fetchone()
-        assert row is not None
-        if row[1] is not None:
-            self._span = (int(row[1]), int(row[2]))
-        return int(row[0]), [int(x) for x in row[3:]]
+        rows = self.con.execute(
+            "SELECT t.i, count(*), min(m.time), max(m.time), count(*) FILTER (WHERE CASE WHEN "
+            f"t.q IS NULL THEN {cond} ELSE m.words @@ t.q END) FROM (SELECT * FROM "
+            f"{_S}.messages m{span} ORDER BY m.time DESC LIMIT {SAMPLE}) m CROSS JOIN "
+            "unnest(array_prepend(NULL::tsquery, %s::tsquery[])) WITH ORDINALITY AS t(q, i) "
+            "GROUP BY t.i ORDER BY t.i",
+            [*params, *span_params, list(words)],
+        ).fetchall()
+        if not rows:  # no message in the range
+            return 0, [0] * (len(words) + 1)
+        _i, sampled, oldest, newest, _k = rows[0]
+        self._span = (int(oldest), int(newest))
+        return int(sampled), [int(r[4]) for r in rows]
 
     def _time_range(self) -> tuple[str, list[object]]:
         """The filters' ``since``/``until`` as a ``WHERE`` on ``time`` (or ""), for what reads
@@ -366,9 +376,7 @@ class _Search:
         if not judged and w.has("sessions"):  # neither the plan nor the ranking needs it
             sampled, counts = 0, [0]
         else:
-            sampled, counts = self._count_newest(
-                [(cond, params)] + [("m.words @@ %s::tsquery", [q]) for _, q in judged]
-            )
+            sampled, counts = self._count_newest(cond, params, [q for _, q in judged])
         cap = max(COMMON_MIN, int(total * COMMON_SHARE))
         common = {i for i, _ in judged}
         for (i, _), k in zip(judged, counts[1:], strict=True):
@@ -421,7 +429,7 @@ class _Search:
             plan = "sessions"
         elif indexed:
             if sample is None:
-                sampled, (k,) = self._count_newest([(cond, params)])
+                sampled, (k,) = self._count_newest(cond, params)
             else:
                 sampled, k = sample
             got = k if fetched is None else fetched

@@ -65,6 +65,7 @@ from jsonltape_daemon.search.language import (
     Turn,
     Window,
     parse_query,
+    query_terms,
 )
 from jsonltape_daemon.search.rank import RANKED, tokens
 from jsonltape_daemon.search.snippet import MARK_CLOSE, MARK_OPEN, snippet
@@ -233,7 +234,7 @@ def search(
     double quote too, which a phrase written inside ``query`` cannot. ``sort="recent"`` lists
     every pass newest first instead of ranking the word matches.
     """
-    terms = parse_query(query) + [Term(p.strip(), phrase=True) for p in phrases if p.strip()]
+    terms = query_terms(query, phrases)
     if not terms:
         return []
     with Texts(con) as texts:
@@ -259,15 +260,13 @@ def _search(
     def as_substrings(ts: list[Term]) -> tuple[str, list[object], list[Check]]:
         """Filters (SQL, then checks on the texts) that keep messages containing each term
         as a substring: inside a code-like token, or for CJK and short terms anywhere."""
-        sql = ""
-        params: list[object] = []
-        checks: list[Check] = []
-        for t in ts:
-            if t.cjk:
-                sql += _IN_CJK
-                params.append(match_expr(t.text))
-            checks.append((t.text.lower(), t.trigram_ok))
-        return sql, params, checks
+        checks: list[Check] = [(t.text.lower(), t.trigram_ok) for t in ts]
+        cjk = [match_expr(t.text) for t in ts if t.cjk]
+        if not cjk:
+            return "", [], checks
+        # One look-up for all of them: a condition per term nested SQLite's expression tree
+        # a level deeper each ("Expression tree is too large" past 1,000 CJK terms).
+        return _IN_CJK, [" AND ".join(cjk)], checks
 
     def in_range(col: str, span: Span) -> tuple[str, list[object]]:
         lo, hi = span
