@@ -20,7 +20,7 @@ from pathlib import Path
 from jsonltape_daemon.engines.sqlite.texts import Texts
 from jsonltape_daemon.paths import remove_db
 
-__all__ = ["Run", "bench_baseline", "run_measured"]
+__all__ = ["Run", "bench_baseline", "run_measured", "same_tables"]
 
 WORD_TOKENIZER = "unicode61 remove_diacritics 2"
 
@@ -187,6 +187,30 @@ def export_messages(index: Path, nd: Path) -> int:
     return n
 
 
+def _load(nd: Path, db: Path, key: str, *extra: str) -> tuple[Run, int]:
+    """One sqlite-utils load of the NDJSON ``nd`` (``extra``: the events' too, for the same
+    tables as ours) into ``db``, keyed by ``key``: the run and the database's size."""
+    remove_db(db)
+    cmd = [sys.executable, "-c", _BASELINE, str(nd), str(db), WORD_TOKENIZER, key, *extra]
+    run = run_measured(cmd)
+    size = db.stat().st_size
+    remove_db(db)
+    return run, size
+
+
+def same_tables(index: Path, work: Path) -> Run:
+    """sqlite-utils loading the same tables as ``index`` holds, keyed as ours (its messages
+    and event rows exported as NDJSON first, not timed): the baseline of a sync."""
+    nd, ev, db = work / "messages.ndjson", work / "events.ndjson", work / "baseline.db"
+    export_messages(index, nd)
+    export_events(index, ev)
+    try:
+        return _load(nd, db, "tkey", str(ev))[0]
+    finally:
+        nd.unlink()
+        ev.unlink()
+
+
 def bench_baseline(index: Path, work: Path, ours: Run, sync: list[str], rounds: int) -> None:
     """Print sqlite-utils against ``ours`` (the sync that built ``index``): the messages-only
     load once, then, for ``rounds`` rounds in all, ``sync`` (a fresh index each time) and the
@@ -202,12 +226,7 @@ def bench_baseline(index: Path, work: Path, ours: Run, sync: list[str], rounds: 
     ne = export_events(index, ev)
 
     def baseline(key: str, *extra: str) -> tuple[Run, int]:
-        remove_db(db)
-        cmd = [sys.executable, "-c", _BASELINE, str(nd), str(db), WORD_TOKENIZER, key, *extra]
-        run = run_measured(cmd)
-        size = db.stat().st_size
-        remove_db(db)
-        return run, size
+        return _load(nd, db, key, *extra)
 
     base, bsize = baseline("id")
     keyed, ksize = baseline("tkey", str(ev))

@@ -6,7 +6,10 @@ library, with text that looks like agent history.
   identifiers built from the same parts, shuffled so every kind appears at every rank.
 * Messages of several kinds: English prose, code snippets, Japanese and Chinese sentences built
   from many distinct words (so short CJK queries have realistic, varied hits), and mixtures.
-* Roles user, assistant (with a tool call) and tool, timestamps spread over six months.
+* Roles user, assistant (with a tool call) and tool, timestamps spread over six months; or
+  (``times``) the same messages all in one second (``burst``), or stamped by the writer's own
+  clock as the library writes them at full speed, sessions in parallel (``live``: what bulk
+  ``append -``, a converted log or a fast multi-agent run leave).
 
 Everything is seeded: the same arguments give the same bytes. Sessions are written in parallel
 processes, each a contiguous range of sessions, so generation scales with cores. Word counts
@@ -210,7 +213,13 @@ class _Text:
         return " ".join(mixed)
 
 
-def _write_range(root: str, first: int, last: int, events: int, seed: int) -> dict[int, int]:
+#: How a tree's events are timed (``build``'s ``times``).
+TIMES = ("spread", "burst", "live")
+
+
+def _write_range(
+    root: str, first: int, last: int, events: int, seed: int, times: str = "spread"
+) -> dict[int, int]:
     words = vocabulary(seed)
     sessions_total = -(-events // EVENTS_PER_SESSION)
     counts: Counter[int] = Counter()
@@ -218,20 +227,28 @@ def _write_range(root: str, first: int, last: int, events: int, seed: int) -> di
         rng = random.Random(seed * 1_000_003 + s)
         tx = _Text(rng, words)
         n = min(EVENTS_PER_SESSION, events - s * EVENTS_PER_SESSION)
-        t = T_END - SPAN_MS + SPAN_MS * s // max(1, sessions_total)
+        t = T_END if times == "burst" else T_END - SPAN_MS + SPAN_MS * s // max(1, sessions_total)
         path = Path(root) / f"p{s % 40:02d}" / f"s{s:06d}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         sid = f"bench-{s:06d}"
         items: list[dict[str, object]] = []
         with jsonltape.open(
-            path, create=True, session_id=sid, title=tx.prose(4), created=t, durability="manual"
+            path,
+            create=True,
+            session_id=sid,
+            title=tx.prose(4),
+            created=None if times == "live" else t,
+            durability="manual",
         ) as tape:
             made = 1  # the header
             turn = 0
             while made < n:
                 turn += 1
                 c = f"call{turn}"
-                t += rng.randint(1_000, 120_000)
+                # the same draws in every mode (the same messages); the burst's stay in one
+                # second (the turn's events are 1-4 ms apart)
+                step = rng.randint(1_000, 120_000)
+                t += 0 if times == "burst" else step
                 items += [
                     {"type": "turn/start", "data": {}, "time": t},
                     _msg("user/message", "user", f"u{turn}", tx.message(5, 40), t + 1),
@@ -282,6 +299,9 @@ def _write_range(root: str, first: int, last: int, events: int, seed: int) -> di
                 ]
                 made += 5
             items = items[: n - 1]
+            if times == "live":  # the writer stamps each event with its own clock
+                for item in items:
+                    del item["time"]
             for i in range(0, len(items), 500):
                 tape.append_batch(items[i : i + 500])
             items = []
@@ -302,14 +322,17 @@ def _msg(type_: str, role: str, mid: str, text: str, t: int) -> dict[str, object
 
 
 def build(
-    root: Path, events: int, *, seed: int = SEED, jobs: int | None = None
+    root: Path, events: int, *, seed: int = SEED, jobs: int | None = None, times: str = "spread"
 ) -> dict[str, object]:
     """Write the tree under ``root`` (reused when its manifest ``<root>.json`` matches); return the
-    manifest: events, sessions, and each vocabulary word's occurrence count by rank."""
+    manifest: events, sessions, and each vocabulary word's occurrence count by rank. ``times``:
+    one of :data:`TIMES` (module docs)."""
+    assert times in TIMES, times
     manifest = root.with_name(root.name + ".json")  # beside the tree: grep reads the tree
     if manifest.exists():
         m: dict[str, object] = json.loads(manifest.read_text())
-        if (m.get("events"), m.get("seed"), m.get("generator")) == (events, seed, GENERATOR):
+        made = (m.get("events"), m.get("seed"), m.get("generator"), m.get("times", "spread"))
+        if made == (events, seed, GENERATOR, times):
             return m
     if root.exists():  # another size, seed or generator, or a run that was cut short
         shutil.rmtree(root)
@@ -319,7 +342,7 @@ def build(
     counts: Counter[int] = Counter()
     ranges = [(a, min(sessions, a + step)) for a in range(0, sessions, step)]
     with ProcessPoolExecutor(len(ranges)) as pool:
-        futs = [pool.submit(_write_range, str(root), a, b, events, seed) for a, b in ranges]
+        futs = [pool.submit(_write_range, str(root), a, b, events, seed, times) for a, b in ranges]
         for f in futs:
             counts.update(f.result())
     words = vocabulary(seed)
@@ -327,6 +350,7 @@ def build(
         "generator": GENERATOR,
         "events": events,
         "seed": seed,
+        "times": times,
         "sessions": sessions,
         "words": words,
         "counts": [counts.get(i, 0) for i in range(len(words))],

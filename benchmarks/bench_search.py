@@ -30,6 +30,12 @@ The generated tree is cached under ``--work`` and reused.
     .venv/bin/python benchmarks/bench_search.py --events 20000 --quick    # smoke, < 60 s
     .venv/bin/python benchmarks/bench_search.py --events 200000 --ingest  # sync vs baseline
     .venv/bin/python benchmarks/bench_search.py --ingest --ingest-rounds 3  # alternated rounds
+    .venv/bin/python benchmarks/bench_search.py --times --events 120000 --ingest-rounds 3
+
+``--times`` measures only the ingest, of three trees of the same messages: timed as above
+(spread), all in one second (burst), and stamped by the writer's own clock as the library
+writes them at full speed (live); each ``jsonltape sync`` against the same-tables baseline,
+the trees alternated in each round, as ratios.
     JSONLTAPE_LONG=1 .venv/bin/python benchmarks/bench_search.py          # 5M events
 """
 
@@ -41,6 +47,7 @@ import os
 import platform
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -55,7 +62,7 @@ from jsonltape_daemon.paths import remove_db
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _search_corpus as corpus
-from _ingest_bench import bench_baseline, run_measured
+from _ingest_bench import Run, bench_baseline, run_measured, same_tables
 from _installed import installed_command
 from _search_queries import FILTERS, count_hits, filters_for, queries
 
@@ -175,6 +182,12 @@ def main() -> int:
         "--ingest", action="store_true", help="only the sync and its baseline, no queries"
     )
     ap.add_argument(
+        "--times",
+        action="store_true",
+        help="only the ingest of the same messages spread, in one second and written at full "
+        "speed, each against the baseline",
+    )
+    ap.add_argument(
         "--in-process",
         action="store_true",
         help="only the in-process queries, on the index a previous run left (brought up to "
@@ -202,6 +215,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.ingest_rounds < 1:
         ap.error("--ingest-rounds must be at least 1")
+    if args.times:
+        return bench_times(args.work.absolute(), args.events, args.ingest_rounds)
     runs, shell_runs, budget = (5, 3, 0.5) if args.quick else (args.runs, args.shell_runs, 3.0)
     quiet_cache = args.quick or args.ingest or args.in_process
     cold_runs = 0 if quiet_cache or not drop_caches() else args.cold_runs
@@ -358,6 +373,88 @@ def main() -> int:
         f"\nworst in-process p95: {ms(pct(worst[4], 95))} ms ({worst[0]}, filter {worst[2]}); "
         f"load {load_avg()}"
     )
+    return 0
+
+
+def _density(index: Path) -> tuple[int, int, int]:
+    """Messages, the seconds they fall in, and the most in one of them."""
+    con = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
+    try:
+        row = con.execute(
+            "SELECT sum(n), count(*), max(n) FROM "
+            "(SELECT count(*) AS n FROM messages GROUP BY time / 1000)"
+        ).fetchone()
+    finally:
+        con.close()
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def bench_times(work: Path, events: int, rounds: int) -> int:
+    """The ingest of the same messages timed three ways (``_search_corpus.TIMES``), each
+    ``jsonltape sync`` into an empty index against the same-tables baseline, for ``rounds``
+    rounds in which the trees take turns going first; ratios are the rounds' medians."""
+    work.mkdir(parents=True, exist_ok=True)
+    trees: dict[str, Path] = {}
+    for times in corpus.TIMES:
+        trees[times] = work / (f"tree-{events}" + ("" if times == "spread" else f"-{times}"))
+        corpus.build(trees[times], events, times=times)
+    print(
+        f"# bench_search --times: {platform.node()} {platform.machine()} {os.cpu_count()} "
+        f"cores, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load {load_avg()}\n"
+        f"# {events:,} events a tree, the same messages; {rounds} round(s)",
+        flush=True,
+    )
+    jt = str(Path(sys.executable).with_name("jsonltape"))
+    index = work / "index-times.db"
+    got: dict[str, list[tuple[Run, Run]]] = {t: [] for t in trees}
+    density: dict[str, tuple[int, int, int]] = {}
+    for r in range(rounds):
+        order = list(corpus.TIMES[r % 3 :] + corpus.TIMES[: r % 3])
+        for times in order:
+            remove_db(index)
+            ours = run_measured([jt, "sync", str(trees[times]), "--index", str(index), "--json"])
+            density[times] = _density(index)
+            got[times].append((ours, same_tables(index, work)))
+            print(
+                f"  round {r + 1} {times}: ours {ours.wall:.1f} s, baseline "
+                f"{got[times][-1][1].wall:.1f} s; load {load_avg()}",
+                file=sys.stderr,
+                flush=True,
+            )
+    remove_db(index)
+
+    def med(xs: list[float]) -> str:
+        return f"{statistics.median(xs):.2f}" + (
+            f" ({min(xs):.2f}-{max(xs):.2f})" if len(xs) > 1 else ""
+        )
+
+    print(
+        "\n| tree | messages | seconds | most in a second | ours wall s | ours CPU s | "
+        "baseline wall s | baseline CPU s | ours/baseline wall | ours/baseline CPU |"
+        "\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    for times, pairs in got.items():
+        n, seconds, most = density[times]
+        print(
+            f"| {times} | {n:,} | {seconds:,} | {most:,} | "
+            f"{statistics.median(o.wall for o, _ in pairs):.1f} | "
+            f"{statistics.median(o.cpu for o, _ in pairs):.1f} | "
+            f"{statistics.median(b.wall for _, b in pairs):.1f} | "
+            f"{statistics.median(b.cpu for _, b in pairs):.1f} | "
+            f"{med([o.wall / b.wall for o, b in pairs])} | "
+            f"{med([o.cpu / b.cpu for o, b in pairs])} |"
+        )
+    for times in ("burst", "live"):
+        pairs = zip(got[times], got["spread"], strict=True)
+        walls, cpus = zip(
+            *((a.wall / s.wall, a.cpu / s.cpu) for (a, _), (s, _) in pairs), strict=True
+        )
+        print(
+            f"\nours {times}/spread, median (range) of the rounds: wall {med(list(walls))}, "
+            f"CPU {med(list(cpus))}"
+        )
+    print(f"\nload {load_avg()}")
     return 0
 
 

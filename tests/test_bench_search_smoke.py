@@ -103,3 +103,41 @@ def test_ingest_baseline_keyed_as_ours_builds_our_full_text_tables(tmp_path: Pat
             con.close()
 
     assert word_list(theirs) == word_list(index)
+
+
+def test_the_burst_and_live_trees_hold_the_spread_trees_messages_at_other_times(
+    tmp_path: Path,
+) -> None:
+    """``--times`` compares the ingest of the same messages timed three ways: the burst tree has
+    every event in one second, the live one the writer's own times, and both the spread tree's
+    events otherwise (the same sessions, types and data, in order; the header and checkpoints
+    aside, which hold times and crcs)."""
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import _search_corpus as corpus
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    import jsonltape
+
+    trees = {}
+    for times in corpus.TIMES:
+        root = tmp_path / times
+        corpus.build(root, 3000, times=times)
+        trees[times] = {
+            p.relative_to(root): [
+                (e.type, e.data, e.time)
+                for e in jsonltape.read(p)
+                if not e.type.startswith("session/")  # the header, checkpoints: times, crcs
+            ]
+            for p in sorted(root.rglob("*.jsonl"))
+        }
+    spread, burst, live = (trees[t] for t in ("spread", "burst", "live"))
+    assert len(spread) == 3 and spread.keys() == burst.keys() == live.keys()
+    for other in (burst, live):
+        for path, events in spread.items():
+            assert [(t, d) for t, d, _ in other[path]] == [(t, d) for t, d, _ in events]
+    burst_seconds = {t // 1000 for events in burst.values() for _, _, t in events}
+    assert len(burst_seconds) == 1
+    spread_seconds = {t // 1000 for events in spread.values() for _, _, t in events}
+    live_seconds = {t // 1000 for events in live.values() for _, _, t in events}
+    assert len(spread_seconds) > 500 and not live_seconds & spread_seconds
