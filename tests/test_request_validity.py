@@ -24,10 +24,12 @@ from hypothesis import strategies as st
 import jsonltape
 from jsonltape import fold
 from jsonltape.cli import cli as main
-from jsonltape.fold._valid import check_anthropic, check_openai
+from jsonltape.fold._request_keys import ANTHROPIC_KEYS, OPENAI_KEYS
+from jsonltape.fold._valid import check_anthropic, check_kept, check_openai
 from jsonltape.interop import SOURCES, import_file
 
 from .conftest import LONG, SAMPLES
+from .helpers import load_script
 from .strategies import Refused, SurfaceModel, operation
 
 FOLD = Path(__file__).parent / "fixtures" / "fold"
@@ -68,10 +70,11 @@ AGENT_FILES = _agent_files()
 
 
 def _problems(path: Path) -> list[str]:
+    items = fold.messages(path)["messages"]
     openai = fold.messages(path, format="openai")
     anthropic = fold.messages(path, format="anthropic")
-    return [f"openai: {p}" for p in check_openai(openai)] + [
-        f"anthropic: {p}" for p in check_anthropic(anthropic)
+    return [f"openai: {p}" for p in check_openai(openai) + check_kept(items, openai)] + [
+        f"anthropic: {p}" for p in check_anthropic(anthropic) + check_kept(items, anthropic)
     ]
 
 
@@ -145,7 +148,7 @@ def test_pi_calls_of_an_ended_response_are_left_out_of_both_bodies(
     stop: str, tmp_path: Path
 ) -> None:
     call = {"type": "toolCall", "id": "call_a1", "name": "read", "arguments": {"path": "README"}}
-    thinking = {"type": "thinking", "thinking": "Two files.", "thinkingSignature": "sig-a"}
+    thinking = {"type": "thinking", "thinking": "Two files.", "thinkingSignature": "c2lnLWE="}
     lines = [
         *_PI,
         _pi_assistant(2, "f0000001", [thinking, call], stop),
@@ -161,7 +164,7 @@ def test_pi_calls_of_an_ended_response_are_left_out_of_both_bodies(
     anthropic = fold.messages(session, format="anthropic")["messages"]
     assert [m["role"] for m in anthropic] == ["user", "assistant", "user", "assistant"]
     assert anthropic[1]["content"] == [
-        {"type": "thinking", "thinking": "Two files.", "signature": "sig-a"}
+        {"type": "thinking", "thinking": "Two files.", "signature": "c2lnLWE="}
     ]
     openai = fold.messages(session, format="openai")["messages"]
     assert all("tool_calls" not in m for m in openai)
@@ -334,7 +337,7 @@ def _one(problems: list[str], words: str) -> None:
 
 
 def test_anthropic_valid_body_has_no_problems() -> None:
-    thinking = {"type": "thinking", "thinking": "t", "signature": "s"}
+    thinking = {"type": "thinking", "thinking": "t", "signature": "c2ln"}
     body = {"messages": [_u(_t("q")), _a(thinking, _use("c")), _u(_tr("c"), _t("more")), _a()]}
     body["messages"][-1] = _a(_t("done"))
     assert check_anthropic(body) == []
@@ -371,7 +374,7 @@ def test_anthropic_empty_content_and_empty_text() -> None:
 def test_anthropic_thinking_without_signature_or_outside_assistant() -> None:
     unsigned = {"type": "thinking", "thinking": "t", "signature": ""}
     _one(check_anthropic({"messages": [_u(_t("q")), _a(unsigned)]}), "without its signature")
-    signed = {"type": "thinking", "thinking": "t", "signature": "s"}
+    signed = {"type": "thinking", "thinking": "t", "signature": "c2ln"}
     _one(check_anthropic({"messages": [_u(signed)]}), "outside an assistant")
 
 
@@ -441,3 +444,62 @@ def test_a_call_declared_by_two_merged_assistant_messages_is_sent_once(tmp_path:
     uses = [b for m in body["messages"] for b in m["content"] if b["type"] == "tool_use"]
     assert [b["id"] for b in uses] == ["c1"]
     assert check_openai(fold.messages(path, format="openai")) == []
+
+
+# -- request members (issue 32, defect 3) ---------------------------------------------------
+
+
+def test_each_api_refuses_a_member_it_does_not_define() -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "q"}]}
+    assert check_openai({**body, "reasoning_effort": "high"}) == []
+    _one(check_openai({**body, "thinking_level": "high"}), "thinking_level: not a member")
+    _one(check_anthropic({**body, "reasoning_effort": "high"}), "reasoning_effort: not a member")
+    assert check_anthropic({**body, "system": "s", "max_tokens": 10}) == []
+
+
+def test_the_request_members_are_the_ones_the_providers_sdks_define() -> None:
+    """scripts/gen_request_keys.py read the sets from the openai and anthropic SDKs' request
+    types; with the SDK versions it names installed, it must produce them again."""
+    pytest.importorskip("openai")
+    pytest.importorskip("anthropic")
+    from importlib import metadata
+
+    from jsonltape.fold import _request_keys as keys
+
+    gen = load_script(Path(__file__).parent.parent / "scripts" / "gen_request_keys.py", "gen_keys")
+    installed = (
+        f"openai {metadata.version('openai')}",
+        f"anthropic {metadata.version('anthropic')}",
+    )
+    if installed != (keys.OPENAI_SDK, keys.ANTHROPIC_SDK):
+        pytest.skip(f"the sets were read from {keys.OPENAI_SDK}, {keys.ANTHROPIC_SDK}")
+    assert gen.main(["--check"]) == 0
+    assert {"model", "messages", "tools", "reasoning_effort"} <= OPENAI_KEYS
+    assert {"model", "messages", "tools", "system", "max_tokens"} <= ANTHROPIC_KEYS
+
+
+_NAMES = st.sampled_from(
+    sorted(OPENAI_KEYS | ANTHROPIC_KEYS | {"thinking_level", "effort", "x-custom", "system"})
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(params=st.dictionaries(_NAMES, st.integers(0, 3), max_size=8))
+def test_a_body_holds_only_members_its_api_defines_whatever_the_params(
+    params: dict[str, int],
+) -> None:
+    header = {"model": "m", "params": params}
+    items = [
+        {
+            "type": "user/message",
+            "message": {"id": "u", "role": "user", "parts": [{"type": "text", "content": "q"}]},
+        }
+    ]
+    openai = fold.openai_request(items, header)
+    anthropic = fold.anthropic_request(items, header)
+    assert check_openai(openai) == [] and check_anthropic(anthropic) == []
+    reserved = {"model", "messages", "tools", "system"}  # the fold sets these itself
+    for body, defined in ((openai, OPENAI_KEYS), (anthropic, ANTHROPIC_KEYS)):
+        from_params = {k for k in body if k in params and k not in reserved}
+        assert from_params == {k for k in params if k in defined and k not in reserved}
+        assert all(body[k] == params[k] for k in from_params)

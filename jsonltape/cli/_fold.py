@@ -87,8 +87,9 @@ parent_opt = click.option(
 @click.option(
     "--check",
     is_flag=True,
-    help="Check the OpenAI and Anthropic request bodies against the providers' rules instead:"
-    " print each problem and exit 1, or nothing and exit 0.",
+    help="Check the OpenAI and Anthropic request bodies instead: the providers' rules (members"
+    " their APIs define, tool calls answered, signed thinking) and that each keeps every tool"
+    " exchange the history completes; print each problem and exit 1, or nothing and exit 0.",
 )
 @click.option(
     "--follow",
@@ -135,16 +136,18 @@ def messages(
     from ..fold._output import message_body, write_json
 
     if check:
-        from ..fold._valid import check_anthropic, check_openai
+        from ..fold._valid import check_anthropic, check_kept, check_openai
 
+        parents = _parents(parent_specs)
+        history = message_body(path, at=at, parents=parents, branch=branch)["messages"]
+        items = list(history)
         problems = []
         for name, checker in (("openai", check_openai), ("anthropic", check_anthropic)):
             fmt_ = cast(fold.Format, name)
-            body = message_body(
-                path, at=at, format=fmt_, parents=_parents(parent_specs), branch=branch
-            )
+            body = message_body(path, at=at, format=fmt_, parents=parents, branch=branch)
             body["messages"] = list(body["messages"])
-            problems += [f"{path}: {name}: {p}" for p in checker(body)]
+            found = checker(body) + check_kept(items, body)
+            problems += [f"{path}: {name}: {p}" for p in found]
         for line in problems:
             say(line)  # a problem names PATH, and may quote an id from the session
         if problems:

@@ -25,6 +25,7 @@ from .._surface import COMPACTION_SOURCES, Status, SurfaceFold, tool_call_ids
 from ._convert import (
     Format,
     MessageChange,
+    answer_scopes,
     anthropic_request,
     compact_json,
     js_number,
@@ -68,6 +69,7 @@ __all__ = [
     "SurfaceFold",
     "Target",
     "Version",
+    "answer_scopes",
     "anthropic_request",
     "build_ledger",
     "compact",

@@ -20,10 +20,12 @@ import msgspec
 from .._surface import Status, SurfaceFold
 from ..events import Event
 from ._fold import Node, Version
+from ._request_keys import ANTHROPIC_KEYS, OPENAI_KEYS
 
 __all__ = [
     "Format",
     "MessageChange",
+    "answer_scopes",
     "anthropic_body",
     "anthropic_request",
     "compact_json",
@@ -133,21 +135,35 @@ def message_text(data: dict[str, Any], *, reasoning: bool = False) -> str:
     return "\n".join(out)
 
 
-def paired(items: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Drop tool results a provider would refuse: those answering no tool call declared by an
-    earlier item, and repeated answers to a call already answered (streams)."""
-    declared: set[str] = set()
-    answered: set[str] = set()
-    for item in items:
+def answer_scopes(items: Iterable[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], int | None]]:
+    """Each neutral item with, for a ``tool/result``, the position (in ``items``) of the
+    assistant message whose call it answers: the latest earlier one declaring its ``call_id``
+    (spec 8.7.11). Servers that number calls per response (``call_1``, ``call_2``, ...) reuse an
+    id in a later turn; the result belongs to the call of its own turn, not to the first call
+    ever made with that id. None for every other item, and for a result no earlier item
+    declares."""
+    latest: dict[str, int] = {}
+    for i, item in enumerate(items):
         if item["type"] == "tool/result":
-            call = item["call_id"]
-            if call not in declared or call in answered:
-                continue
-            answered.add(call)
-        elif item["type"] == "assistant/message":
+            yield item, latest.get(item["call_id"])
+            continue
+        if item["type"] == "assistant/message":
             for p in item["message"]["parts"]:
                 if isinstance(p, dict) and p.get("type") == "tool_call":
-                    declared.add(p["id"])
+                    latest[p["id"]] = i
+        yield item, None
+
+
+def paired(items: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Drop tool results a provider would refuse: those answering no tool call declared by an
+    earlier item, and repeated answers to a call already answered (streams). A call is the
+    latest declaration of its id (:func:`answer_scopes`): a later turn may use the id again."""
+    answered: set[tuple[int, str]] = set()
+    for item, scope in answer_scopes(items):
+        if item["type"] == "tool/result":
+            if scope is None or (scope, item["call_id"]) in answered:
+                continue
+            answered.add((scope, item["call_id"]))
         yield item
 
 
@@ -156,11 +172,17 @@ def _is_image(part: dict[str, Any]) -> bool:
     return part.get("modality") == "image" or (isinstance(mime, str) and mime.startswith("image/"))
 
 
-def _params(header: dict[str, Any] | None, body: dict[str, Any]) -> dict[str, Any]:
+def _params(
+    header: dict[str, Any] | None, body: dict[str, Any], defined: frozenset[str]
+) -> dict[str, Any]:
+    """The header's ``params`` the provider's API ``defined`` as request members, after the
+    members the fold sets. A tool's own setting (pi's ``thinking_level``, Codex's
+    ``reasoning_effort`` in an Anthropic body) stays in the header only: the API would refuse
+    the whole request for it."""
     params = header.get("params") if header else None
     if isinstance(params, dict):
         for k, v in params.items():
-            if k not in _RESERVED and k not in body:
+            if k in defined and k not in _RESERVED and k not in body:
                 body[k] = v
     return body
 
@@ -264,7 +286,7 @@ def openai_body(items: Iterable[dict[str, Any]], header: dict[str, Any] | None) 
     tools = header.get("tools") if header else None
     if isinstance(tools, list) and tools:
         body["tools"] = [_openai_tool(t) if isinstance(t, dict) else t for t in tools]
-    return _params(header, body)
+    return _params(header, body, OPENAI_KEYS)
 
 
 def _openai_messages(
@@ -421,7 +443,7 @@ def anthropic_body(
     tools = header.get("tools") if header else None
     if isinstance(tools, list) and tools:
         body["tools"] = [_anthropic_tool(t) if isinstance(t, dict) else t for t in tools]
-    return _params(header, body)
+    return _params(header, body, ANTHROPIC_KEYS)
 
 
 def _anthropic_turns(items: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -17,7 +17,11 @@ thinking" https://docs.anthropic.com/claude/docs/build-with-claude/extended-thin
   corresponding `tool_use` block in the previous message");
 * no message has empty content, and no ``text`` block has empty text;
 * ``thinking`` blocks are sent back only in assistant messages and unmodified, with their
-  ``signature`` (the signature is what the API verifies); the mapping keeps their order.
+  ``signature`` (the signature is what the API verifies); the mapping keeps their order. A
+  signature Anthropic issued is base64 text (an encrypted payload): one that is not (a field
+  name such as ``reasoning_content``, another API's JSON replay data) is a forgery the API
+  refuses. (A base64 signature another provider issued is refused too; only its provenance,
+  which the importer records, tells it apart.)
 
 OpenAI Chat Completions (https://platform.openai.com/docs/api-reference/chat/create, "Function
 calling" https://platform.openai.com/docs/guides/function-calling):
@@ -27,21 +31,47 @@ calling" https://platform.openai.com/docs/guides/function-calling):
   another role;
 * a ``tool`` message must be "a response to a preceding message with 'tool_calls'": none is
   orphaned, and none answers the same call twice.
+
+Both APIs refuse a request member they do not define ("Unrecognized request argument", "Extra
+inputs are not permitted"): a body's top-level members are checked against the members the
+providers' SDK types declare (``_request_keys``, generated from them).
+
+:func:`check_kept` compares a body with the history it came from: a body can be valid and
+still have lost an exchange (a call id a later turn used again, paired with the earlier turn).
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["check_anthropic", "check_openai"]
+from ._request_keys import ANTHROPIC_KEYS, OPENAI_KEYS
+
+__all__ = ["check_anthropic", "check_kept", "check_openai"]
+
+#: Standard base64 with its padding: what an Anthropic signature (an encrypted payload) is.
+_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+
+
+def _members(body: Any, defined: frozenset[str], api: str) -> list[str]:
+    """The body's top-level members the API does not define."""
+    if not isinstance(body, dict):
+        return ["the body is not an object"]
+    return [
+        f"{k}: not a member of a {api} request (the API refuses the request)"
+        for k in body
+        if k not in defined
+    ]
 
 
 def check_openai(body: Any) -> list[str]:
     """Problems of an OpenAI Chat Completions request body (empty if valid)."""
+    problems = _members(body, OPENAI_KEYS, "Chat Completions")
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list):
-        return ["messages is not a list"]
-    problems: list[str] = []
+        return [*problems, "messages is not a list"]
     waiting: dict[str, int] = {}  # call id -> index of the assistant message declaring it
     open_calls: set[str] = set()  # ids of the assistant message whose tool run is open
     answered: set[str] = set()
@@ -85,10 +115,10 @@ def check_openai(body: Any) -> list[str]:
 
 def check_anthropic(body: Any) -> list[str]:
     """Problems of an Anthropic Messages request body (empty if valid)."""
+    problems = _members(body, ANTHROPIC_KEYS, "Messages")
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list):
-        return ["messages is not a list"]
-    problems: list[str] = []
+        return [*problems, "messages is not a list"]
     previous_role: Any = None
     uses: list[Any] = []  # tool_use ids of the previous (assistant) message
     for i, m in enumerate(messages):
@@ -132,6 +162,11 @@ def check_anthropic(body: Any) -> list[str]:
                     problems.append(f"messages.{i}: {kind} block outside an assistant message")
                 if not isinstance(sig, str) or not sig:
                     problems.append(f"messages.{i}: {kind} block without its signature")
+                elif _BASE64.fullmatch(sig) is None:
+                    problems.append(
+                        f"messages.{i}: {kind} block signed with {sig[:40]!r}, which is not a "
+                        "signature Anthropic issued (not base64)"
+                    )
             elif kind == "tool_use":
                 if role != "assistant":
                     problems.append(f"messages.{i}: tool_use block outside an assistant message")
@@ -145,3 +180,41 @@ def check_anthropic(body: Any) -> list[str]:
             f"messages.{len(messages) - 1}: tool_use {call!r} has no tool_result after it"
         )
     return problems
+
+
+def check_kept(items: Iterable[dict[str, Any]], body: Any) -> list[str]:
+    """Problems of a body (either provider's) that lost an exchange its neutral history
+    ``items`` completes: every tool call of an assistant message that a result in the run of
+    ``tool/result`` items right after it answers stays in both bodies (spec 8.7.11, 8.7.12).
+    A body that drops one (a call id used again in a later turn, its result paired with the
+    earlier turn) is valid for the provider and silently loses what the model did."""
+    history = list(items)
+    need: Counter[str] = Counter()
+    for i, item in enumerate(history):
+        if item["type"] != "assistant/message":
+            continue
+        run: set[str] = set()
+        for later in history[i + 1 :]:
+            if later["type"] != "tool/result":
+                break
+            run.add(later["call_id"])
+        parts = item["message"]["parts"]
+        calls = {p["id"] for p in parts if isinstance(p, dict) and p.get("type") == "tool_call"}
+        need.update(calls & run)
+    got: Counter[Any] = Counter()
+    messages = body.get("messages") if isinstance(body, dict) else None
+    for m in messages if isinstance(messages, list) else ():
+        if not isinstance(m, dict):
+            continue
+        tool_calls = m.get("tool_calls")
+        for c in tool_calls if isinstance(tool_calls, list) else ():
+            got[c.get("id") if isinstance(c, dict) else None] += 1
+        content = m.get("content")
+        for b in content if isinstance(content, list) else ():
+            if isinstance(b, dict) and b.get("type") == "tool_use":
+                got[b.get("id")] += 1
+    return [
+        f"tool call {call!r}: the history answers it {n} time(s), the body keeps it {got[call]}"
+        for call, n in sorted(need.items())
+        if got[call] < n
+    ]

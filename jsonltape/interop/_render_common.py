@@ -18,6 +18,7 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
 from .._time import format_ms
+from ..fold import answer_scopes
 from .redaction import LEDGER_HEADING
 
 #: Message text longer than this (in characters) is shown preformatted, not read as Markdown.
@@ -123,23 +124,18 @@ def _parts(entry: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _layout(model: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], Any]]:
-    """Yield ("message", entry, results-by-call-id) and ("note", note, None) in seq order;
-    tool results that answer a shown call are attached to it instead of standing alone."""
+    """Yield ("message", entry, its calls' results by call id) and ("note", note, None) in seq
+    order; a tool result that answers a shown call is attached to that call instead of standing
+    alone: to the latest message before it that declares its id (a later turn may use an id
+    again, and its result is not the earlier call's)."""
     messages = model["messages"]
-    declared = {
-        p.get("id")
-        for m in messages
-        if m.get("type") == "assistant/message"
-        for p in _parts(m)
-        if p.get("type") == "tool_call"
-    }
-    results: dict[str, list[dict[str, Any]]] = {}
+    results: dict[int, dict[str, list[dict[str, Any]]]] = {}
     standalone = []
-    for m in messages:
-        if m.get("type") == "tool/result" and m.get("call_id") in declared:
-            results.setdefault(str(m["call_id"]), []).append(m)
-        else:
+    for m, scope in answer_scopes(messages):
+        if scope is None:
             standalone.append(m)
+        else:
+            results.setdefault(id(messages[scope]), {}).setdefault(str(m["call_id"]), []).append(m)
     events: list[tuple[int, int, str, dict[str, Any]]] = [
         (int(m.get("seq", 0)), 0 if "session" in m else 1, "message", m) for m in standalone
     ]
@@ -147,7 +143,7 @@ def _layout(model: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], Any]]:
     inherited = [e for e in events if e[1] == 0]
     own = sorted((e for e in events if e[1] == 1), key=lambda e: (e[0], e[2] != "note"))
     for _seq, _own, kind, obj in inherited + own:
-        yield kind, obj, results if kind == "message" else None
+        yield kind, obj, results.get(id(obj), {}) if kind == "message" else None
 
 
 def _summary_of(model: dict[str, Any]) -> list[tuple[str, str]]:
