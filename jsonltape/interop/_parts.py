@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+#: Who issued a reasoning signature the Anthropic mapping may send back (see
+#: :func:`reasoning_part`).
+ANTHROPIC = "anthropic"
+
 __all__ = [
+    "ANTHROPIC",
     "blob_part",
     "data_url",
     "parts_of",
@@ -28,10 +33,19 @@ def text_part(content: str) -> dict[str, Any]:
     return {"type": "text", "content": content}
 
 
-def reasoning_part(content: str, signature: Any = None) -> dict[str, Any]:
-    """A reasoning part; ``signature`` only when it is a non-empty string."""
+def reasoning_part(
+    content: str, signature: Any = None, *, signed_by: str | None = None
+) -> dict[str, Any]:
+    """A reasoning part; its ``signature`` only when it is a non-empty string that Anthropic
+    issued (``signed_by="anthropic"``, which the importer knows from where the reply came).
+
+    The Anthropic mapping sends a signed reasoning part back as a ``thinking`` block, and the
+    API verifies the signature: whatever else a source keeps in the same place (the field name
+    an OpenAI-compatible server streamed the reasoning in, an encrypted OpenAI reasoning item,
+    a Gemini thought signature) would be a forgery there. Such reasoning is unsigned, as spec
+    8.7.12 says (left out of an Anthropic body); the source line keeps the value verbatim."""
     part: dict[str, Any] = {"type": "reasoning", "content": content}
-    if isinstance(signature, str) and signature:
+    if signed_by == ANTHROPIC and isinstance(signature, str) and signature:
         part["signature"] = signature
     return part
 

@@ -41,6 +41,7 @@ from typing import Any
 from ._base import Mapper, Out, safe_id, title_of
 from ._model import call_ids
 from ._parts import (
+    ANTHROPIC,
     blob_part,
     parts_of,
     reasoning_part,
@@ -110,7 +111,7 @@ def _media(source: dict[str, Any], modality: str | None) -> dict[str, Any] | Non
 def _assistant_block(b: dict[str, Any]) -> dict[str, Any] | None:
     kind = b.get("type")
     if kind == "thinking" and isinstance(b.get("thinking"), str):
-        return reasoning_part(b["thinking"], b.get("signature"))
+        return reasoning_part(b["thinking"], b.get("signature"), signed_by=ANTHROPIC)
     if kind == "tool_use" and isinstance(b.get("id"), str) and isinstance(b.get("name"), str):
         return tool_call_part(b["id"], b["name"], b.get("input"))
     return _text_block(b)

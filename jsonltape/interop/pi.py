@@ -10,11 +10,14 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
   ``thinking_level_change`` update it.
 * ``message`` entries by role: ``user`` → a prompt (starts a turn, unless one is running: then
   it is a message the user queued into it, answered in a turn of its own); ``assistant`` → an
-  ``assistant/message`` (text, ``thinking`` as reasoning with its signature, ``toolCall`` as
-  tool_call) with model and usage, a ``tool/call`` per call, and the turn ends on its
+  ``assistant/message`` (text, ``thinking`` as reasoning, signed only when Anthropic issued
+  the ``thinkingSignature`` (:func:`signer`), ``toolCall`` as tool_call) with model and usage,
+  a ``tool/call`` per call, and the turn ends on its
   ``stopReason`` (stop → completed, length → max-tokens, aborted, error); ``toolResult`` →
   ``tool/result``; ``bashExecution`` (a user's ``!command``, as ``bashExecutionToText`` words
-  it) and ``custom``/``hookMessage`` → user messages (what pi puts in the model's context).
+  it) and ``custom``/``hookMessage`` → user messages (what pi puts in the model's context);
+  ``system`` (pi 0.86 on: the system prompt ``content`` and ``sections``, ``toolsAdded``,
+  ``toolsRemoved``) → a ``request/header`` with the prompt and tools pi replays from them.
 * ``compaction`` {summary, firstKeptEntryId, tokensBefore}: the messages before the first kept
   entry are replaced by the summary (jsonltape compaction events with the file ledger). Legacy
   v1 compactions name that entry by ``firstKeptEntryIndex`` instead: its position among the
@@ -34,6 +37,7 @@ from typing import Any
 
 from ._base import Mapper, Out, title_of
 from ._parts import (
+    ANTHROPIC,
     blob_part,
     parts_of,
     reasoning_part,
@@ -71,16 +75,34 @@ _USAGE = (
 )
 
 
-def pi_parts(content: Any) -> list[dict[str, Any]]:
-    return parts_of(content, _pi_block)
+def pi_parts(content: Any, *, signed_by: str | None = None) -> list[dict[str, Any]]:
+    """pi content blocks as parts; ``signed_by``: who issued the thinking signatures in them
+    (:func:`signer`)."""
+    return parts_of(content, lambda b: _pi_block(b, signed_by))
 
 
-def _pi_block(b: dict[str, Any]) -> dict[str, Any] | None:
+def signer(m: dict[str, Any]) -> str | None:
+    """Who issued the ``thinkingSignature`` of an assistant message's thinking: Anthropic when
+    pi's ``anthropic`` provider (its Anthropic Messages API) answered. pi keeps other replay data
+    in the same field (packages/ai/src/providers at badlogic/pi-mono 83378aad:
+    ``openai-completions.ts`` the name of the delta field the reasoning came in, such as
+    ``reasoning_content``; ``openai-responses-shared.ts`` the reasoning item as JSON;
+    ``google*.ts`` Gemini's thought signature), none of which Anthropic accepts."""
+    provider, api = m.get("provider"), m.get("api")
+    if provider == ANTHROPIC or (provider is None and api == "anthropic-messages"):
+        return ANTHROPIC
+    return None
+
+
+def _pi_block(b: dict[str, Any], signed_by: str | None) -> dict[str, Any] | None:
     kind = b.get("type")
     if kind == "text" and isinstance(b.get("text"), str):
         return text_part(b["text"])
     if kind == "thinking" and isinstance(b.get("thinking"), str):
-        return reasoning_part(b["thinking"], b.get("thinkingSignature"))
+        # redacted thinking keeps Anthropic's encrypted data in the signature's place: it is
+        # no signature of this (placeholder) text
+        by = None if b.get("redacted") is True else signed_by
+        return reasoning_part(b["thinking"], b.get("thinkingSignature"), signed_by=by)
     if kind == "toolCall" and isinstance(b.get("id"), str):
         return tool_call_part(b["id"], str(b.get("name")), b.get("arguments"))
     if kind == "image" and isinstance(b.get("data"), str):
@@ -101,6 +123,9 @@ class PiMapper(Mapper):
         #: the surface node of each of the file's entries in pi's numbering (None: not one)
         self.entries: list[int | None] = []
         self._node: int | None = None
+        #: the prompt and tools after each system message entry, and the ones in use
+        self._prompts: dict[str, SystemPrompt] = {}
+        self._prompt = SystemPrompt()
 
     def feed(self, line: SourceLine) -> None:
         self._node = None
@@ -126,7 +151,10 @@ class PiMapper(Mapper):
         if entry is not None:
             # pi's context is the path from the last entry to the root, so an entry of any kind
             # (a model_change after a /tree move) leaves the branch it does not continue
+            moved = out.leaf is not None and parent != out.leaf
             self.branch_to(out, parent, entry, message=t != "compaction")
+            if moved and self._prompts:  # the prompt and tools of the branch continued
+                self._use_prompt(out, self._prompt_at(out, parent), raw=False)
         vid: int | None = None
         if t == "session":
             self._session(out, v)
@@ -184,6 +212,9 @@ class PiMapper(Mapper):
     def _message(self, out: Out, m: dict[str, Any], entry: str | None) -> int | None:
         role = m.get("role")
         msg_id = entry or f"pi-{self.n}"
+        if role == "system":
+            self._system(out, m, entry)
+            return None
         if role == "user":
             parts = pi_parts(m.get("content"))
             if out.turn is None:  # else a message the user queued while the agent worked
@@ -223,12 +254,52 @@ class PiMapper(Mapper):
         self.raw_line(f"message/{role}", known=False)
         return None
 
+    # -- the system prompt and tools (pi 0.86 on: ``system`` messages in the transcript) -------
+
+    def _system(self, out: Out, m: dict[str, Any], entry: str | None) -> None:
+        """A ``SystemMessage`` ``{content, sections?, toolsAdded?, toolsRemoved?}``: applied to
+        the prompt and tools of the branch it continues, the result is the ``request/header``
+        (system and tools) every request from here on carries, as pi replays them."""
+        parent = out.parent_of.get(entry) if entry is not None else None
+        base = self._prompt_at(out, parent) if entry is not None else self._prompt
+        prompt = base.updated(m)
+        if entry is not None:
+            self._prompts[entry] = prompt
+        self._use_prompt(out, prompt, raw=True)
+        if not self._claimed:  # the same prompt and tools again: kept raw, understood
+            self.raw_line("message/system", known=True)
+
+    def _prompt_at(self, out: Out, entry: str | None) -> SystemPrompt:
+        """The prompt and tools on the branch ending at ``entry``: those of its nearest system
+        message (or none)."""
+        seen = 0
+        while entry is not None and seen < 100_000:
+            found = self._prompts.get(entry)
+            if found is not None:
+                return found
+            entry = out.parent_of.get(entry)
+            seen += 1
+        return SystemPrompt()
+
+    def _use_prompt(self, out: Out, prompt: SystemPrompt, *, raw: bool) -> None:
+        if prompt == self._prompt:
+            return
+        self._prompt = prompt
+        text, tools = prompt.text(), list(prompt.tools.values())
+        had = out.request
+        self.set_request(
+            out,
+            raw=raw,
+            system=text if text or "system" in had else None,
+            tools=tools if tools or "tools" in had else None,
+        )
+
     def _assistant(self, out: Out, m: dict[str, Any], msg_id: str) -> int | None:
         if out.turn is None:  # the agent answers a message queued into the previous turn
             self.start_turn(out)
         g = self.group_for(out, msg_id)
         self.add_line(g)
-        g.parts = pi_parts(m.get("content"))
+        g.parts = pi_parts(m.get("content"), signed_by=signer(m))
         provider = _str(m.get("provider"))
         if provider:
             self.set_request(out, provider=provider)
@@ -291,6 +362,72 @@ def bash_text(m: dict[str, Any]) -> str:
     if m.get("truncated") is True and isinstance(m.get("fullOutputPath"), str):
         text += f"\n\n[Output truncated. Full output: {m['fullOutputPath']}]"
     return text
+
+
+class SystemPrompt:
+    """The system prompt and tools pi sends after replaying its system messages in order
+    (``getCurrentSystemMessage``, ``getSystemMessageText`` and ``getCurrentTools`` in
+    packages/ai/src/utils, earendil-works/pi 342b110f): the content of each message appended
+    (joined by blank lines), then the named sections (a later value replaces one in its place,
+    ``null`` removes it), all non-empty pieces joined by blank lines; tools by name, removals
+    before additions within a message, in first-declaration order."""
+
+    def __init__(
+        self,
+        contents: tuple[str, ...] = (),
+        sections: dict[str, str] | None = None,
+        tools: dict[str, Any] | None = None,
+    ) -> None:
+        self.contents = contents
+        self.sections = sections or {}
+        self.tools = tools or {}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SystemPrompt):
+            return NotImplemented
+        key = (self.contents, list(self.sections.items()), list(self.tools.items()))
+        return key == (other.contents, list(other.sections.items()), list(other.tools.items()))
+
+    def updated(self, m: dict[str, Any]) -> SystemPrompt:
+        """This state with the system message ``m`` applied."""
+        contents = self.contents
+        text = _content_text(m.get("content"))
+        if text:
+            contents = (*contents, text)
+        sections = dict(self.sections)
+        patch = m.get("sections")
+        for name, value in patch.items() if isinstance(patch, dict) else ():
+            if value is None:
+                sections.pop(name, None)
+            elif isinstance(value, str):
+                sections[name] = value
+        tools = dict(self.tools)
+        for tool in _list(m.get("toolsRemoved")):
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                tools.pop(tool["name"], None)
+        for tool in _list(m.get("toolsAdded")):
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                tools[tool["name"]] = tool
+        return SystemPrompt(contents, sections, tools)
+
+    def text(self) -> str:
+        pieces = ["\n\n".join(self.contents), *self.sections.values()]
+        return "\n\n".join(p for p in pieces if p)
+
+
+def _content_text(content: Any) -> str:
+    """pi's ``contentText``: a string as it is, else the text blocks joined by newlines."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        b["text"]
+        for b in _list(content)
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    )
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _pi_entry(line: SourceLine) -> bool:
