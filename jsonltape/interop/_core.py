@@ -86,6 +86,8 @@ class MapperCore:
         self.name = name
         self.path = path
         self.specs: list[Spec] = []
+        #: specs without a time yet (emitted before the first timed line), oldest first
+        self._untimed: list[Spec] = []
         self.outs: dict[str, Out] = {}
         self.line: SourceLine | None = None
         self._claimed = True
@@ -149,7 +151,22 @@ class MapperCore:
                     self.key("title"), ignorable=True,
                 )  # fmt: skip
 
-    def take(self) -> list[Spec]:
+    def take(self, *, final_time: int | None = None) -> list[Spec]:
+        """The specs ready to be written, in order. An event without a time of its own (a
+        source line before the first timed one: a Claude Code ``summary``) takes its nearest
+        timed neighbour's, the next timed event's, never the import's clock (which would make
+        time run backwards and an old session look new); until that event comes, it and what
+        follows wait. ``final_time`` (the source's change time, epoch ms): nothing more comes;
+        the ones still waiting take it."""
+        if self._untimed and final_time is not None:
+            for spec in self._untimed:
+                spec.time = final_time
+            self._untimed.clear()
+        if self._untimed:
+            first = self._untimed[0]
+            cut = next(i for i, spec in enumerate(self.specs) if spec is first)
+            ready, self.specs = self.specs[:cut], self.specs[cut:]
+            return ready
         specs, self.specs = self.specs, []
         return specs
 
@@ -221,6 +238,12 @@ class MapperCore:
         spec = Spec(out.target.name, vid, type_, data, key, t)
         spec.surface, spec.sources, spec.refs, spec.ignorable = surface, sources, refs, ignorable
         self.specs.append(spec)
+        if t <= 0:
+            self._untimed.append(spec)  # takes the next timed event's time (see take)
+        elif self._untimed:
+            for waiting in self._untimed:
+                waiting.time = t
+            self._untimed.clear()
         if type_ == "tool/result":
             out.pending.pop(str(data.get("call_id")), None)
         return vid

@@ -207,12 +207,23 @@ class _Sink:
                 agent=target.agent,
                 parent=self._parent(target),
                 meta=self._meta(target),
-                created=target.created if target.created and target.created > 0 else None,
+                created=self._created(name, target),
                 durability="manual",
             )
             self.created.append(str(st.path))
         self.tapes[name] = tape
         return tape
+
+    def _created(self, name: str, target: Target) -> int | None:
+        """The header's creation time: the source's, else its first event's, else when the
+        source last changed; never the import's clock (an old session would look new)."""
+        if target.created and target.created > 0:
+            return target.created
+        first = self.batch.get(name)
+        if first and first[0][1].time > 0:
+            return first[0][1].time
+        mtime_ms = self.inp.stat()[1] // 1_000_000
+        return mtime_ms if mtime_ms > 0 else None
 
     def _parent(self, target: Target) -> ParentRef | None:
         if not target.child_of_main:
@@ -406,7 +417,7 @@ def _import(
             open_before = any(o.turn is not None for o in mapper.outs.values())
             mapper.eof(settled)
             report.closed_turns = settled and open_before
-        for spec in mapper.take():
+        for spec in mapper.take(final_time=mtime_ns // 1_000_000):
             sink.add(spec)
         open_turn = any(o.turn is not None for o in mapper.outs.values())
         report.open_turn = open_turn

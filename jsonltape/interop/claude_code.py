@@ -174,7 +174,11 @@ class ClaudeCodeMapper(Mapper):
     # -- lines ----------------------------------------------------------------------------
 
     def handle(self, v: dict[str, Any]) -> None:
-        self.time = parse_time(v.get("timestamp")) or self.time
+        snapshot = v.get("snapshot")  # a file-history-snapshot has its time there
+        own = v.get("timestamp") or (
+            snapshot.get("timestamp") if isinstance(snapshot, dict) else None
+        )
+        self.time = parse_time(own) or self.time
         self._header(v)
         t = v.get("type")
         uuid = v.get("uuid") if isinstance(v.get("uuid"), str) else None

@@ -110,7 +110,7 @@ class ForeignScan:
     ) -> Iterator[tuple[str, Event]]:
         """The events of the specs mapped so far; a session's header comes before its first
         event, once it is fixed (as an import writes it) or at the end."""
-        for spec in mapper.take():
+        for spec in mapper.take(final_time=fallback if final else None):
             self._waiting.setdefault(spec.target, []).append(spec)
         for name in list(self._waiting):
             target = mapper.outs[name].target

@@ -250,6 +250,7 @@ class GeminiMapper(Mapper):
         elif isinstance(v.get("id"), str):
             self._record(out, v)
         elif isinstance(v.get("sessionId"), str):
+            self.time = parse_time(v.get("startTime")) or self.time  # the record's own time
             self._metadata(out, v)
             self.raw_line("session", known=True)
         else:

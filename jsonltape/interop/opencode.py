@@ -104,6 +104,7 @@ class OpenCodeMapper(Mapper):
     def handle(self, v: dict[str, Any]) -> None:
         t = v.get("type")
         if t == "session":
+            self.time = parse_time((v.get("time") or {}).get("created")) or self.time
             self._session(v)
             self.raw_line("session", known=True)
         elif t == "message" and isinstance(v.get("info"), dict):
