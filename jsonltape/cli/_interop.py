@@ -71,7 +71,8 @@ def _err(text: str) -> None:
     default=3600.0,
     show_default=True,
     help="Seconds after its last change when a source is finished: a turn it left open is "
-    "closed as interrupted (as `repair` closes a crashed turn).",
+    "closed as interrupted (as `repair` closes a crashed turn), or as completed when the "
+    "source never marks a turn's end and it ended with a reply.",
 )
 @click.option("--live", is_flag=True, help="Never close open turns (sources still being written).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report per source file.")
@@ -180,9 +181,16 @@ def _report(reports: list[FileReport], single: bool) -> None:
     if unknown:
         kinds = ", ".join(f"{k} ×{n}" for k, n in unknown.most_common(5))
         line += f" ({sum(unknown.values())} not understood: {kinds})"
-    closed = sum(1 for r in reports if r.closed_turns)
+    closed: Counter[str] = Counter()
+    for r in reports:
+        closed.update(r.closed)
     if closed:
-        line += f"; closed the open turn of {_n(closed, 'finished source')} as interrupted"
+        # what each turn/end says: a source that never marks a turn's end (Claude Code,
+        # OpenCode) completed a turn that ended with a reply; the others were interrupted
+        how = ", ".join(f"{n} {reason}" for reason, n in sorted(closed.items()))
+        turns = _n(sum(closed.values()), "open turn")
+        files = _n(sum(1 for r in reports if r.closed), "finished source")
+        line += f"; closed {turns} of {files} ({how})"
     _err(line)
     if errors:
         sys.exit(2)

@@ -47,7 +47,11 @@ class Mapper(TurnsMixin, BranchesMixin, CompactionMixin, GroupsMixin):
 
     def eof(self, settled: bool) -> None:
         """The source ends here (for now): emit what is pending; if the source is finished
-        (``settled``), close turns it left open the way repair closes a crashed turn."""
+        (``settled``), close turns it left open the way repair closes a crashed turn (or, for
+        a source that never marks a turn's end, as completed when it ended with a reply).
+        :attr:`closed` then counts the turns closed, by the reason their ``turn/end`` gives."""
+        self.closed.clear()
+        first = len(self.specs)
         for out in list(self.outs.values()):
             self.flush_group(out, keep=True)  # it may still grow: later lines revise it
             if settled:
@@ -60,6 +64,10 @@ class Mapper(TurnsMixin, BranchesMixin, CompactionMixin, GroupsMixin):
                     self.end_turn(out, "completed", tag="eof:end")  # it ended with a reply
                 else:
                     self.close_interrupted(out, "eof")
+        for spec in self.specs[first:]:
+            if spec.type == "turn/end":
+                reason = str(spec.data.get("reason"))
+                self.closed[reason] = self.closed.get(reason, 0) + 1
         # Where a run stops its sessions may be written (an import creates a session at its
         # last write at the latest): their headers are what is known here, and a title the
         # source gives later is a session/title, as after any fixed header.

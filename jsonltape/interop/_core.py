@@ -97,6 +97,8 @@ class MapperCore:
         self.unknown: dict[str, int] = {}
         self.problems: list[tuple[int, str]] = []
         self.sanitized = 0
+        #: the turns the last ``eof`` closed, by the reason their ``turn/end`` gives
+        self.closed: dict[str, int] = {}
         #: sessions with a message whose header is not fixed yet (see ``Target.fix``)
         self._unfixed: dict[Out, bool] = {}  # -> whether it has a reply yet
 

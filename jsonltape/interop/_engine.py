@@ -89,7 +89,11 @@ class FileReport(msgspec.Struct):
     #: a unit's records still changing (an OpenCode reply streaming), left for a later import
     held: Torn | None = None
     open_turn: bool = False
+    #: whether this run closed turns the finished source left open (see ``closed``)
     closed_turns: bool = False
+    #: the turns this run closed, by the reason their ``turn/end`` gives: ``interrupted``, or
+    #: ``completed`` for a source that never marks a turn's end and ended with a reply
+    closed: dict[str, int] = msgspec.field(default_factory=dict)
     sanitized: int = 0
     error: str | None = None
 
@@ -414,9 +418,9 @@ def _import(
             return
         final = (src.lines, settled)
         if final not in stops:
-            open_before = any(o.turn is not None for o in mapper.outs.values())
             mapper.eof(settled)
-            report.closed_turns = settled and open_before
+            report.closed = dict(mapper.closed)
+            report.closed_turns = bool(report.closed)
         for spec in mapper.take(final_time=mtime_ns // 1_000_000):
             sink.add(spec)
         open_turn = any(o.turn is not None for o in mapper.outs.values())
