@@ -30,7 +30,11 @@ def _write(path: Path, value: dict[str, Any]) -> None:
     path.write_text(json.dumps(value))
 
 
-def _tree(tmp: Path, messages: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Path:
+def _tree(
+    tmp: Path,
+    messages: list[tuple[dict[str, Any], list[dict[str, Any]]]],
+    title: str | None = "t",
+) -> Path:
     root = tmp / "storage"
     _write(root / "project" / f"{PRJ}.json", {"id": PRJ, "worktree": "/w", "time": {"created": 1}})
     session = {
@@ -38,9 +42,11 @@ def _tree(tmp: Path, messages: list[tuple[dict[str, Any], list[dict[str, Any]]]]
         "version": "1.3.0",
         "projectID": PRJ,
         "directory": "/w",
-        "title": "t",
+        "title": title,
         "time": {"created": 1764460800000, "updated": 1764460900000},
     }
+    if title is None:  # a session OpenCode has not titled: a prompt titles it
+        del session["title"]
     _write(root / "session" / PRJ / f"{SID}.json", session)
     for k, (info, parts) in enumerate(messages):
         mid = f"msg_b{k:03d}"
@@ -174,6 +180,7 @@ def test_a_subtask_prompt_is_the_text_opencode_sends_and_names_nothing(tmp_path:
     tree = _tree(
         tmp_path,
         [({"role": "user", "agent": "build"}, [subtask]), _assistant([task]), _user("thanks")],
+        title=None,
     )
     path = _import(tmp_path, tree)
     surface = _surface(path)

@@ -18,6 +18,7 @@ mixins over :class:`MapperCore`; :class:`~._base.Mapper` puts them together.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -308,6 +309,25 @@ class MapperCore:
         data = dict(new)
         data["import"] = self.imp(raw=raw, lines=None if n is None else [n])
         self.emit(out, "request/header", data, self.key("request", n=n))
+
+    def source_title(self, title: str | None) -> None:
+        """The title the source keeps for the session beside its records (what the agent's
+        UI shows, :attr:`~._source.Unit.title`): the session's title; a prompt never is."""
+        if title is not None and title.strip():
+            self.main_out().target.title = title_of(title)
+
+    def retitle(self, title: str, shown: str | None, time: int) -> None:
+        """A ``session/title`` when the source's own title (:meth:`source_title`) is not the
+        one the imported session shows (``shown``): the source renamed it since."""
+        new = title_of(title)
+        if not title.strip() or new == shown:
+            return
+        out = self.main_out()
+        digest = hashlib.sha256(new.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        data = {"title": new, "import": self.imp(raw=False)}
+        self.emit(
+            out, "session/title", data, self.key(f"title:{digest}"), ignorable=True, time=time
+        )
 
     def note_title(self, out: Out, text: Any) -> None:
         """Take a session title from the first prompt if the source gives none."""

@@ -386,6 +386,7 @@ def _import(
             return
     st.load()
     mapper = mapper_for(source, p, sid, inp.name)
+    mapper.source_title(inp.title())
     states: dict[str, _State] = {"": st}
     markers: list[dict[str, Any]] = list(st.markers)
     if st.exists:
@@ -421,6 +422,9 @@ def _import(
             mapper.eof(settled)
             report.closed = dict(mapper.closed)
             report.closed_turns = bool(report.closed)
+        title = inp.title()
+        if title is not None and st.exists:  # renamed in place since the session was written
+            mapper.retitle(title, st.title, mtime_ns // 1_000_000)
         for spec in mapper.take(final_time=mtime_ns // 1_000_000):
             sink.add(spec)
         open_turn = any(o.turn is not None for o in mapper.outs.values())

@@ -46,6 +46,10 @@ class Input:
         """The lines in memory (a unit's rendering), or None for a file read from disk."""
         return None
 
+    def title(self) -> str | None:
+        """The session's own title kept beside its lines (:attr:`Unit.title`), or None."""
+        return None
+
     def same_source(self, meta: dict[str, object]) -> bool:
         """Whether the session whose ``meta.import`` is ``meta`` was imported from this source
         (and not from another one of the same name): its first line is the same."""
@@ -112,6 +116,9 @@ class UnitInput(Input):
 
     def data(self) -> bytes | None:
         return self._render(True)[0]
+
+    def title(self) -> str | None:
+        return self.unit.title
 
     def same_source(self, meta: dict[str, object]) -> bool:
         # the same file and name need no rendering (an unchanged unit is then never rendered)

@@ -9,7 +9,8 @@ packages/opencode/src/session/session.sql.ts at commit
 9b58d7430157b7d03151cb822353895880a2a05c: ``integer NOT NULL``, ``Date.now()``):
 
 * ``session``: ``id`` text primary key, ``project_id`` text, ``parent_id`` text or NULL,
-  ``directory`` text, ``version`` text, ``time_created``, ``time_updated`` (and columns not read);
+  ``directory`` text, ``version`` text, ``title`` text, ``time_created``, ``time_updated`` (and
+  columns not read);
 * ``message``: ``id``, ``session_id``, times, ``data``: the message info as JSON text;
 * ``part``: ``id``, ``message_id``, ``session_id``, times, ``data``: the part as JSON text.
 
@@ -74,8 +75,8 @@ _INT = ("integer",)
 #: The columns read and the types each may hold (``sqlite3`` value types named as ``typeof``).
 COLUMNS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "session": (("id", _TEXT), ("project_id", _OPTIONAL), ("parent_id", _OPTIONAL),
-                ("directory", _OPTIONAL), ("version", _OPTIONAL), ("time_created", _INT),
-                ("time_updated", _INT)),
+                ("directory", _OPTIONAL), ("version", _OPTIONAL), ("title", _OPTIONAL),
+                ("time_created", _INT), ("time_updated", _INT)),
     "message": (("id", _TEXT), ("time_created", _INT), ("time_updated", _INT), ("data", _TEXT)),
     "part": (("id", _TEXT), ("message_id", _TEXT), ("time_created", _INT), ("time_updated", _INT),
              ("data", _TEXT)),
@@ -120,6 +121,8 @@ class SessionRow(NamedTuple):
     """The newest ``time_updated`` of the session and its rows."""
     problem: str | None
     """Why the session cannot be imported (a row that breaks the types above), or None."""
+    title: str | None = None
+    """The session's title as OpenCode shows it (rewritten in place: not in ``record``)."""
 
 
 class _RowError(Exception):
@@ -247,7 +250,7 @@ class Database:
         out = []
         for n, row in enumerate(con.execute(f"SELECT {_SELECT['session']} FROM session"
                                             " ORDER BY time_created, id"), 1):  # fmt: skip
-            sid, project, parent, directory, version, created, updated = row
+            sid = row[0]
             rows, newest = counts.get(sid, (0, 0))
             try:
                 values = _checked("session", row, f"number {n} (its id is unusable)")
@@ -255,11 +258,11 @@ class Database:
                 usable = _utf8(sid) if isinstance(sid, _Text) and sid else None
                 out.append(SessionRow(usable, {}, rows, 0, str(exc)))
                 continue
-            sid, project, parent, directory, version, created, updated = values
+            sid, project, parent, directory, version, title, created, updated = values
             record = {"id": sid, "projectID": project, "directory": directory,
                       "parentID": parent, "time": {"created": created},
                       "version": version}  # fmt: skip
-            out.append(SessionRow(sid, record, rows, max(updated, newest), None))
+            out.append(SessionRow(sid, record, rows, max(updated, newest), None, title))
         return out
 
     def messages(self, sid: str) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:

@@ -108,7 +108,8 @@ def db_units(db: Path) -> list[Unit]:
         # A refused session's change time is unknown: -1 is never the one an import recorded,
         # so the verdict is given again each time, never "unchanged".
         mtime_ns = -1 if row.problem is not None else row.changed_ms * 1_000_000
-        units.append(Unit(str(db), name, row.rows, mtime_ns, _db_render(database, row)))
+        render = _db_render(database, row)
+        units.append(Unit(str(db), name, row.rows, mtime_ns, render, row.title))
     return units
 
 
@@ -169,11 +170,22 @@ def tree_units(storage: Path) -> list[Unit]:
                 files.append(m)
                 files.extend(_json_files(storage / "part" / m.stem))
             mtime = max(_mtime(f) for f in files)
+            title = _title(info_path)
             units.append(
                 Unit(str(info_path), sid, len(files) - 1, mtime,
-                     _tree_render(storage, info_path, project_dir.name))
+                     _tree_render(storage, info_path, project_dir.name),
+                     title)
             )  # fmt: skip
     return units
+
+
+def _title(info_path: Path) -> str | None:
+    """A tree session's title (its render gives the verdict on a file it cannot read)."""
+    try:
+        title = (_read_json(info_path) or {}).get("title")
+    except OpenCodeStoreError:
+        return None
+    return title if isinstance(title, str) else None
 
 
 def _mtime(p: Path) -> int:

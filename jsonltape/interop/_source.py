@@ -92,6 +92,11 @@ class Unit(NamedTuple):
     """``render(settled)`` -> ``(jsonl, held)``: every line ends with a newline; the last
     ``held`` bytes are records that may still change (0 when ``settled``: nothing will). The
     bytes are the same either way (an import renders a unit once)."""
+    title: str | None = None
+    """The session's own title, as the agent shows it, when the source keeps one beside the
+    records and rewrites it in place (an OpenCode session's): never one of the records, which
+    only grow; an import titles the session with it, and a later import that finds it changed
+    appends a ``session/title``."""
 
 
 def _suspect(raw: bytes) -> bool:

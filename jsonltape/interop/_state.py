@@ -1,4 +1,5 @@
-"""What an earlier import left: the target session's import metadata, keys and sync markers."""
+"""What an earlier import left: the target session's import metadata, keys, sync markers and
+the title it shows."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class State:
         self.markers: list[dict[str, Any]] = []
         self.meta: dict[str, Any] = {}
         self.crc0: str | None = None
+        #: the title the session shows: its header's, then each ``session/title`` (after load)
+        self.title: str | None = None
         self.loaded = False
         if self.exists:
             meta = reader.header(path).meta
@@ -38,6 +41,10 @@ class State:
             e = line.event
             if e.seq == 0:
                 self.crc0 = e.crc
+                title = e.data.get("title")
+                self.title = title if isinstance(title, str) else None
+            elif e.type == "session/title" and isinstance(e.data.get("title"), str):
+                self.title = e.data["title"]
             if e.key is not None:
                 self.keys[e.key] = e.seq
             if e.type == "import/sync":

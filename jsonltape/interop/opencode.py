@@ -5,7 +5,9 @@ and part types are OpenCode's (anomalyco/opencode packages/opencode/src/session/
 
 * ``{"type":"session", id, projectID, directory, parentID?, time: {created}, version}``:
   the header (cwd, created, ``meta.import``; a child session's ``parentID``, a subtask's
-  session, is kept there as ``parent``);
+  session, is kept there as ``parent``). The session's title is OpenCode's own, which it
+  rewrites in place and the unit carries beside the records (``Unit.title``); a prompt titles
+  a session only when it has none;
 * ``{"type":"message", "info": {...}, "parts": [...]}`` with ``info.role`` ``user`` (``time``,
   ``agent``, ``model {providerID, modelID}``) or ``assistant`` (``parentID``, ``modelID``,
   ``providerID``, ``tokens {input, output, reasoning, cache {read, write}}``, ``cost``,
