@@ -15,7 +15,9 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
   2.x runs a tool while the response is still streaming and may write its result line
   *between* the response's lines: a line holding only results of the response's calls is held
   back until the response is complete, so the response stays one message and its results
-  follow it.
+  follow it. A line after such a result continues the response only when it provably is the
+  same one (same ``requestId`` and input usage, :func:`same_response`): a model or proxy that
+  reuses message ids gives the next response the same id.
 * ``system/compact_boundary`` + the next ``isCompactSummary`` user line: ``compaction/start``,
   ``compaction/summary`` (with the file ledger), the summary ``user/message`` replacing the
   surface, ``compaction/end``.
@@ -38,7 +40,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._base import Mapper, Out, safe_id, title_of
+from ._base import Group, Mapper, Out, safe_id, title_of
 from ._model import call_ids
 from ._parts import (
     ANTHROPIC,
@@ -125,6 +127,27 @@ def result_response(content: Any) -> Any:
     ):
         return "\n".join(b["text"] for b in content)
     return content
+
+
+#: The input side of a response's usage: the same on every line of one response (Claude Code
+#: writes the usage it got at the response's start on each), different for the next response
+#: (its input holds the first one's output and the tool results).
+_INPUT_USAGE = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def same_response(g: Group, v: dict[str, Any]) -> bool:
+    """Whether the assistant line ``v``, written after results of the calls of the response
+    ``g`` with the same ``message.id``, is a line of that response (Claude Code 2.x runs tools
+    while a response streams) rather than the next response, from a model or proxy that reuses
+    message ids. Only the API request id proves it: the lines share a ``requestId``, and their
+    input usage, when both have one, is the same."""
+    request = v.get("requestId")
+    if not isinstance(request, str) or request != g.extra.get("request_id"):
+        return False
+    usage, earlier = v["message"].get("usage"), g.usage
+    if isinstance(usage, dict) and isinstance(earlier, dict):
+        return all(usage.get(k) == earlier.get(k) for k in _INPUT_USAGE)
+    return True
 
 
 _TAG = re.compile(r"<(command-name|command-args)>(.*?)</\1>", re.S)
@@ -238,13 +261,17 @@ class ClaudeCodeMapper(Mapper):
 
     def _continues(self, out: Out, v: dict[str, Any]) -> bool:
         """Whether the line belongs inside the response being assembled: one of its lines
-        (same ``message.id``), or a user line holding only results of its tool calls."""
+        (same ``message.id``, and when results of its calls were written since, provably the
+        same response: :func:`same_response`), or a user line holding only results of its
+        tool calls."""
         g = out.group
         if g is None:
             return False
         message = v["message"]
         if v.get("type") == "assistant":
-            return bool(message.get("id") == g.msg_id)
+            if message.get("id") != g.msg_id:
+                return False
+            return not self._held.get(out.target.name) or same_response(g, v)
         content = message.get("content")
         if not isinstance(content, list) or not content or v.get("isCompactSummary") is True:
             return False
