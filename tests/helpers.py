@@ -86,6 +86,28 @@ def import_finished(source: str, src: Path, text: str, root: Path) -> Any:
     return report
 
 
+def import_line_by_line(source: str, src: Path, lines: list[str], root: Path) -> Path:
+    """Import ``src`` as it grows by one line per import (still live: nothing is closed), then
+    once more finished; returns the session. Every import must succeed without a problem."""
+    import os
+    import time
+
+    from jsonltape.interop import import_file
+
+    src.parent.mkdir(parents=True, exist_ok=True)
+    path = None
+    for i in range(1, len(lines) + 1):
+        src.write_text("".join(lines[:i]))
+        report = import_file(source, src, root, settle=None)
+        assert report.status in ("imported", "unchanged"), report.error
+        path = Path(report.sessions[0])
+    past = time.time() - 7200
+    os.utime(src, (past, past))
+    assert import_file(source, src, root).problems == []
+    assert path is not None
+    return path
+
+
 def drop_session_bounds(con: Any) -> None:
     """Remove what index schema steps 7 to 9 added (``sessions.key_lo``/``key_hi``, the word
     list, the key runs), for a test that takes an index back to an older schema (``DROP

@@ -13,8 +13,6 @@ execution, arguments}`` and ``ToolSearchOutput`` ``{call_id, status, execution, 
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,7 @@ import jsonltape
 from jsonltape import fold
 from jsonltape.interop import import_file
 
-from .helpers import import_finished
+from .helpers import import_finished, import_line_by_line
 
 T0 = "2026-11-20T10:00:{:02d}.000Z"
 
@@ -188,16 +186,6 @@ def test_a_rolled_back_rollout_imported_at_each_line_folds_like_one_import(
     src = (
         tmp_path / "grow" / "rollout-2026-11-20T10-00-00-0199aaaa-0000-7000-8000-000000000001.jsonl"
     )
-    src.parent.mkdir(parents=True)
-    path = None
-    for i in range(1, len(lines) + 1):
-        src.write_text("".join(lines[:i]))
-        report = import_file("codex", src, tmp_path / "grow-root", settle=None)
-        assert report.status in ("imported", "unchanged"), report.error
-        path = Path(report.sessions[0])
-    past = time.time() - 7200
-    os.utime(src, (past, past))
-    again = import_file("codex", src, tmp_path / "grow-root")
-    assert path is not None and again.problems == []
+    path = import_line_by_line("codex", src, lines, tmp_path / "grow-root")
     assert _texts(path) == _texts(whole)
     assert import_file("codex", src, tmp_path / "grow-root").status == "unchanged"

@@ -1,5 +1,7 @@
 """Compaction: ``compaction/start``, the summary with the file ledger of what it replaces,
-the summary ``user/message`` replacing the surface, and ``compaction/end`` (or its error)."""
+the summary ``user/message`` replacing the surface, and ``compaction/end`` (or its error); or,
+when the source gives the history it continues from as messages, those messages in the
+surface's place."""
 
 from __future__ import annotations
 
@@ -8,12 +10,15 @@ from typing import Any
 import msgspec
 
 from ..errors import JsonltapeError
-from ..events import Replace
+from ..events import Replace, Retract
 from ..fold import FileLedger, extract_ops, merge_ledgers, message_text, render_ledger
 from ._core import MapperCore
 from ._model import Out
 
 __all__ = ["CompactionMixin"]
+
+#: The message types that can take a compacted range's place.
+_REPLACING = frozenset({"user/message", "assistant/message"})
 
 
 class CompactionMixin(MapperCore):
@@ -48,7 +53,7 @@ class CompactionMixin(MapperCore):
         the replacing message's text when the source frames the summary for the model."""
         if out.compaction is None:
             return None
-        n, s, e, tokens = out.compaction
+        _n, s, e, _tokens = out.compaction
         if not summary.strip(" \t\n\r"):
             self.end_compaction(out, "EMPTY_SUMMARY", "the source's summary is empty")
             return None
@@ -57,8 +62,26 @@ class CompactionMixin(MapperCore):
         except JsonltapeError as exc:
             self.end_compaction(out, "SURFACE_CHANGED", exc.message)
             return None
+        sv = self._summary(out, summary, shadowed, tag)
+        ledger = out.pending_ledger
+        rendered = render_ledger(ledger) if ledger is not None else ""
+        parts = [{"type": "text", "content": summary if shown is None else shown}]
+        if rendered:
+            parts.append({"type": "text", "content": rendered})
+        mdata = {"message": {"id": msg_id, "role": "user", "parts": parts}, "import": self.imp()}
+        mv = self.emit(
+            out, "user/message", mdata, self.key(tag or None), surface=("replace", s, e),
+            sources=[sv, *shadowed],
+        )  # fmt: skip
+        self._end(out, mv, tag)
+        return mv
+
+    def _summary(self, out: Out, summary: str, shadowed: list[int], tag: str) -> int:
+        """``compaction/summary`` of the started compaction over ``shadowed``; its ledger waits
+        in ``out.pending_ledger`` for the summary message."""
+        assert out.compaction is not None
+        n, s, e, tokens = out.compaction
         ledger = self._ledger(out, shadowed)
-        rendered = render_ledger(ledger)
         data: dict[str, Any] = {
             "compaction": n,
             "summary": summary,
@@ -70,21 +93,20 @@ class CompactionMixin(MapperCore):
         }
         if tokens is not None:
             data["tokens"] = tokens
-        if rendered:
+        if render_ledger(ledger):
             data["ledger"] = msgspec.to_builtins(ledger)
         data["import"] = self.imp(raw=False)
         refs = ("compaction", "start", "end")
-        sv = self.emit(out, "compaction/summary", data, self.key(f"{tag}summary"), refs=refs)
-        parts = [{"type": "text", "content": summary if shown is None else shown}]
-        if rendered:
-            parts.append({"type": "text", "content": rendered})
-        mdata = {"message": {"id": msg_id, "role": "user", "parts": parts}, "import": self.imp()}
-        mv = self.emit(
-            out, "user/message", mdata, self.key(tag or None), surface=("replace", s, e),
-            sources=[sv, *shadowed],
-        )  # fmt: skip
-        out.ledgers[mv] = ledger
-        end = {"compaction": n, "message": mv, "import": self.imp(raw=False)}
+        out.pending_ledger = ledger
+        return self.emit(out, "compaction/summary", data, self.key(f"{tag}summary"), refs=refs)
+
+    def _end(self, out: Out, mv: int, tag: str) -> None:
+        """``compaction/end`` naming the summary message ``mv``, which carries the ledger."""
+        assert out.compaction is not None
+        if out.pending_ledger is not None:
+            out.ledgers[mv] = out.pending_ledger
+            out.pending_ledger = None
+        end = {"compaction": out.compaction[0], "message": mv, "import": self.imp(raw=False)}
         self.emit(
             out,
             "compaction/end",
@@ -93,6 +115,55 @@ class CompactionMixin(MapperCore):
             refs=("compaction", "message"),
         )
         out.compaction = None
+
+    def begin_replacement(self, out: Out, summary: str) -> None:
+        """The started compaction's summary, when the source gives the history it continues
+        from as messages (Codex's ``replacement_history``): the next message emitted takes the
+        compacted range's place (and ``compaction/end`` follows it), the ones after it append;
+        :meth:`end_replacement` closes it. Nothing is added to those messages (no ledger text:
+        the agent sends them as they are); the ledger is kept in ``compaction/summary``."""
+        if out.compaction is None:
+            return
+        _n, s, e, _tokens = out.compaction
+        if not summary.strip(" \t\n\r"):  # an encrypted summary only: say so (not model-visible)
+            summary = "(the source's summary is not text)"
+        try:
+            shadowed = out.surface.removed_by("user/message", Replace(s, e), None, {"message": {}})
+        except JsonltapeError as exc:
+            self.end_compaction(out, "SURFACE_CHANGED", exc.message)
+            return
+        sv = self._summary(out, summary, shadowed, "")
+        out.replacing = (sv, s, e)
+
+    def end_replacement(self, out: Out) -> None:
+        """Close :meth:`begin_replacement`: when no message took the range's place (the source
+        continues from an empty history), the compaction ends with an error and the range is
+        retracted, so the surface is what the agent continues from either way."""
+        self.flush_group(out)
+        if out.replacing is None:
+            return
+        _sv, s, e = out.replacing
+        out.replacing = None
+        self.end_compaction(out, "EMPTY_SUMMARY", "the replacement history holds no message")
+        try:
+            out.surface.removed_by("surface/retract", Retract(s, e))
+        except JsonltapeError:
+            return  # pragma: no cover - a range just compacted can always be retracted
+        data = {"reason": "compacted", "import": self.imp(raw=False)}
+        self.emit(out, "surface/retract", data, self.key("replaced"), surface=("retract", s, e))
+
+    def emit(self, out: Out, type_: str, data: dict[str, Any], key: str, **kw: Any) -> int:
+        """:meth:`MapperCore.emit`; the first message appended during a replacement (see
+        :meth:`begin_replacement`) replaces the compacted range instead."""
+        pending = out.replacing
+        if pending is None or kw.get("surface") is not None or type_ not in _REPLACING:
+            return super().emit(out, type_, data, key, **kw)
+        out.replacing = None
+        sv, s, e = pending
+        shadowed = out.surface.removed_by(type_, Replace(s, e), None, data)
+        kw.update(surface=("replace", s, e), sources=[sv, *shadowed])
+        mv = super().emit(out, type_, data, key, **kw)
+        self._end(out, mv, "")
         return mv
 
     def end_compaction(self, out: Out, code: str, message: str) -> None:

@@ -176,6 +176,10 @@ class Out:
         self.leaf: str | None = None
         self.last_time = 0
         self.compaction: tuple[int, int, int, int | None] | None = None  # (vid, s, e, tokens)
+        #: the ledger of the started compaction's summary, for its summary message
+        self.pending_ledger: FileLedger | None = None
+        #: (summary vid, start, end): the next message appended replaces start..end instead
+        self.replacing: tuple[int, int, int] | None = None
 
 
 def safe_id(text: str, prefix: str = "") -> str:

@@ -24,8 +24,9 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
 * ``event_msg``: ``task_started`` / ``task_complete`` / ``turn_aborted`` start and end turns;
   the rest (``user_message``, ``agent_message``, ``agent_reasoning``: copies of response items
   for the UI; exec and patch events; rate limits) stays raw.
-* ``compacted``: a compaction of the whole surface, the summary being its ``message`` (or the
-  text of its ``replacement_history``).
+* ``compacted``: a compaction of the whole surface. With ``replacement_history`` (the items
+  Codex resumes from) those items take the surface's place, each mapped as the response item it
+  is; without it the summary is ``message``.
 * ``event_msg thread_rolled_back`` ``{num_turns}`` (``/undo``, ``thread/rollback``): Codex drops
   the last ``num_turns`` user turns from the history it resumes (``drop_last_n_user_turns``):
   the messages from the first prompt of those turns on are retracted (``surface/retract``,
@@ -72,6 +73,10 @@ _ASSISTANT_ITEMS = frozenset(
         "web_search_call",
         "tool_search_call",
         "image_generation_call",
+        # the encrypted summary the compact endpoint returns (``ResponseItem::Compaction``,
+        # alias ``compaction_summary``): a part of its own type
+        "compaction",
+        "compaction_summary",
     }
 )
 _decode = msgspec.json.decode
@@ -224,17 +229,37 @@ class CodexMapper(Mapper):
                 self._usage(out, usage)
 
     def _compacted(self, out: Out, p: dict[str, Any]) -> None:
+        """A compaction. With ``replacement_history`` (Codex 0.10x on; remote compaction leaves
+        ``message`` empty) Codex resumes from exactly those items (codex-rs
+        ``reconstruct_history_from_rollout``: ``history.replace(replacement_history)``): they
+        take the surface's place as the messages they are, each mapped as a response item
+        (user, developer, assistant messages, images, calls; the encrypted ``compaction`` item
+        a part of its own type). Without it, the summary is ``message``."""
         summary = p.get("message")
+        history = p.get("replacement_history")
+        if not isinstance(history, list):
+            if self.start_compaction(out, "compacted", None):
+                self.finish_compaction(out, str(summary or ""), f"codex-{self.n}")
+            return
         if not isinstance(summary, str) or not summary.strip():
-            texts: list[str] = []
-            history = p.get("replacement_history")
-            for item in history if isinstance(history, list) else ():
-                if isinstance(item, dict):
-                    parts = content_parts(item.get("content"))
-                    texts.extend(x["content"] for x in parts if x.get("type") == "text")
-            summary = "\n\n".join(texts)
-        if self.start_compaction(out, "compacted", None):
-            self.finish_compaction(out, summary, f"codex-{self.n}")
+            texts = [
+                text_of(content_parts(item.get("content")))
+                for item in history
+                if isinstance(item, dict)
+            ]
+            summary = "\n\n".join(t for t in texts if t)
+        started = self.start_compaction(out, "compacted", None)
+        if started:
+            self.begin_replacement(out, summary)
+        self._last = None  # the items are no model response: a later usage is not theirs
+        for k, item in enumerate(history):
+            if isinstance(item, dict):
+                self._item(out, item, f"codex-{self.n}.{k}")
+        if started:
+            self.end_replacement(out)
+        else:  # nothing to compact: the items are the history
+            self.flush_group(out)
+        self._last = None
 
     def _session_meta(self, out: Out, p: dict[str, Any]) -> None:
         if self._meta_seen:
@@ -270,10 +295,11 @@ class CodexMapper(Mapper):
 
     # -- response items ---------------------------------------------------------------
 
-    def _group(self, out: Out) -> Group:
+    def _group(self, out: Out, msg_id: str) -> Group:
+        """The open response's message, or a new one with id ``msg_id``."""
         g = out.group
         if g is None:
-            g = self.group_for(out, f"codex-{self.n}")
+            g = self.group_for(out, msg_id)
             model = out.request.get("model")
             g.model = model if isinstance(model, str) else None  # the turn_context's model
             self._last = g
@@ -294,13 +320,15 @@ class CodexMapper(Mapper):
         g.usage = usage
         self.flush_group(out)
 
-    def _item(self, out: Out, p: dict[str, Any]) -> None:
+    def _item(self, out: Out, p: dict[str, Any], msg_id: str | None = None) -> None:
+        """A response item (``msg_id``: the id of what it maps to, default from its line)."""
+        msg_id = msg_id or f"codex-{self.n}"
         kind = p.get("type")
         if kind == "message":
             role = p.get("role")
             parts = content_parts(p.get("content"))
             if role == "assistant":
-                g = self._group(out)
+                g = self._group(out, msg_id)
                 self.add_line(g, p.get("id") if isinstance(p.get("id"), str) else None)
                 g.parts.extend(parts)
                 phase = p.get("phase")
@@ -308,14 +336,14 @@ class CodexMapper(Mapper):
                     g.extra["phase"] = phase
                 return
             msg_role = "user" if role == "user" else "system"
-            vid = self.message(out, "user/message", msg_role, parts, f"codex-{self.n}")
+            vid = self.message(out, "user/message", msg_role, parts, msg_id)
             if role == "user":  # 0.154 writes no event_msg user_message: title from here
                 prompt = prompt_text(parts)
                 self.note_title(out, prompt)
                 if prompt is not None:
                     self._prompts.append(vid)
         elif kind in _ASSISTANT_ITEMS:
-            g = self._group(out)
+            g = self._group(out, msg_id)
             self.add_line(g, p.get("id") if isinstance(p.get("id"), str) else None)
             g.parts.append(self._assistant_part(kind, p))
         elif kind in ("function_call_output", "custom_tool_call_output"):
@@ -336,9 +364,7 @@ class CodexMapper(Mapper):
             code = self._exit.pop(call, None)
             code = exit_code(output) if code is None else code
             is_error = is_error or (code is not None and code != 0)
-            self.tool_result(
-                out, call, output, is_error=is_error, msg_id=f"codex-{self.n}", extra=extra
-            )
+            self.tool_result(out, call, output, is_error=is_error, msg_id=msg_id, extra=extra)
         elif kind == "tool_search_output":
             call = p.get("call_id")
             if not isinstance(call, str):
@@ -346,7 +372,7 @@ class CodexMapper(Mapper):
             extra = {"status": p["status"]} if isinstance(p.get("status"), str) else None
             self.tool_result(
                 out, call, p.get("tools"), is_error=p.get("status") == "failed",
-                msg_id=f"codex-{self.n}", extra=extra,
+                msg_id=msg_id, extra=extra,
             )  # fmt: skip
 
     @staticmethod
