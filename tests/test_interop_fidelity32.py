@@ -327,3 +327,21 @@ def test_lines_of_one_streamed_response_around_its_tool_result_stay_one_message(
         ("assistant/message", ["tool_call", "text"]),
         ("tool/result", ["tool_call_response"]),
     ]
+
+
+def test_a_session_an_earlier_mapping_wrote_is_not_appended_to(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """These fixes map the same lines to other events: a replay over a session the earlier
+    mapping (version 1) wrote would mix both, so the import refuses it."""
+    from jsonltape.interop import _base, _engine
+
+    src = tmp_path / "src" / f"{SESSION}.jsonl"
+    monkeypatch.setattr(_engine, "MAPPER_VERSION", 1)
+    import_finished("claude-code", src, _old_claude_session(2025), tmp_path / "root")
+    monkeypatch.setattr(_engine, "MAPPER_VERSION", _base.MAPPER_VERSION)
+    src.write_text(_old_claude_session(2025) + _claude({"type": "summary", "summary": "more"}))
+    os.utime(src, (HOUR_AGO, HOUR_AGO))
+    report = import_file("claude-code", src, tmp_path / "root")
+    assert report.status == "error"
+    assert "imported by importer version 1; this is version 2" in str(report.error)

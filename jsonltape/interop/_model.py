@@ -27,7 +27,7 @@ __all__ = [
 
 #: Bumped when a mapping changes in a way that would give different events for the same
 #: lines; a session imported by another version is not appended to.
-MAPPER_VERSION = 1
+MAPPER_VERSION = 2
 #: Longest title taken from a prompt.
 _TITLE_MAX = 80
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
