@@ -139,15 +139,19 @@ def same_response(g: Group, v: dict[str, Any]) -> bool:
     """Whether the assistant line ``v``, written after results of the calls of the response
     ``g`` with the same ``message.id``, is a line of that response (Claude Code 2.x runs tools
     while a response streams) rather than the next response, from a model or proxy that reuses
-    message ids. Only the API request id proves it: the lines share a ``requestId``, and their
-    input usage, when both have one, is the same."""
-    request = v.get("requestId")
-    if not isinstance(request, str) or request != g.extra.get("request_id"):
-        return False
-    usage, earlier = v["message"].get("usage"), g.usage
-    if isinstance(usage, dict) and isinstance(earlier, dict):
-        return all(usage.get(k) == earlier.get(k) for k in _INPUT_USAGE)
-    return True
+    message ids. The API request id proves it: the lines share a ``requestId`` (and their input
+    usage, when both have one, is the same). Without request ids (a provider or proxy that
+    gives none), only the same non-zero input usage on both does: the next response's input
+    holds the first one's output and the tool results."""
+    request, earlier = v.get("requestId"), g.extra.get("request_id")
+    usage, first = v["message"].get("usage"), g.usage
+    inputs = [
+        tuple(u.get(k) for k in _INPUT_USAGE) if isinstance(u, dict) else None
+        for u in (usage, first)
+    ]
+    if isinstance(request, str) or isinstance(earlier, str):
+        return request == earlier and (None in inputs or inputs[0] == inputs[1])
+    return inputs[0] is not None and inputs[0] == inputs[1] and any(inputs[0])
 
 
 _TAG = re.compile(r"<(command-name|command-args)>(.*?)</\1>", re.S)
