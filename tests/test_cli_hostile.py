@@ -42,8 +42,9 @@ LONG = bool(os.environ.get("JSONLTAPE_LONG"))
 DOCUMENTED = {0, 1, 2, 3, 4, 5}
 #: Commands whose non-zero exit is a verdict printed on stdout, not an error.
 VERDICTS = {("verify",), ("daemon", "status")}
-#: Commands that legitimately keep running (a daemon in the foreground) when given good input.
-FOREVER = {("daemon", "run")}
+#: Commands that legitimately keep running (a daemon in the foreground, the web viewer) when
+#: given good input.
+FOREVER = {("daemon", "run"), ("serve",)}
 TIMEOUT = 20.0
 FOREVER_TIMEOUT = 1.0
 

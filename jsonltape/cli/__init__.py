@@ -128,7 +128,8 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "_interop",
         "export",
         "Export the session at PATH for sharing: a Markdown or self-contained HTML transcript, "
-        "the neutral JSON history, or an OpenAI / Anthropic request body.",
+        "the neutral JSON history, an OpenAI / Anthropic request body, or an agent trace "
+        "(ATIF, OpenTelemetry).",
     ),
     "git": (
         "_git",

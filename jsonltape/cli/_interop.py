@@ -236,11 +236,13 @@ def export(
     parent_specs: tuple[str, ...],
 ) -> None:
     """Export the session at PATH for sharing: a Markdown or self-contained HTML transcript,
-    the neutral JSON history, an OpenAI / Anthropic request body, or a trace in one of the
-    agent trace standards: an ATIF trajectory (Harbor's Agent Trajectory Interchange Format;
-    sessions beside PATH that fork from it or that it spawned are embedded as sub-agent
-    trajectories) or an OTLP JSON trace a collector takes (OpenTelemetry GenAI conventions:
-    a span per turn, per model call with its input and output messages, per tool call).
+    the neutral JSON history, an OpenAI / Anthropic request body, or an agent trace (ATIF,
+    OpenTelemetry).
+
+    atif: a trajectory in Harbor's Agent Trajectory Interchange Format; sessions beside PATH
+    that fork from it or that it spawned are embedded as sub-agent trajectories. otel: an OTLP
+    JSON trace a collector takes (OpenTelemetry GenAI conventions: a span per turn, per model
+    call with its input and output messages, per tool call).
 
     An open or torn session is exported as far as it is committed (stderr says so). atif and
     otel say on stderr what the format cannot carry (earlier versions of revised messages,

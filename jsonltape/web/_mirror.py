@@ -42,6 +42,18 @@ class Mirror:
     def stop(self, timeout: float = 10.0) -> None:
         self.daemon.request_stop()
         self.thread.join(timeout)
+        if not self.thread.is_alive():
+            return
+        # Still inside a transaction (a first sync of a large tree commits rarely): the process
+        # exits anyway, SQLite rolls the open transaction back and the next sync resumes from
+        # the last commit. The loop did not get to remove its pid file; a stale one would make
+        # `daemon status` report a daemon that is gone.
+        print(
+            f"jsonltape serve: the index mirror did not stop within {timeout:g} s;"
+            " its open transaction is rolled back, the next sync goes on from there",
+            file=sys.stderr,
+        )
+        self.daemon.abandon()
 
 
 def start_mirror(target: Target, root: Path | None) -> tuple[Mirror | None, str]:

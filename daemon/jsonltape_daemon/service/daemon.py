@@ -9,6 +9,7 @@ for a rescan. The daemon only reads session files; it writes the index and its o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -78,6 +79,15 @@ class Daemon:
     def request_stop(self) -> None:
         self.stop_event.set()
         self.hints.wake()
+
+    def abandon(self) -> None:
+        """Remove this process's pid file while :meth:`run` still runs in another thread: the
+        process is exiting without waiting for the loop's transaction (which SQLite rolls
+        back), and a pid file left behind would name a daemon that is gone."""
+        path = pid_file(self.config.index)
+        with contextlib.suppress(OSError, ValueError):
+            if int(path.read_text().strip()) == os.getpid():
+                path.unlink()
 
     def run(self) -> int:
         cfg = self.config
