@@ -27,7 +27,7 @@ import msgspec
 from .._gate import MAX_DEPTH
 from ..errors import JsonltapeError
 from ..events import Replace, Retract
-from ._model import Out, Spec, Target, line_kind, title_of
+from ._model import Out, Spec, Target, line_kind, safe_id, title_of
 from ._source import SourceLine
 
 __all__ = ["MapperCore", "within_depth"]
@@ -265,6 +265,25 @@ class MapperCore:
 
     def main_out(self) -> Out:
         return self.outs[""]
+
+    def side_out(self, root: str, meta: dict[str, Any], prompt: str | None) -> Out:
+        """A session of its own for a sub-agent whose records the source writes into the main
+        file (a Claude Code or Qwen Code sidechain), named ``<main id>.sidechain-<root>``: forked
+        from the main session at seq 0 (it inherits none of its messages), its
+        ``meta.import`` ``{source, sidechain: root, **meta}``, titled by its first ``prompt``."""
+        name = f"sidechain-{root}"
+        main = self.main_out().target
+        info: dict[str, Any] = {"source": self.source, "sidechain": root}
+        info.update(meta)
+        out = self.new_out(name, safe_id(f"{main.session_id}.{name}"), {"import": info})
+        target = out.target
+        target.child_of_main = True
+        target.cwd = main.cwd
+        target.agent = main.agent
+        target.created = self.time or None
+        if prompt is not None and prompt.strip():
+            target.title = title_of(prompt)
+        return out
 
     # -- messages -----------------------------------------------------------------
 

@@ -26,6 +26,24 @@ class GroupsMixin(ToolsMixin):
         out.group = g
         return g
 
+    def late_usage(self, out: Out, g: Group, usage: dict[str, Any]) -> bool:
+        """Give the model response ``g`` the usage the source writes after it (Codex's
+        ``token_count``, Kimi's ``StatusUpdate``), from the current line: it closes the message
+        if it is still open; if a tool result closed it first, the message on the surface is
+        revised in place to carry it. Once per response: False (nothing done) when ``g`` has
+        its usage already or is no longer on the surface."""
+        if g.usage is not None:
+            return False
+        if g is not out.group:
+            if g.vid is None or not out.surface.is_current(g.vid):
+                return False
+            self.flush_group(out)
+            out.group = g
+        self.add_line(g)
+        g.usage = usage
+        self.flush_group(out)
+        return True
+
     def add_line(self, g: Group, source_id: str | None = None) -> None:
         g.lines.append(self.n)
         raw = self.claim()

@@ -17,8 +17,13 @@ ANTHROPIC = "anthropic"
 
 __all__ = [
     "ANTHROPIC",
+    "anthropic_assistant_parts",
+    "anthropic_result",
+    "anthropic_user_parts",
     "blob_part",
     "data_url",
+    "genai_parts",
+    "genai_response",
     "parts_of",
     "reasoning_part",
     "renamed_usage",
@@ -124,3 +129,114 @@ def renamed_usage(
         for src, dst in names
         if src in usage and (not ints_only or type(usage[src]) is int)
     }
+
+
+# -- the content shapes several sources share -------------------------------------------------
+
+
+def anthropic_user_parts(content: Any) -> list[dict[str, Any]]:
+    """Anthropic Messages content of a user turn (a string, or text/image/document blocks;
+    ``tool_result`` blocks are the caller's) as jsonltape parts."""
+    return parts_of(content, _anthropic_user_block)
+
+
+def anthropic_assistant_parts(content: Any, *, signed_by: str | None) -> list[dict[str, Any]]:
+    """Anthropic Messages content of an assistant turn: ``text``, ``thinking`` (reasoning, its
+    ``signature`` kept only when ``signed_by`` is Anthropic: :func:`reasoning_part`),
+    ``tool_use`` (a tool_call); other blocks kept as parts of their own type."""
+    return parts_of(content, lambda b: _anthropic_assistant_block(b, signed_by), empty_text=False)
+
+
+def anthropic_result(content: Any) -> Any:
+    """A ``tool_result`` block's content: text blocks joined by newlines into one string,
+    anything else as it is."""
+    if isinstance(content, list) and all(
+        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        for b in content
+    ):
+        return "\n".join(b["text"] for b in content)
+    return content
+
+
+def _anthropic_text(b: dict[str, Any]) -> dict[str, Any] | None:
+    if b.get("type") == "text" and isinstance(b.get("text"), str):
+        return text_part(b["text"])
+    return None
+
+
+def _anthropic_user_block(b: dict[str, Any]) -> dict[str, Any] | None:
+    kind = b.get("type")
+    if kind in ("image", "document") and isinstance(b.get("source"), dict):
+        return _anthropic_media(b["source"], "image" if kind == "image" else None)
+    return _anthropic_text(b)
+
+
+def _anthropic_media(source: dict[str, Any], modality: str | None) -> dict[str, Any] | None:
+    """An image or document ``source`` (base64 data or a URL); None for another kind (the
+    block is then kept whole)."""
+    if source.get("type") == "base64" and isinstance(source.get("data"), str):
+        return blob_part(source["data"], str(source.get("media_type") or ""), modality)
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        return uri_part(source["url"], modality=modality)
+    return None
+
+
+def _anthropic_assistant_block(b: dict[str, Any], signed_by: str | None) -> dict[str, Any] | None:
+    kind = b.get("type")
+    if kind == "thinking" and isinstance(b.get("thinking"), str):
+        return reasoning_part(b["thinking"], b.get("signature"), signed_by=signed_by)
+    if kind == "tool_use" and isinstance(b.get("id"), str) and isinstance(b.get("name"), str):
+        return tool_call_part(b["id"], b["name"], b.get("input"))
+    return _anthropic_text(b)
+
+
+def genai_parts(content: Any) -> list[dict[str, Any]]:
+    """jsonltape parts of Google GenAI content (``PartListUnion``: a string, a ``Part``, or a
+    list of either; what Gemini CLI and Qwen Code record): text, thoughts (``thought: true``,
+    reasoning; a thought signature is Google's, never an Anthropic one), ``inlineData`` (a blob),
+    ``fileData`` (a uri). Calls and responses are the caller's; other parts are skipped."""
+    items = content if isinstance(content, list) else [content]
+    parts: list[dict[str, Any]] = []
+    for p in items:
+        if isinstance(p, str):
+            if p:
+                parts.append(text_part(p))
+        elif not isinstance(p, dict):
+            continue
+        elif isinstance(p.get("text"), str):
+            if p["text"]:
+                thought = p.get("thought") is True
+                parts.append(reasoning_part(p["text"]) if thought else text_part(p["text"]))
+        elif isinstance(p.get("inlineData"), dict):
+            d = p["inlineData"]
+            mime = d.get("mimeType") if isinstance(d.get("mimeType"), str) else ""
+            if isinstance(d.get("data"), str):
+                modality = mime.split("/")[0] if "/" in mime else "file"
+                parts.append(blob_part(d["data"], mime, modality))
+        elif isinstance(p.get("fileData"), dict):
+            d = p["fileData"]
+            uri = d.get("fileUri")
+            if isinstance(uri, str):
+                mime = d.get("mimeType") if isinstance(d.get("mimeType"), str) else ""
+                parts.append(uri_part(uri, mime_type=mime, modality="file"))
+    return parts
+
+
+def genai_response(result: Any) -> Any:
+    """What a tool answered in Google GenAI parts (a ``functionResponse`` part, or a list of
+    parts holding one): its ``response`` 's ``output`` (or ``error``) text when that is all it
+    holds, else its whole ``response``; a result of other parts as it is."""
+    items = result if isinstance(result, list) else [result]
+    responses = [
+        p["functionResponse"].get("response")
+        for p in items
+        if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
+    ]
+    if len(responses) == 1 and len(items) == 1:
+        r = responses[0]
+        if isinstance(r, dict) and len(r) == 1:
+            value = r.get("output", r.get("error"))
+            if isinstance(value, str):
+                return value
+        return r
+    return result

@@ -40,17 +40,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._base import Group, Mapper, Out, safe_id, title_of
+from ._base import Group, Mapper, Out, title_of
 from ._model import call_ids
 from ._parts import (
     ANTHROPIC,
-    blob_part,
-    parts_of,
-    reasoning_part,
+    anthropic_assistant_parts,
+    anthropic_result,
+    anthropic_user_parts,
     text_of,
-    text_part,
-    tool_call_part,
-    uri_part,
 )
 from ._source import SourceLine, parse_time
 
@@ -76,57 +73,6 @@ _KNOWN_RAW = frozenset(
 _STATUSES = ("pending", "in_progress", "completed")
 #: What Claude Code sends in place of a tool result a microcompaction cleared.
 CLEARED_TEXT = "[Old tool result content cleared]"
-
-
-def user_parts(content: Any) -> list[dict[str, Any]]:
-    """Anthropic content (a string or blocks other than tool results) as jsonltape parts."""
-    return parts_of(content, _user_block)
-
-
-def assistant_parts(content: Any) -> list[dict[str, Any]]:
-    return parts_of(content, _assistant_block, empty_text=False)
-
-
-def _text_block(b: dict[str, Any]) -> dict[str, Any] | None:
-    return (
-        text_part(b["text"]) if b.get("type") == "text" and isinstance(b.get("text"), str) else None
-    )
-
-
-def _user_block(b: dict[str, Any]) -> dict[str, Any] | None:
-    kind = b.get("type")
-    if kind in ("image", "document") and isinstance(b.get("source"), dict):
-        return _media(b["source"], "image" if kind == "image" else None)
-    return _text_block(b)
-
-
-def _media(source: dict[str, Any], modality: str | None) -> dict[str, Any] | None:
-    """An image or document ``source`` (base64 data or a URL); None for another kind (the
-    block is then kept whole)."""
-    if source.get("type") == "base64" and isinstance(source.get("data"), str):
-        return blob_part(source["data"], str(source.get("media_type") or ""), modality)
-    if source.get("type") == "url" and isinstance(source.get("url"), str):
-        return uri_part(source["url"], modality=modality)
-    return None
-
-
-def _assistant_block(b: dict[str, Any]) -> dict[str, Any] | None:
-    kind = b.get("type")
-    if kind == "thinking" and isinstance(b.get("thinking"), str):
-        return reasoning_part(b["thinking"], b.get("signature"), signed_by=ANTHROPIC)
-    if kind == "tool_use" and isinstance(b.get("id"), str) and isinstance(b.get("name"), str):
-        return tool_call_part(b["id"], b["name"], b.get("input"))
-    return _text_block(b)
-
-
-def result_response(content: Any) -> Any:
-    """A tool_result's content: text blocks joined into one string, anything else as is."""
-    if isinstance(content, list) and all(
-        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-        for b in content
-    ):
-        return "\n".join(b["text"] for b in content)
-    return content
 
 
 #: The input side of a response's usage: the same on every line of one response (Claude Code
@@ -338,29 +284,20 @@ class ClaudeCodeMapper(Mapper):
         name = f"sidechain-{root}"
         out = self.outs.get(name)
         if out is None:
-            out = self._sidechain(name, root, v)
+            out = self._sidechain(root, v)
         return out
 
-    def _sidechain(self, name: str, root: str, v: dict[str, Any]) -> Out:
-        main = self.main.target
-        meta: dict[str, Any] = {"source": self.source, "sidechain": root}
+    def _sidechain(self, root: str, v: dict[str, Any]) -> Out:
+        meta: dict[str, Any] = {}
         if self.session:
             meta["session"] = self.session
         message = v.get("message")
         prompt = message.get("content") if isinstance(message, dict) else None
-        text = prompt if isinstance(prompt, str) else text_of(user_parts(prompt))
+        text = prompt if isinstance(prompt, str) else text_of(anthropic_user_parts(prompt))
         call = self.task_prompts.get(text)
         if call is not None:
             meta["spawned_by"] = call
-        out = self.new_out(name, safe_id(f"{main.session_id}.{name}"), {"import": meta})
-        target = out.target
-        target.child_of_main = True
-        target.cwd = main.cwd
-        target.agent = main.agent
-        target.created = self.time or None
-        if text.strip():
-            target.title = title_of(text)
-        return out
+        return self.side_out(root, meta, text)
 
     def _user(self, out: Out, v: dict[str, Any], uuid: str | None) -> None:
         message = v["message"]
@@ -375,11 +312,11 @@ class ClaudeCodeMapper(Mapper):
             if not isinstance(call, str):
                 continue
             vid = self.tool_result(
-                out, call, result_response(b.get("content")), is_error=b.get("is_error") is True,
+                out, call, anthropic_result(b.get("content")), is_error=b.get("is_error") is True,
                 msg_id=msg_id if k == 0 else f"{msg_id}#{k}", tag=f"result:{k}" if k else None,
             )  # fmt: skip
             self._results[(out.target.name, call)] = vid
-        parts = user_parts(content if isinstance(content, str) else others)
+        parts = anthropic_user_parts(content if isinstance(content, str) else others)
         if parts:
             text = text_of(parts)
             if v.get("isCompactSummary") is True and out.compaction is not None:
@@ -432,7 +369,7 @@ class ClaudeCodeMapper(Mapper):
         self.add_line(g, uuid)
         if uuid:
             out.entry_group[uuid] = g
-        parts = assistant_parts(message.get("content"))
+        parts = anthropic_assistant_parts(message.get("content"), signed_by=ANTHROPIC)
         g.parts.extend(parts)
         model = message.get("model")
         if isinstance(model, str) and model and model != "<synthetic>":

@@ -306,19 +306,11 @@ class CodexMapper(Mapper):
         return g
 
     def _usage(self, out: Out, usage: dict[str, Any]) -> None:
-        """The usage of the latest model response, given once: it closes the response's open
-        message; if a tool output already closed it, the message is revised to carry it (the
-        usage arrives after the output). A response that has its usage leaves the line raw."""
+        """The usage of the latest model response, given once (:meth:`late_usage`): a
+        response that has its usage leaves the line raw."""
         g = out.group if out.group is not None else self._last
-        if g is None or g.usage is not None:
-            return
-        if g is not out.group:  # already emitted: revise it if it is still on the surface
-            if g.vid is None or not out.surface.is_current(g.vid):
-                return
-            out.group = g
-        self.add_line(g)
-        g.usage = usage
-        self.flush_group(out)
+        if g is not None:
+            self.late_usage(out, g, usage)
 
     def _item(self, out: Out, p: dict[str, Any], msg_id: str | None = None) -> None:
         """A response item (``msg_id``: the id of what it maps to, default from its line)."""

@@ -59,13 +59,12 @@ import msgspec
 from ..errors import FormatError
 from ._base import Group, Mapper, Out, title_of
 from ._parts import (
-    blob_part,
+    genai_parts,
+    genai_response,
     reasoning_part,
     renamed_usage,
     text_of,
-    text_part,
     tool_call_part,
-    uri_part,
 )
 from ._source import Unit, parse_time, too_deep
 from ._tools import result_data
@@ -90,35 +89,6 @@ _TOKENS = (
 )
 
 
-def gemini_parts(content: Any) -> list[dict[str, Any]]:
-    """jsonltape parts of a ``PartListUnion`` (a string, a part, or a list of either)."""
-    items = content if isinstance(content, list) else [content]
-    parts: list[dict[str, Any]] = []
-    for p in items:
-        if isinstance(p, str):
-            if p:
-                parts.append(text_part(p))
-        elif not isinstance(p, dict):
-            continue
-        elif isinstance(p.get("text"), str):
-            if p["text"]:
-                thought = p.get("thought") is True
-                parts.append(reasoning_part(p["text"]) if thought else text_part(p["text"]))
-        elif isinstance(p.get("inlineData"), dict):
-            d = p["inlineData"]
-            mime = d.get("mimeType") if isinstance(d.get("mimeType"), str) else ""
-            if isinstance(d.get("data"), str):
-                modality = mime.split("/")[0] if "/" in mime else "file"
-                parts.append(blob_part(d["data"], mime, modality))
-        elif isinstance(p.get("fileData"), dict):
-            d = p["fileData"]
-            uri = d.get("fileUri")
-            if isinstance(uri, str):
-                mime = d.get("mimeType") if isinstance(d.get("mimeType"), str) else ""
-                parts.append(uri_part(uri, mime_type=mime, modality="file"))
-    return parts
-
-
 def _injected(v: dict[str, Any]) -> bool:
     """Whether an ``info`` record holds media Gemini CLI sends the model: the binary data a
     tool returned (``extractBinaryInjections``), recorded as ``info`` after the response."""
@@ -139,7 +109,7 @@ def _view(v: dict[str, Any]) -> tuple[Any, ...]:
     """What a record gives the history: its id and type, the text and media of its content
     (a synced record carries the model's own parts: thoughts and calls beside the text) and
     its calls with their results."""
-    parts = [p for p in gemini_parts(v.get("content")) if p["type"] != "reasoning"]
+    parts = [p for p in genai_parts(v.get("content")) if p["type"] != "reasoning"]
     calls = v.get("toolCalls") if v.get("type") == "gemini" else None
     shown = [
         (c.get("id"), c.get("args"), c.get("result"), c.get("status"))
@@ -170,25 +140,6 @@ def _thought(t: Any) -> dict[str, Any] | None:
 
 def _usage(tokens: Any) -> dict[str, Any] | None:
     return renamed_usage(tokens, _TOKENS, ints_only=True) or None
-
-
-def _response(result: Any) -> Any:
-    """What a tool answered: the ``functionResponse`` 's ``output`` (or ``error``) text when
-    that is all it holds, else its whole response; a result of other parts as it is."""
-    items = result if isinstance(result, list) else [result]
-    responses = [
-        p["functionResponse"].get("response")
-        for p in items
-        if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
-    ]
-    if len(responses) == 1 and len(items) == 1:
-        r = responses[0]
-        if isinstance(r, dict) and len(r) == 1:
-            value = r.get("output", r.get("error"))
-            if isinstance(value, str):
-                return value
-        return r
-    return result
 
 
 class GeminiMapper(Mapper):
@@ -283,7 +234,7 @@ class GeminiMapper(Mapper):
         elif t == "gemini":
             self._gemini(out, v)
         elif _injected(v):  # the binary data of a tool's response, sent as the next message
-            parts = gemini_parts(v.get("content"))
+            parts = genai_parts(v.get("content"))
             self.nodes[mid] = self.message(out, "user/message", "user", parts, mid)
         else:
             nodes = out.surface.nodes
@@ -301,7 +252,7 @@ class GeminiMapper(Mapper):
         if responses:
             self._tool_response(out, mid, responses, items)
             return
-        parts = gemini_parts(content)
+        parts = genai_parts(content)
         self.start_turn(out)
         if not self._named:
             self.note_title(out, text_of(parts))
@@ -318,20 +269,20 @@ class GeminiMapper(Mapper):
             call = r.get("id")
             msg_id = f"{mid}#{k}" if k else mid
             if isinstance(call, str) and call in self.voided:
-                vid = self._unvoid(out, call, _response([{"functionResponse": r}]), msg_id)
+                vid = self._unvoid(out, call, genai_response([{"functionResponse": r}]), msg_id)
                 first = vid if first is None else first
                 continue
             if not isinstance(call, str) or call in self.answered:
                 continue
             self.answered.add(call)
             vid = self.tool_result(
-                out, call, _response([{"functionResponse": r}]), is_error=False,
+                out, call, genai_response([{"functionResponse": r}]), is_error=False,
                 msg_id=msg_id, tag=f"result:{call}",
             )  # fmt: skip
             self.results[call] = vid
             first = vid if first is None else first
         others = [p for p in items if not _is_response(p)]
-        parts = gemini_parts(others)
+        parts = genai_parts(others)
         if parts:
             vid = self.message(out, "user/message", "user", parts, mid, tag="parts")
             first = vid if first is None else first
@@ -485,7 +436,7 @@ class GeminiMapper(Mapper):
             part = _thought(t)
             if part is not None:
                 parts.append(part)
-        parts.extend(gemini_parts(v.get("content")))
+        parts.extend(genai_parts(v.get("content")))
         calls = [c for c in v.get("toolCalls") or () if isinstance(c, dict)]
         for c in calls:
             if not isinstance(c.get("id"), str):
@@ -507,7 +458,7 @@ class GeminiMapper(Mapper):
             self.results[c["id"]] = self.tool_result(
                 out,
                 c["id"],
-                _response(c["result"]),
+                genai_response(c["result"]),
                 is_error=c.get("status") in _ERROR_STATUS,
                 msg_id=f"{c['id']}-result",
                 tag=f"result:{c['id']}",
