@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._prepare import encode_event
     from ._project import data_dir
     from ._scan import TOO_DEEP, read_header, witness_after
+    from .interop._discover import wanted
     from .interop._engine import SOURCES, session_id_for
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "session_id_for",
     "shown",
     "spawn",
+    "wanted",
     "witness_after",
 ]
 
@@ -64,6 +66,7 @@ _HOME = {
     "witness_after": "jsonltape._scan",
     "SOURCES": "jsonltape.interop._engine",
     "session_id_for": "jsonltape.interop._engine",
+    "wanted": "jsonltape.interop._discover",
 }
 
 

@@ -1,10 +1,11 @@
 """Branches: the source's entry tree (Claude Code ``parentUuid``, pi ``parentId``) and the
 ``surface/retract`` of the abandoned messages when the source continues from an earlier
-entry."""
+entry, or of a response the source discarded to try again."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import JsonltapeError
 from ..events import Retract
@@ -66,6 +67,29 @@ class BranchesMixin(MapperCore):
             out, "surface/retract", data, self.key(tag),
             surface=("retract", nodes[0], nodes[-1]),
         )  # fmt: skip
+
+    def drop_group(self, out: Out, kind: str) -> None:
+        """The source discarded the response being assembled (a failed attempt it retries):
+        its lines are kept as one ``import/raw`` (``kind``), and a version of it an earlier
+        import emitted leaves the surface (with what followed it), when the surface rules
+        take that."""
+        g = out.group
+        if g is None:
+            return
+        out.group = None
+        if g.vid is not None and out.surface.is_current(g.vid):
+            nodes = out.surface.nodes
+            after = nodes[nodes.index(g.vid) :]
+            if self.refusal(out, after) is None:
+                self.retract(out, after, "retried", "retried", raw=False)
+        if g.raw:
+            info: dict[str, Any] = {"source": self.source, "lines": list(g.lines)}
+            info["raw"] = dict(g.raw)
+            info["time"] = g.time
+            g.raw.clear()
+            self.raw_counts[kind] = self.raw_counts.get(kind, 0) + 1
+            data = {"kind": kind, "known": True, "import": info}
+            self.emit(out, "import/raw", data, self.key("dropped", n=g.lines[0]), ignorable=True)
 
     def _entry_node(self, out: Out, entry: str) -> int | None:
         g = out.entry_group.get(entry)

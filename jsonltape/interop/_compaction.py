@@ -5,6 +5,7 @@ surface's place."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -25,16 +26,23 @@ class CompactionMixin(MapperCore):
     """Maps a source's compaction onto the surface."""
 
     def start_compaction(
-        self, out: Out, reason: str | None, tokens: int | None, *, end: int | None = None
+        self,
+        out: Out,
+        reason: str | None,
+        tokens: int | None,
+        *,
+        start: int | None = None,
+        end: int | None = None,
     ) -> bool:
-        """``compaction/start`` over the surface from its first node through ``end`` (default:
-        the last); False if there is nothing to compact."""
+        """``compaction/start`` over the surface from ``start`` (default: its first node)
+        through ``end`` (default: the last); False if there is nothing to compact."""
         self.flush_group(out)
         self.end_compaction(out, "SUMMARY_MISSING", "a new compaction started first")
         nodes = out.surface.nodes
         if not nodes:
             return False
-        s, e = nodes[0], nodes[-1] if end is None else end
+        s = nodes[0] if start is None else start
+        e = nodes[-1] if end is None else end
         data: dict[str, Any] = {"start": s, "end": e}
         if reason:
             data["reason"] = reason
@@ -134,6 +142,22 @@ class CompactionMixin(MapperCore):
             return
         sv = self._summary(out, summary, shadowed, "")
         out.replacing = (sv, s, e)
+
+    def replace_history(
+        self, out: Out, reason: str, summary: str, items: Callable[[], None]
+    ) -> None:
+        """A compaction after which the source continues from the history it gives as messages
+        (Codex's ``replacement_history``, Qwen Code's ``compressedHistory``): ``items`` maps
+        them, and the first message it emits takes the surface's place
+        (:meth:`begin_replacement`); with nothing to compact they are simply the history."""
+        started = self.start_compaction(out, reason, None)
+        if started:
+            self.begin_replacement(out, summary)
+        items()
+        if started:
+            self.end_replacement(out)
+        else:
+            self.flush_group(out)
 
     def end_replacement(self, out: Out) -> None:
         """Close :meth:`begin_replacement`: when no message took the range's place (the source

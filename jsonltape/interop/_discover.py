@@ -15,10 +15,13 @@ from ..errors import JsonltapeError
 from ._inputs import FileInput, Input, UnitInput
 from ._source import Unit
 
-__all__ = ["Item", "SourceError", "as_input", "discover", "units_of"]
+__all__ = ["Item", "SourceError", "as_input", "discover", "units_of", "wanted"]
 
 #: What an import takes: a JSONL file, or a unit.
 Item = Path | Unit
+#: Sources whose argument is searched by their own reader (a database, conversation folders),
+#: not walked for files.
+_WHOLE = frozenset({"opencode", "openhands"})
 
 
 class SourceError(JsonltapeError):
@@ -27,11 +30,26 @@ class SourceError(JsonltapeError):
     code = "bad-source"
 
 
-def _wanted(source: str, name: str) -> bool:
+def wanted(source: str, path: Path) -> bool:
+    """Whether a file met in a tree is a session of ``source`` (or stands for one): what an
+    import of the tree and the index (``sync --source``) take."""
+    name = path.name
     if source == "codex":
         return name.startswith("rollout-") and name.endswith(".jsonl")
     if source == "gemini-cli" and name.startswith("session-") and name.endswith(".json"):
         return True  # the legacy whole-file chat
+    if source == "qwen-code":  # <project>/chats/<session>.jsonl
+        return name.endswith(".jsonl") and path.parent.name == "chats"
+    if source == "kimi-cli":  # <session>/wire.jsonl, <session>/subagents/<agent>/wire.jsonl
+        return name == "wire.jsonl"
+    if source == "amp":
+        from .amp import is_thread
+
+        return is_thread(path)
+    if source == "openhands":
+        from ._openhands_store import is_conversation_file
+
+        return is_conversation_file(path)
     return name.endswith(".jsonl")
 
 
@@ -45,6 +63,14 @@ def units_of(source: str, path: Path) -> list[Unit] | None:
         from ._opencode_store import units
 
         return units(path)
+    if source == "amp":
+        from .amp import thread_unit
+
+        return [thread_unit(path)]
+    if source == "openhands":
+        from ._openhands_store import units as conversations
+
+        return conversations(path)
     return None
 
 
@@ -55,6 +81,10 @@ def as_input(source: str, item: str | os.PathLike[str] | Unit) -> Input:
     p = Path(os.path.expanduser(os.fspath(item)))
     found = units_of(source, p)
     if found is None:
+        if source == "kimi-cli":
+            from .kimi import wire_input
+
+            return wire_input(p)
         return FileInput(p)
     if len(found) != 1:
         raise SourceError(
@@ -85,7 +115,7 @@ def discover(
         p = Path(os.path.expanduser(os.fspath(arg)))
         if not p.exists():
             raise SourceError("no such file or directory", path=p)
-        if source == "opencode":
+        if source in _WHOLE:
             items.extend(units_of(source, p) or ())
             continue
         if p.is_file():
@@ -102,7 +132,7 @@ def discover(
             names = set(filenames)
             for name in sorted(filenames):
                 f = Path(dirpath) / name
-                if not (_wanted(source, name) and f.is_file() and not f.is_symlink()):
+                if not (wanted(source, f) and f.is_file() and not f.is_symlink()):
                     if source == "codex" and name.endswith(".jsonl.zst"):
                         skipped.append(
                             (f, "compressed rollout (zstd) not supported; decompress it")

@@ -28,16 +28,21 @@ from ..writer import open as open_tape
 from ._base import MAPPER_VERSION, Mapper, Spec, Target, safe_id
 from ._discover import Item, SourceError, as_input
 from ._discover import discover as _discover
-from ._inputs import Input, UnitInput
+from ._inputs import FileInput, Input, UnitInput
 from ._model import unique_key
 from ._source import SourceReader, Unit
 from ._state import State as _State
 from ._state import last_sync as _last_sync
+from .amp import AmpMapper
 from .claude_code import ClaudeCodeMapper
 from .codex import CodexMapper
+from .droid import DroidMapper
 from .gemini import GeminiMapper
+from .kimi import KimiMapper
 from .opencode import OpenCodeMapper
+from .openhands import OpenHandsMapper
 from .pi import PiMapper
+from .qwen import QwenMapper
 
 __all__ = [
     "SOURCES",
@@ -51,11 +56,16 @@ __all__ = [
 ]
 
 SOURCES: dict[str, Callable[[str, str, str], Mapper]] = {
+    "amp": AmpMapper,
     "claude-code": ClaudeCodeMapper,
     "codex": CodexMapper,
+    "factory-droid": DroidMapper,
     "gemini-cli": GeminiMapper,
+    "kimi-cli": KimiMapper,
     "opencode": OpenCodeMapper,
+    "openhands": OpenHandsMapper,
     "pi": PiMapper,
+    "qwen-code": QwenMapper,
 }
 #: Specs handed to the writer at a time (one write each; memory stays bounded).
 CHUNK = 2000
@@ -124,7 +134,7 @@ def mapper_for(
 
 def display_path(inp: Input) -> str:
     """How a report names an input: the file, or ``FILE#SESSION`` for one of several."""
-    if inp.name == inp.path.name:
+    if inp.name == inp.path.name or isinstance(inp, FileInput):
         return str(inp.path)
     return f"{inp.path}#{inp.name.rpartition('#')[2]}"
 

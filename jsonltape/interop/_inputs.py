@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ._source import SourceReader, Unit, prefix_sha256
@@ -57,11 +58,20 @@ class Input:
 
 
 class FileInput(Input):
-    """A JSONL file on disk, read as it is."""
+    """A JSONL file on disk, read as it is. ``name`` (default: the file's name) is what the
+    session id derives from, for a source whose files share one name (Kimi CLI's
+    ``<session>/wire.jsonl``); ``title`` reads the title the agent keeps beside the file and
+    rewrites in place (its ``state.json``), as :attr:`Unit.title` does for a unit."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self,
+        path: Path,
+        name: str | None = None,
+        title: Callable[[], str | None] | None = None,
+    ) -> None:
         self.path = path
-        self.name = path.name
+        self.name = name or path.name
+        self._title = title
 
     def stat(self) -> tuple[int, int]:
         st = os.stat(self.path)
@@ -76,6 +86,9 @@ class FileInput(Input):
 
     def prefix_sha(self, nbytes: int) -> str | None:
         return prefix_sha256(str(self.path), nbytes)
+
+    def title(self) -> str | None:
+        return self._title() if self._title is not None else None
 
 
 class UnitInput(Input):
@@ -118,7 +131,8 @@ class UnitInput(Input):
         return self._render(True)[0]
 
     def title(self) -> str | None:
-        return self.unit.title
+        title = self.unit.title
+        return title() if callable(title) else title
 
     def same_source(self, meta: dict[str, object]) -> bool:
         # the same file and name need no rendering (an unchanged unit is then never rendered)

@@ -11,6 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import msgspec
+
+from ._source import too_deep
+
 #: Who issued a reasoning signature the Anthropic mapping may send back (see
 #: :func:`reasoning_part`).
 ANTHROPIC = "anthropic"
@@ -19,11 +23,13 @@ __all__ = [
     "ANTHROPIC",
     "anthropic_assistant_parts",
     "anthropic_result",
+    "anthropic_split",
     "anthropic_user_parts",
     "blob_part",
     "data_url",
     "genai_parts",
     "genai_response",
+    "json_arguments",
     "parts_of",
     "reasoning_part",
     "renamed_usage",
@@ -147,6 +153,17 @@ def anthropic_assistant_parts(content: Any, *, signed_by: str | None) -> list[di
     return parts_of(content, lambda b: _anthropic_assistant_block(b, signed_by), empty_text=False)
 
 
+def anthropic_split(content: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A user turn's Anthropic Messages content split into its ``tool_result`` blocks and
+    the parts of everything else (:func:`anthropic_user_parts`)."""
+    if isinstance(content, str):
+        return [], anthropic_user_parts(content)
+    blocks = content if isinstance(content, list) else []
+    results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+    others = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+    return results, anthropic_user_parts(others)
+
+
 def anthropic_result(content: Any) -> Any:
     """A ``tool_result`` block's content: text blocks joined by newlines into one string,
     anything else as it is."""
@@ -240,3 +257,18 @@ def genai_response(result: Any) -> Any:
                 return value
         return r
     return result
+
+
+def json_arguments(value: Any) -> Any:
+    """A tool call's arguments as a source writes them (OpenAI's JSON text): the object when
+    they are a JSON object text, else as given (not JSON, or another JSON value)."""
+    if isinstance(value, str):
+        raw = value.encode("utf-8", "surrogatepass")
+        if too_deep(raw) is not None:  # kept as text, whatever the call stack's depth
+            return value
+        try:
+            decoded = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, RecursionError):  # not JSON
+            return value
+        return decoded if isinstance(decoded, dict) else value
+    return value

@@ -92,11 +92,12 @@ class Unit(NamedTuple):
     """``render(settled)`` -> ``(jsonl, held)``: every line ends with a newline; the last
     ``held`` bytes are records that may still change (0 when ``settled``: nothing will). The
     bytes are the same either way (an import renders a unit once)."""
-    title: str | None = None
+    title: str | Callable[[], str | None] | None = None
     """The session's own title, as the agent shows it, when the source keeps one beside the
     records and rewrites it in place (an OpenCode session's): never one of the records, which
     only grow; an import titles the session with it, and a later import that finds it changed
-    appends a ``session/title``."""
+    appends a ``session/title``. A callable reads it when it is needed (an Amp thread's is in
+    the document, which an unchanged thread is never read for)."""
 
 
 def _suspect(raw: bytes) -> bool:

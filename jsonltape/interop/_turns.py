@@ -8,6 +8,7 @@ from typing import Any
 from .._repair import NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT
 from ._core import MapperCore
 from ._model import Out
+from ._parts import text_of
 from ._tools import result_data
 
 __all__ = ["TurnsMixin"]
@@ -21,6 +22,26 @@ class TurnsMixin(MapperCore):
             self.end_turn(out, "completed")
         self.flush_group(out)
         out.turn = self.emit(out, "turn/start", {"import": self.imp(raw=raw)}, self.key("turn"))
+
+    def user_message(
+        self,
+        out: Out,
+        parts: list[dict[str, Any]],
+        msg_id: str,
+        *,
+        prompt: bool,
+        tag: str | None = None,
+    ) -> int:
+        """A ``user/message`` from the current line: a ``prompt`` (what the user typed) starts
+        a turn and titles a session that has no title; anything else (results' companions,
+        queued input, notes the agent adds) joins the running turn, starting one if none is
+        open."""
+        if prompt:
+            self.start_turn(out)
+            self.note_title(out, text_of(parts))
+        elif out.turn is None:
+            self.start_turn(out)
+        return self.message(out, "user/message", "user", parts, msg_id, tag=tag)
 
     def end_turn(
         self,

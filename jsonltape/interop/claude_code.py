@@ -138,6 +138,9 @@ class ClaudeCodeMapper(Mapper):
             return "this looks like a Codex rollout (use --from codex)"
         if t == "session" and "cwd" in value and "uuid" not in value:
             return "this looks like a pi session (use --from pi)"
+        message = value.get("message")
+        if isinstance(message, dict) and "parts" in message and "content" not in message:
+            return "this looks like a Qwen Code chat (use --from qwen-code)"
         if not isinstance(t, str) or not (
             "uuid" in value or "sessionId" in value or t in _KNOWN_RAW
         ):

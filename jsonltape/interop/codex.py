@@ -42,11 +42,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import msgspec
-
 from ._base import Group, Mapper, Out
-from ._parts import data_url, parts_of, reasoning_part, text_of, text_part, tool_call_part
-from ._source import parse_time, too_deep
+from ._parts import (
+    data_url,
+    json_arguments,
+    parts_of,
+    reasoning_part,
+    text_of,
+    text_part,
+    tool_call_part,
+)
+from ._source import parse_time
 
 __all__ = ["CodexMapper"]
 
@@ -79,7 +85,6 @@ _ASSISTANT_ITEMS = frozenset(
         "compaction_summary",
     }
 )
-_decode = msgspec.json.decode
 #: How Codex marks the user-role messages it injects itself (codex-rs/protocol/src/
 #: instruction_markers.rs: AGENTS.md and user instructions, environment context, collaboration
 #: mode, skills, user shell commands; core's turn-aborted and subagent notices): not prompts.
@@ -98,20 +103,6 @@ _USER_MESSAGE_BEGIN = "## My request for Codex:"
 #: The exit code in the header Codex writes before a command's output: ``Exit code: N`` (shell
 #: tools) or ``Process exited with code N`` (unified exec), each on a line of its own.
 _EXIT_LINE = re.compile(r"^(?:Exit code: |Process exited with code )(-?\d+)\s*$", re.M)
-
-
-def _arguments(value: Any) -> Any:
-    """Function arguments: the object when they are a JSON object text, else as given."""
-    if isinstance(value, str):
-        raw = value.encode("utf-8", "surrogatepass")
-        if too_deep(raw) is not None:  # kept as text, whatever the call stack's depth
-            return value
-        try:
-            decoded = _decode(raw)
-        except (msgspec.DecodeError, RecursionError):  # not JSON
-            return value
-        return decoded if isinstance(decoded, dict) else value
-    return value
 
 
 def content_parts(content: Any) -> list[dict[str, Any]]:
@@ -150,7 +141,7 @@ def exit_code(output: Any) -> int | None:
     if not isinstance(output, str):
         return None
     if output.startswith("{"):
-        meta = _arguments(output)
+        meta = json_arguments(output)
         meta = meta.get("metadata") if isinstance(meta, dict) else None
         code = meta.get("exit_code") if isinstance(meta, dict) else None
         return code if isinstance(code, int) and not isinstance(code, bool) else None
@@ -248,17 +239,14 @@ class CodexMapper(Mapper):
                 if isinstance(item, dict)
             ]
             summary = "\n\n".join(t for t in texts if t)
-        started = self.start_compaction(out, "compacted", None)
-        if started:
-            self.begin_replacement(out, summary)
         self._last = None  # the items are no model response: a later usage is not theirs
-        for k, item in enumerate(history):
-            if isinstance(item, dict):
-                self._item(out, item, f"codex-{self.n}.{k}")
-        if started:
-            self.end_replacement(out)
-        else:  # nothing to compact: the items are the history
-            self.flush_group(out)
+
+        def items() -> None:
+            for k, item in enumerate(history):
+                if isinstance(item, dict):
+                    self._item(out, item, f"codex-{self.n}.{k}")
+
+        self.replace_history(out, "compacted", summary, items)
         self._last = None
 
     def _session_meta(self, out: Out, p: dict[str, Any]) -> None:
@@ -375,7 +363,7 @@ class CodexMapper(Mapper):
         if not isinstance(call_id, str):
             return dict(p)  # a call without an id: kept as its own part
         if kind == "function_call":
-            return tool_call_part(call_id, str(p.get("name")), _arguments(p.get("arguments")))
+            return tool_call_part(call_id, str(p.get("name")), json_arguments(p.get("arguments")))
         if kind == "custom_tool_call":
             return tool_call_part(call_id, str(p.get("name")), p.get("input"))
         if kind == "local_shell_call":

@@ -33,11 +33,12 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 import msgspec
 
-from jsonltape._index_api import SOURCES, crc_of, encode_event, session_id_for
+from jsonltape._index_api import SOURCES, crc_of, encode_event, wanted
 from jsonltape.errors import FormatError, JsonltapeError
 from jsonltape.events import HeaderData, Line
 from jsonltape.interop import foreign as mapping
@@ -127,15 +128,13 @@ class ForeignFiles:
 
     def wants(self, path: str) -> bool:
         name = os.path.basename(path)
-        if MEMBER in name:
+        if MEMBER in name or not wanted(self.source, Path(path)):
             return False
-        if self.source == "gemini-cli" and name.startswith("session-") and name.endswith(".json"):
+        if self.source == "gemini-cli" and name.endswith(".json"):
             # a legacy whole-file chat, read as its records, unless Gemini CLI migrated it
             # (the same session: `jsonltape import` skips it too)
             return not os.path.lexists(path + "l")
-        if not name.endswith(".jsonl"):
-            return False
-        return self.source != "codex" or name.startswith("rollout-")
+        return True
 
     # -- the mapping ---------------------------------------------------------------------
 
@@ -177,7 +176,7 @@ class ForeignFiles:
         torn = scan.report.torn
         self.last = _Mapped(
             key,
-            session_id_for(self.source, path),
+            scan.session_id,  # as the input names it (Kimi CLI's wire.jsonl: its session)
             sessions,
             (torn.line, torn.offset) if torn is not None else None,
         )
