@@ -11,7 +11,11 @@ fast path reads only the end of each imported session) and again after touching 
   file-history-snapshot line), like the lines Claude Code 1.0.x writes;
 * ``codex-tree``, ``gemini-tree``, ``gemini-json`` (legacy whole-file chats) and
   ``opencode-db`` (one database): as many sessions of ``--turns`` turns each, shaped as those
-  agents write them (benchmarks/_interop_trees.py).
+  agents write them (benchmarks/_interop_trees.py);
+* ``qwen-tree``, ``kimi-tree``, ``droid-tree``, ``openhands-tree`` and ``amp-threads``: as many
+  sessions again, the importers' test fixtures scaled up (benchmarks/_interop_agents.py).
+
+``--only NAME`` (repeatable) runs only those workloads.
 
 Events/s counts the jsonltape events written (messages, tool calls, turns, raw lines, ...);
 lines/s the source lines read. Run:
@@ -36,6 +40,7 @@ import msgspec
 from jsonltape.interop import import_paths
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _interop_agents as agents
 import _interop_trees as trees
 
 #: The real sessions: $JSONLTAPE_SAMPLES (as in the tests), else shared/samples beside the repo.
@@ -142,33 +147,54 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=10)
     ap.add_argument("--turns", type=int, default=100)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--only", action="append", default=[], help="run only this workload")
     args = ap.parse_args()
     print(
         f"{platform.machine()}, {os.cpu_count()} cpus, Python {sys.version.split()[0]}, "
         f"msgspec {msgspec.__version__}, {platform.system()} {platform.release()}"
     )
     work = Path(tempfile.mkdtemp(prefix="bench-interop-"))
+    n = args.projects * args.sessions
+
+    def want(name: str) -> bool:
+        return not args.only or name in args.only
+
     try:
-        pi = work / "pi" / PI.name
-        pi.parent.mkdir()
-        shutil.copyfile(PI, pi)
-        measure("pi", "pi", pi, work)
-        tree = work / "projects"
-        claude_tree(tree, args.projects, args.sessions, args.turns)
-        measure("claude-tree", "claude-code", tree, work)
-        n = args.projects * args.sessions
-        codex = work / "codex"
-        trees.codex_tree(codex, n, args.turns)
-        measure("codex-tree", "codex", codex, work)
-        gemini = work / "gemini"
-        trees.gemini_tree(gemini, n, args.turns)
-        measure("gemini-tree", "gemini-cli", gemini, work)
-        legacy = work / "gemini-legacy"
-        trees.gemini_tree(legacy, n, args.turns, legacy=True)
-        measure("gemini-json", "gemini-cli", legacy, work)
-        opencode = work / "opencode" / "opencode.db"
-        trees.opencode_db(opencode, n, args.turns)
-        measure("opencode-db", "opencode", opencode.parent, work)
+        if want("pi"):
+            pi = work / "pi" / PI.name
+            pi.parent.mkdir()
+            shutil.copyfile(PI, pi)
+            measure("pi", "pi", pi, work)
+        if want("claude-tree"):
+            tree = work / "projects"
+            claude_tree(tree, args.projects, args.sessions, args.turns)
+            measure("claude-tree", "claude-code", tree, work)
+        if want("codex-tree"):
+            codex = work / "codex"
+            trees.codex_tree(codex, n, args.turns)
+            measure("codex-tree", "codex", codex, work)
+        if want("gemini-tree"):
+            gemini = work / "gemini"
+            trees.gemini_tree(gemini, n, args.turns)
+            measure("gemini-tree", "gemini-cli", gemini, work)
+        if want("gemini-json"):
+            legacy = work / "gemini-legacy"
+            trees.gemini_tree(legacy, n, args.turns, legacy=True)
+            measure("gemini-json", "gemini-cli", legacy, work)
+        if want("opencode-db"):
+            opencode = work / "opencode" / "opencode.db"
+            trees.opencode_db(opencode, n, args.turns)
+            measure("opencode-db", "opencode", opencode.parent, work)
+        for name, source, make in (
+            ("qwen-tree", "qwen-code", agents.qwen_tree),
+            ("kimi-tree", "kimi-cli", agents.kimi_tree),
+            ("droid-tree", "factory-droid", agents.droid_tree),
+            ("openhands-tree", "openhands", agents.openhands_tree),
+            ("amp-threads", "amp", agents.amp_tree),
+        ):
+            if want(name):
+                make(work / name, n, args.turns)
+                measure(name, source, work / name, work)
     finally:
         if args.keep:
             print(f"kept {work}")

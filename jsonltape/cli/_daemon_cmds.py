@@ -148,8 +148,9 @@ def _daemon_options(fn: Any) -> Any:
                 "sources",
                 multiple=True,
                 metavar="KIND:PATH",
-                help="Also mirror a Claude Code / Codex / pi / Gemini CLI tree, read-only "
-                "(claude-code:PATH, codex:PATH, pi:PATH, gemini-cli:PATH). Repeatable.",
+                help="Also mirror an agent's session tree, read-only (KIND:PATH, KIND an "
+                "import --from source but opencode: claude-code:~/.claude/projects, "
+                "kimi-cli:~/.kimi/sessions, ...). Repeatable.",
             ),
         ]
     ):

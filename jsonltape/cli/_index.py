@@ -104,8 +104,9 @@ class _Bar:
     "sources",
     multiple=True,
     metavar="KIND:PATH",
-    help="Also mirror a Claude Code / Codex / pi / Gemini CLI tree in place, read-only "
-    "(claude-code:PATH, codex:PATH, pi:PATH, gemini-cli:PATH). Repeatable.",
+    help="Also mirror an agent's session tree in place, read-only (KIND:PATH, KIND an "
+    "import --from source but opencode: claude-code:~/.claude/projects, kimi-cli:~/.kimi/sessions, "
+    "...). Repeatable.",
 )
 @origin_option
 @click.option("--json", "as_json", is_flag=True, help="Print the sync statistics as JSON.")

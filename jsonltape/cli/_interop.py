@@ -87,8 +87,9 @@ def import_(
     """Import SOURCES (session files or whole trees such as ~/.claude/projects,
     ~/.codex/sessions or ~/.gemini/tmp; trees are searched for *.jsonl, rollout-*.jsonl for
     codex, also legacy session-*.json for gemini-cli; for opencode an opencode.db, a storage
-    tree or the data directory ~/.local/share/opencode) as jsonltape sessions, one per source
-    session.
+    tree or the data directory ~/.local/share/opencode; qwen-code ~/.qwen/projects, kimi-cli
+    ~/.kimi/sessions, factory-droid ~/.factory/sessions, openhands ~/.openhands/conversations,
+    amp ~/.local/share/amp/threads) as jsonltape sessions, one per source session.
 
     Every source line is kept verbatim in the imported session. Importing again adds nothing;
     a source that grew adds only its new part. Prints the session files created or appended
