@@ -45,8 +45,9 @@ __all__ = [
     "with_links",
 ]
 
-#: A session with a turn open whose last event is this recent shows as live (an agent mid-turn
-#: between two tool calls); any session whose last event is :data:`RECENT_MS` old or newer too.
+#: A session its writer has not closed shows as live when a turn is open and its last event is
+#: this recent (an agent mid-turn between two tool calls), or when its last event is
+#: :data:`RECENT_MS` old or newer.
 LIVE_MS = 15 * 60 * 1000
 RECENT_MS = 60 * 1000
 #: Sessions on one page of the list.
@@ -63,9 +64,12 @@ def now_ms() -> int:
 
 
 def is_live(listed: ListedSession) -> bool:
-    """Being written: a turn is open and its last event is recent, or its last event is
-    very recent. (A writer's clean close is recorded only when it leaves a turn open, so the
-    index's ``closed`` cannot tell a finished session from a running one.)"""
+    """Being written: not closed by its writer (the index's ``closed``: its last line is a
+    checkpoint with ``closed: true``), and its last event very recent, or a turn open and its
+    last event recent. A writer that closes with no turn open writes no such checkpoint
+    (spec §10.1), so such a session shows as live for :data:`RECENT_MS` after its last event."""
+    if listed.closed:
+        return False
     age = now_ms() - listed.info.updated
     return age < RECENT_MS or (listed.info.state == "open-turn" and age < LIVE_MS)
 

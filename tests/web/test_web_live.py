@@ -9,9 +9,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import jsonltape
@@ -73,8 +75,6 @@ def test_appended_events_appear_once_across_a_crash_and_its_repair(
     page: Any, site: Site, watch: Watch
 ) -> None:
     path, sid = _new_session(site, "follow", page)
-    row = page.locator("table.sessions tbody tr")  # the list marks it: a turn is open
-    assert row.locator(".badge.live").count() == 1
     page.goto(f"{site.url}s/{sid}")
     assert page.locator("#live-state").inner_text() == "following new events"
     assert page.locator("#transcript").get_attribute("data-live") is not None
@@ -139,3 +139,45 @@ def test_new_since_you_last_looked(page: Any, site: Site, watch: Watch) -> None:
     after = marker.evaluate("m => m.nextElementSibling.innerText")
     assert "while you were away" in after
     assert watch.errors == []
+
+
+def _listed(site: Site, sid: str, events: int) -> str:
+    """The list's row of session ``sid`` once the index holds its first ``events`` events."""
+    with httpx.Client(base_url=site.url, timeout=10) as c:
+        for _ in range(200):
+            html = c.get("/", params={"q": sid}).text
+            row = html.partition("<tbody>")[2].partition("</tbody>")[0]
+            if f'data-label="Events" class="num">{events}<' in row:
+                return row
+            time.sleep(0.05)
+    raise AssertionError(f"the index never held {events} events of {sid}")
+
+
+def _events(path: Path) -> int:
+    return 1 + max(line.event.seq for line in jsonltape.lines(path))
+
+
+def test_a_session_is_live_while_its_writer_holds_it_and_not_once_it_closed_it(
+    site: Site,
+) -> None:
+    """Live is what the index records: a session whose writer closed it (its last line a
+    checkpoint with ``closed: true``) is not live, however recent its last event; one whose
+    writer still holds it, its turn open, is."""
+    path = site.root / "held.jsonl"
+    tape = jsonltape.open(path, create=True, title="live held")
+    try:
+        tape.append("turn/start", {})
+        tape.user("still writing")
+        tape.flush()
+        sid = jsonltape.header(path).id
+        assert 'class="badge live"' in _listed(site, sid, _events(path))
+    finally:
+        tape.close()  # a turn left open on purpose: the last checkpoint says closed
+    last = list(jsonltape.lines(path))[-1].event
+    assert last.type == "session/flush" and last.data.get("closed") is True
+    assert 'class="badge live"' not in _listed(site, sid, _events(path))
+    # a writer that closed with no turn open wrote no closing checkpoint: its recent last
+    # event keeps it live for RECENT_MS (the index cannot tell it from a running writer)
+    with jsonltape.open(path) as tape:
+        tape.append("turn/end", {"turn": 1, "reason": "completed"})
+    assert 'class="badge live"' in _listed(site, sid, _events(path))
