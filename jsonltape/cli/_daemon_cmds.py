@@ -262,13 +262,25 @@ def daemon_start(
 def daemon_stop(index_path: str | None, local_index: Path | None) -> None:
     """Stop the daemon (it finishes its current transaction first).
 
-    Stopping a daemon that is not running succeeds (exit 0, "not running"), as LSB init
-    scripts and systemd do.
+    When `jsonltape serve` runs the daemon's loop in-process, only that loop stops: the
+    viewer goes on serving the index, no longer keeping it current. Stopping a daemon that is
+    not running succeeds (exit 0, "not running"), as LSB init scripts and systemd do.
     """
-    from jsonltape_daemon.service.daemon import stop
+    from jsonltape_daemon.service.daemon import in_serve, running_pid, stop
 
-    pid = stop(local_index_of(index_path, local_index)[0])
-    say(f"daemon stopped (pid {pid})" if pid else "the daemon is not running")
+    idx = local_index_of(index_path, local_index)[0]
+    running = running_pid(idx)
+    serve = in_serve(idx, running) if running is not None else None
+    pid = stop(idx)
+    if pid is None:
+        say("the daemon is not running")
+    elif serve is not None and pid == running:
+        say(
+            f"stopped keeping the index current in jsonltape serve (pid {pid}, {serve}); "
+            "the viewer goes on serving it"
+        )
+    else:
+        say(f"daemon stopped (pid {pid})")
 
 
 #: ``daemon status`` exit codes, LSB's for a service's status action.
@@ -318,7 +330,9 @@ def daemon_status_cmd(index_path: str | None, local_index: Path | None, as_json:
         say("the daemon is not running")
     else:
         ago = (time.time() * 1000 - status.get("last_sync", 0)) / 1000
-        say(f"running:  pid {pid} ({status.get('watcher', '?')})")
+        serve = status.get("serve")
+        where = f" in jsonltape serve {serve}" if isinstance(serve, str) else ""
+        say(f"running:  pid {pid}{where} ({status.get('watcher', '?')})")
         say(f"root:     {status.get('root')}")
         say(f"index:    {idx}")
         say(f"files:    {info.get('files', 0)} tracked, {info.get('problems', 0)} with problems")

@@ -19,7 +19,7 @@ import click
 from jsonltape_daemon import api
 from jsonltape_daemon.errors import IndexBusyError
 from jsonltape_daemon.ingest.foreign import parse_source
-from jsonltape_daemon.service.lock import daemon_status, running_pid
+from jsonltape_daemon.service.lock import daemon_status, holder, running_pid
 from jsonltape_daemon.target import PgTarget
 
 from ._base import CliError, say
@@ -153,7 +153,7 @@ def sync(
             if pid is None or status.get("root") != str(r):
                 raise
             os.kill(pid, signal.SIGUSR1)
-            say(f"the daemon (pid {pid}) keeps {t.path} in sync with {r}; asked it to rescan")
+            say(f"{holder(t.path, pid)} keeps {t.path} in sync with {r}; asked it to rescan")
             return
     _report(
         r, report, as_json=as_json, stopped=stop(), to=str(t) if isinstance(t, PgTarget) else None

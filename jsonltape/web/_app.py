@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -102,7 +102,7 @@ def _environment() -> jinja2.Environment:
 class Viewer:
     """The routes of one viewer over one index."""
 
-    def __init__(self, config: Config, note: str = "") -> None:
+    def __init__(self, config: Config, note: Callable[[], str] = str) -> None:
         self.config = config
         self.index = Index(config.target)
         self.env = _environment()
@@ -115,7 +115,7 @@ class Viewer:
             base, _, query = context["link"].partition("?")
             context.update(base=base, query=query, hidden=parse_qsl(query))
         context.setdefault("index_name", self.index.name)
-        context.setdefault("note", self.note)
+        context.setdefault("note", self.note())
         html = self.env.get_template(name).render(**context)
         return HTMLResponse(html, status_code=status)
 
@@ -365,8 +365,9 @@ def _not_found(request: Request, exc: Exception) -> Response:
     return PlainTextResponse("not found" if status == 404 else "error", status_code=status)
 
 
-def create_app(config: Config, *, note: str = "") -> Any:
-    """The ASGI application of one viewer (the guard in front of the routes)."""
+def create_app(config: Config, *, note: Callable[[], str] = str) -> Any:
+    """The ASGI application of one viewer (the guard in front of the routes); ``note`` gives
+    the footer's line on who keeps the index current."""
     import importlib.resources
 
     viewer = Viewer(config, note)

@@ -8,9 +8,12 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._config import Config
+
+if TYPE_CHECKING:
+    from ._mirror import Mirror
 
 __all__ = ["run", "url_of"]
 
@@ -42,15 +45,26 @@ def _bind(config: Config) -> socket.socket:
     return sock
 
 
-def _stop(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+class _Stop:
+    """SIGINT and SIGTERM: the first raises KeyboardInterrupt (uvicorn, which handles both
+    while it serves, raises the signal again once it has shut down); later ones are ignored,
+    so a second signal cannot cut the index mirror's stop short (which left its pid file, and
+    ``daemon status`` said the daemon had died)."""
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt
 
 
-def _on_sigterm() -> Any:
-    """Make SIGTERM a KeyboardInterrupt (in the main thread only); the previous handler."""
+def _install(handlers: dict[int, Any]) -> dict[int, Any]:
+    """Install ``handlers`` (in the main thread only: elsewhere none); the previous ones."""
     if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _stop)
+        return {}
+    return {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
 
 
 def run(
@@ -59,30 +73,57 @@ def run(
     open_browser: bool = False,
     say: Callable[[str], None] = lambda text: print(text, flush=True),
 ) -> None:
-    """Serve ``config`` until interrupted (Ctrl-C or SIGTERM end it cleanly)."""
-    # SIGTERM (systemd, `daemon stop`, kill) stops it as Ctrl-C does, from now on: uvicorn
-    # shuts down and then raises the signal again, which would otherwise end the process on
-    # the spot, before the index mirror stops and removes its pid file
-    previous = _on_sigterm()
+    """Serve ``config`` until interrupted (Ctrl-C or SIGTERM end it cleanly). SIGUSR1
+    (``jsonltape sync``) asks the index mirror to rescan, as it asks a daemon; SIGUSR2
+    (``jsonltape daemon stop``) stops the mirror, and serving goes on."""
+    # SIGTERM (systemd, kill) stops it as Ctrl-C does, from now on: uvicorn shuts down and
+    # then raises the signal again, which would otherwise end the process on the spot, before
+    # the index mirror stops and removes its pid file
+    stop = _Stop()
+    keeper = _Keeper()
+    handlers: dict[int, Any] = {signal.SIGINT: stop, signal.SIGTERM: stop}
+    if hasattr(signal, "SIGUSR2"):  # POSIX: what the daemon's commands send
+        handlers[signal.SIGUSR1] = keeper.rescan
+        handlers[signal.SIGUSR2] = keeper.release
+    previous = _install(handlers)
     try:
-        _serve(config, open_browser, say)
+        _serve(config, open_browser, say, keeper)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        _install(previous)
 
 
-def _serve(config: Config, open_browser: bool, say: Callable[[str], None]) -> None:
+class _Keeper:
+    """The index mirror of this viewer: the signal handler's way to it (set before the mirror
+    starts, so a ``daemon stop`` as soon as its pid file exists finds it)."""
+
+    def __init__(self) -> None:
+        self.mirror: Mirror | None = None
+
+    def rescan(self, signum: int, frame: object) -> None:
+        if self.mirror is not None:
+            self.mirror.rescan()
+
+    def release(self, signum: int, frame: object) -> None:
+        if self.mirror is not None:
+            self.mirror.release()
+
+
+def _serve(config: Config, open_browser: bool, say: Callable[[str], None], keeper: _Keeper) -> None:
     import uvicorn
 
     from ._app import create_app
-    from ._mirror import start_mirror
+    from ._mirror import mirror_for
 
     sock = _bind(config)  # a port in use is one error line, before anything starts
     port = sock.getsockname()[1]
     config = dataclasses.replace(config, port=port)  # --port 0: the one the system chose
-    mirror, note = start_mirror(config.target, config.root)
+    url = url_of(config, port)
+    mirror, note = mirror_for(config.target, config.root, url)
+    if mirror is not None:
+        keeper.mirror = mirror  # before its pid file exists: `daemon stop` may come at once
+        mirror.start()
     try:
-        app = create_app(config, note=note)
+        app = create_app(config, note=lambda: note if mirror is None else mirror.note)
         server = uvicorn.Server(
             uvicorn.Config(
                 app,
@@ -93,7 +134,6 @@ def _serve(config: Config, open_browser: bool, say: Callable[[str], None]) -> No
                 server_header=False,
             )
         )
-        url = url_of(config, port)
         say(f"jsonltape serve: {note}")
         say(f"jsonltape serve: reading {config.target}")
         say(f"jsonltape serve: open {url}" + (f"?token={config.token}" if config.token else ""))

@@ -398,7 +398,7 @@ def test_a_running_daemon_keeps_the_index_current_and_serve_starts_no_second_mir
         daemon_pid = pid_file(index).read_text().strip()
         s = Serve("--index", str(index), "--root", str(root), home=home)
         try:
-            assert f"the running daemon (pid {daemon_pid}) keeps the index current" in s.lines[0]
+            assert f"the daemon (pid {daemon_pid}) keeps the index current" in s.lines[0]
             assert pid_file(index).read_text().strip() == daemon_pid  # not taken over
             with jsonltape.open(root / "new.jsonl", create=True, title="written meanwhile") as t:
                 t.user("hello")

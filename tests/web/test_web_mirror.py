@@ -26,7 +26,7 @@ def test_a_mirror_stopped_mid_transaction_leaves_no_pid_file(tmp_path: Path) -> 
     root, index = tmp_path / "sessions", tmp_path / "index.db"
     root.mkdir(mode=0o700)
     corpus.long_session(root, turns=2000)  # a first sync of 8,000 events: one long transaction
-    mirror = Mirror(root, index)
+    mirror = Mirror(root, index, "http://127.0.0.1:8765/")
     _started(mirror, index)
     mirror.stop(timeout=0.001)  # the viewer exiting while the loop is still committing
     assert mirror.thread.is_alive(), "the loop finished first: the test did not test the case"
@@ -40,7 +40,7 @@ def test_a_mirror_that_stops_in_time_removes_its_own_pid_file(tmp_path: Path) ->
     root, index = tmp_path / "sessions", tmp_path / "index.db"
     root.mkdir(mode=0o700)
     corpus.long_session(root, turns=2)
-    mirror = Mirror(root, index)
+    mirror = Mirror(root, index, "http://127.0.0.1:8765/")
     _started(mirror, index)
     mirror.stop(timeout=60)
     assert not mirror.thread.is_alive() and mirror.error is None

@@ -28,11 +28,28 @@ from jsonltape_daemon.errors import DaemonError
 from jsonltape_daemon.ingest.ingestor import Budget, SyncStats
 from jsonltape_daemon.ingest.mirror import IndexStore, Mirror
 from jsonltape_daemon.paths import ensure_private_dir, log_file, pid_file, status_file
-from jsonltape_daemon.service.lock import daemon_status, index_lock, running_pid, write_private
+from jsonltape_daemon.service.lock import (
+    daemon_status,
+    holder,
+    in_serve,
+    index_lock,
+    running_pid,
+    write_private,
+)
 from jsonltape_daemon.service.remote import Remote
 from jsonltape_daemon.service.watcher import Hints, ObserverFactory, Watcher
 
-__all__ = ["Config", "Daemon", "daemon_status", "index_lock", "running_pid", "start", "stop"]
+__all__ = [
+    "Config",
+    "Daemon",
+    "daemon_status",
+    "holder",
+    "in_serve",
+    "index_lock",
+    "running_pid",
+    "start",
+    "stop",
+]
 
 
 @dataclass
@@ -58,6 +75,10 @@ class Config:
     #: and the origin this machine pushes as.
     remote: str | None = None
     origin: str | None = None
+    #: The address of the ``jsonltape serve`` that runs this loop in a thread of its own
+    #: (None: ``daemon run``); the status file names it, and ``stop`` asks that process to stop
+    #: the loop only (SIGUSR2), not to exit.
+    serve: str | None = None
 
 
 class Daemon:
@@ -96,6 +117,21 @@ class Daemon:
             ensure_private_dir(Path(root))
         lock = index_lock(cfg.index)
         try:
+            self.status = {
+                "pid": os.getpid(),
+                "root": root,
+                "index": str(cfg.index),
+                "started": _now_ms(),
+                "state": "starting",
+                "syncs": 0,
+                "rescans": 0,
+                "transactions": 0,
+                "events": 0,
+            }
+            if cfg.serve is not None:
+                self.status["serve"] = cfg.serve
+            # before the pid file: whoever finds the pid finds what runs it
+            self._write_status(force=True)
             write_private(pid_file(cfg.index), f"{os.getpid()}\n")
             self._install_signals()
             store = SqliteStore(cfg.index, helper_from=cfg.helper_from)
@@ -117,17 +153,6 @@ class Daemon:
                 for tree in (root, *(path for _kind, path in cfg.sources))
             ]
             self.remote = self._remote(mirror)
-            self.status = {
-                "pid": os.getpid(),
-                "root": root,
-                "index": str(cfg.index),
-                "started": _now_ms(),
-                "state": "starting",
-                "syncs": 0,
-                "rescans": 0,
-                "transactions": 0,
-                "events": 0,
-            }
             try:
                 for w in watchers:
                     w.start()
@@ -296,6 +321,12 @@ def start(
     there, never into its argv)."""
     pid = running_pid(index)
     if pid is not None:
+        if in_serve(index, pid) is not None:
+            raise DaemonError(
+                f"{holder(index, pid)} keeps this index current; `jsonltape daemon stop` "
+                "stops that (the viewer goes on serving), then start the daemon",
+                path=index,
+            )
         raise DaemonError(f"the daemon is already running (pid {pid})", path=index)
     ensure_private_dir(index.parent)
     log = log_file(index)
@@ -331,14 +362,17 @@ def start(
 
 
 def stop(index: Path, *, timeout: float = 30.0) -> int | None:
-    """SIGTERM the daemon of ``index`` and wait for it to exit; return its pid (None if idle)."""
+    """Stop the daemon's loop on ``index`` and wait until it has; return its pid (None if
+    idle). A ``daemon run`` gets SIGTERM and exits; a ``jsonltape serve`` that runs the loop
+    in-process (``in_serve``) gets SIGUSR2: the loop stops, the viewer goes on serving."""
     pid = running_pid(index)
     if pid is None:
         return None
-    os.kill(pid, signal.SIGTERM)
+    serve = in_serve(index, pid)
+    os.kill(pid, signal.SIGUSR2 if serve is not None else signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if running_pid(index) is None:
             return pid
         time.sleep(0.05)
-    raise DaemonError(f"the daemon (pid {pid}) did not stop within {timeout:g} s", path=index)
+    raise DaemonError(f"{holder(index, pid)} did not stop within {timeout:g} s", path=index)

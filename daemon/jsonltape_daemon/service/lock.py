@@ -16,7 +16,7 @@ import filelock
 from jsonltape_daemon.errors import IndexBusyError
 from jsonltape_daemon.paths import ensure_private_dir, lock_file, pid_file, status_file
 
-__all__ = ["daemon_status", "index_lock", "running_pid", "write_private"]
+__all__ = ["daemon_status", "holder", "in_serve", "index_lock", "running_pid", "write_private"]
 
 
 def index_lock(index: Path, timeout: float = 0.0) -> filelock.BaseFileLock:
@@ -29,7 +29,7 @@ def index_lock(index: Path, timeout: float = 0.0) -> filelock.BaseFileLock:
         lock.acquire()
     except filelock.Timeout:
         pid = _read_pid(index)
-        who = f"the daemon (pid {pid})" if pid is not None else "another sync"
+        who = holder(index, pid) if pid is not None else "another sync"
         raise IndexBusyError(
             f"{who} is writing this index; it keeps it up to date (`jsonltape daemon stop` "
             "first, or use another --index)",
@@ -85,3 +85,18 @@ def daemon_status(index: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data
+
+
+def in_serve(index: Path, pid: int) -> str | None:
+    """The address of the ``jsonltape serve`` whose process ``pid`` runs the daemon's loop on
+    ``index`` in-process (None: a ``daemon run``). The loop says so in its status file before
+    it writes its pid file, so a pid that ``running_pid`` gives is described."""
+    status = daemon_status(index) or {}
+    url = status.get("serve")
+    return url if status.get("pid") == pid and isinstance(url, str) else None
+
+
+def holder(index: Path, pid: int) -> str:
+    """Who runs the daemon's loop on ``index`` as process ``pid``, for messages."""
+    url = in_serve(index, pid)
+    return f"jsonltape serve (pid {pid}, {url})" if url else f"the daemon (pid {pid})"
