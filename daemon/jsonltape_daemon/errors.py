@@ -14,6 +14,7 @@ __all__ = [
     "IndexStateError",
     "IndexTargetError",
     "IndexUnreachableError",
+    "SearchStoppedError",
 ]
 
 
@@ -62,3 +63,10 @@ class DaemonError(JsonltapeError):
     """The daemon could not be started, stopped or reached."""
 
     code = "daemon"
+
+
+class SearchStoppedError(JsonltapeError):
+    """A search was stopped before its end because its asker no longer wanted it (a search as
+    you type overtaken by the next keystroke, a viewer's client that left)."""
+
+    code = "search-stopped"

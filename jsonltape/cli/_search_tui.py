@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from jsonltape_daemon.engines.sqlite import search as s
+from jsonltape_daemon.search.language import as_typed
 from jsonltape_daemon.search.reader import Reader, open_reader
 from jsonltape_daemon.target import SqliteTarget, Target
 from prompt_toolkit.application import Application
@@ -263,7 +264,7 @@ class _App:
             t0 = time.perf_counter()
             # The word being typed is a prefix: substrings are found only inside identifiers
             # (daemon/jsonltape_daemon/text/idents.py), so "quok" alone would not find "quokka".
-            typed = text if text[-1:].isspace() or text.endswith(("*", '"')) else text + "*"
+            typed = as_typed(text)
             hits = index.search(typed, filters, limit, phrases=phrases, origins=origins)
             return _Found(text, hits, (time.perf_counter() - t0) * 1000)
 

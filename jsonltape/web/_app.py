@@ -9,15 +9,17 @@ session file (nor the index, but for the daemon loop it may run, ``_mirror.py``)
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode
 
 import jinja2
 import msgspec
-from jsonltape_daemon.errors import IndexStateError
+from jsonltape_daemon.errors import IndexStateError, SearchStoppedError
 from jsonltape_daemon.search.snippet import MARK_CLOSE, MARK_OPEN
 from markupsafe import Markup, escape
 from sse_starlette.sse import EventSourceResponse
@@ -52,6 +54,8 @@ from ._pages import (
 from ._transcript import blocks_of
 
 __all__ = ["create_app"]
+
+T = TypeVar("T")
 
 _FORMATS = ("neutral", "openai", "anthropic")
 #: Characters of a request shown on the time travel page (copy and download give it all).
@@ -171,27 +175,40 @@ class Viewer:
             page_link=page_link,
         )
 
-    def search(self, request: Request) -> Response:
+    async def search(self, request: Request) -> Response:
         form = SearchForm.of(dict(request.query_params))
-        hits = self._hits(form)
-        if isinstance(hits, Response):
-            return hits
-        facets = self._facets()
-        return self.page("search.html", title="Search", form=form, hits=hits, facets=facets)
+        hits = await self._hits(request, form)
+        if hits is None or isinstance(hits, Response):
+            return hits or _LEFT
+        facets = await _to_thread(self._facets)
+        return await _to_thread(
+            lambda: self.page("search.html", title="Search", form=form, hits=hits, facets=facets)
+        )
 
-    def search_results(self, request: Request) -> Response:
+    async def search_results(self, request: Request) -> Response:
+        """The hits alone, for search as you type: each keystroke asks anew, and the page
+        drops the request of the one before (its search is then stopped, ``_hits``)."""
         form = SearchForm.of(dict(request.query_params))
-        hits = self._hits(form)
-        if isinstance(hits, Response):
-            return hits
-        html = self.env.get_template("_hits.html").render(form=form, hits=hits)
+        hits = await self._hits(request, form)
+        if hits is None or isinstance(hits, Response):
+            return hits or _LEFT
+        template = self.env.get_template("_hits.html")
+        html = await _to_thread(lambda: template.render(form=form, hits=hits))
         return HTMLResponse(html)
 
-    def _hits(self, form: SearchForm) -> list[Any] | Response:
+    async def _hits(self, request: Request, form: SearchForm) -> list[Any] | Response | None:
+        """The hits of ``form``; None when the client left first: its search is stopped
+        rather than left to run on a reader for no one (a keystroke's search of a rare
+        two-letter word read every text: 15 s at 1M events, a reader lost meanwhile)."""
+        stop = threading.Event()
         try:
-            return search_hits(self.index, form)
+            return await _unless_gone(
+                request, asyncio.wrap_future(search_hits(self.index, form, stop.is_set)), stop
+            )
         except IndexStateError as exc:
             return self.page("empty.html", 503, title="No index yet", message=str(exc))
+        except SearchStoppedError:
+            return None
         except JsonltapeError as exc:
             form.errors.append(str(exc))
             return []
@@ -350,11 +367,37 @@ class Viewer:
         return EventSourceResponse(events(), ping=15)
 
 
+#: The answer to a client that left before its answer was ready (no one reads it).
+_LEFT = Response(status_code=204)
+
+
+async def _unless_gone(request: Request, work: Awaitable[T], stop: threading.Event) -> T | None:
+    """``work``'s result; None when the client leaves first (its connection closed: a page
+    that dropped the request), with ``stop`` set so that the work ends early."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if task.done():
+        return task.result()
+    stop.set()
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())  # no one awaits it now
+    return None
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has gone (a GET's request message comes first)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 async def _gone(why: str) -> AsyncIterator[dict[str, Any]]:
     yield {"event": "gone", "data": why}
 
 
-async def _to_thread(fn: Any, *args: Any) -> Any:
+async def _to_thread(fn: Callable[..., T], *args: Any) -> T:
     import anyio.to_thread
 
     return await anyio.to_thread.run_sync(fn, *args)

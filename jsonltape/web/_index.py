@@ -11,9 +11,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from jsonltape_daemon.errors import SearchStoppedError
 from jsonltape_daemon.search.language import SessionInfo
 from jsonltape_daemon.search.reader import Reader, open_reader
 from jsonltape_daemon.target import Target
@@ -63,10 +64,16 @@ class Index:
         self._pool = ThreadPoolExecutor(readers, thread_name_prefix="jsonltape-index")
         self._memo: dict[object, tuple[float, object]] = {}
         self._memo_lock = threading.Lock()
+        #: Searches stopped because no one wanted their hits any more (their client left).
+        self.stopped = 0
 
     def run(self, fn: Callable[[Reader], T]) -> T:
         """``fn`` called with a reader, in a reader thread; its result or its exception."""
-        return self._pool.submit(self._call, fn).result()
+        return self.submit(fn).result()
+
+    def submit(self, fn: Callable[[Reader], T]) -> Future[T]:
+        """:meth:`run`, without waiting: the future of its result (an async route awaits it)."""
+        return self._pool.submit(self._call, fn)
 
     def _call(self, fn: Callable[[Reader], T]) -> T:
         reader: Reader | None = getattr(self._local, "reader", None)
@@ -75,6 +82,10 @@ class Index:
             self._local.reader = reader
         try:
             return fn(reader)
+        except SearchStoppedError:
+            with self._memo_lock:
+                self.stopped += 1  # the reader is fine: its search was only cut short
+            raise
         except Exception:
             # a reader that failed is dropped: the next call opens a new one (a PostgreSQL
             # server that went away and came back)

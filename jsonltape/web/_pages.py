@@ -8,7 +8,8 @@ id in the index (``_index.Index.find``) and its file is the path the index holds
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -21,6 +22,8 @@ from jsonltape_daemon.search.language import (
     SessionPage,
     SessionQuery,
     Sort,
+    as_typed,
+    parse_query,
 )
 
 import jsonltape
@@ -151,14 +154,23 @@ class SearchForm:
         return int(start.timestamp() * 1000)
 
 
-def search_hits(index: Index, form: SearchForm, limit: int = 50) -> list[Hit]:
-    """The hits of ``form`` (the index's own query language, filters and ranking)."""
-    if not form.q.strip():
-        return []
+def search_hits(
+    index: Index, form: SearchForm, stop: Callable[[], bool], limit: int = 50
+) -> Future[list[Hit]]:
+    """The hits of ``form`` (the index's own query language, filters and ranking), the query
+    read as it is being typed (``as_typed``: its last word a prefix, as ``search -i`` reads
+    it), to come: the search ends early, with ``SearchStoppedError``, once ``stop()``."""
+    query = as_typed(form.q)
     filters = form.filters()
     origins = (form.origin,) if form.origin else ()
     sort: Sort = "recent" if form.sort == "recent" else "relevance"
-    return index.run(lambda r: r.search(form.q, filters, limit, sort=sort, origins=origins))
+    if not parse_query(query):
+        done: Future[list[Hit]] = Future()
+        done.set_result([])
+        return done
+    return index.submit(
+        lambda r: r.search(query, filters, limit, sort=sort, origins=origins, stop=stop)
+    )
 
 
 # -- a transcript ----------------------------------------------------------------------------

@@ -9,15 +9,18 @@ session types are the same for both; a PostgreSQL hit or session also names its 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from jsonltape_daemon.engines.sqlite import listing
 from jsonltape_daemon.engines.sqlite import search as s
+from jsonltape_daemon.errors import IndexStateError, SearchStoppedError
 from jsonltape_daemon.search.language import SessionPage, SessionQuery
 from jsonltape_daemon.target import PgTarget, SqliteTarget, Target
 
-__all__ = ["Reader", "open_reader"]
+__all__ = ["STOP_POLL", "STOP_STEPS", "Reader", "cancel_when", "open_reader"]
 
 
 class Reader(Protocol):
@@ -38,7 +41,12 @@ class Reader(Protocol):
         phrases: Sequence[str] = (),
         sort: s.Sort = "relevance",
         origins: Sequence[str] = (),
-    ) -> list[s.Hit]: ...
+        stop: Callable[[], bool] | None = None,
+    ) -> list[s.Hit]:
+        """The hits of ``query``. ``stop``, when given, is asked while the search runs (from
+        this thread, or another); once it says True the search ends with
+        :class:`~.errors.SearchStoppedError` instead of running on for no one."""
+        ...
 
     def sessions(
         self, *, limit: int | None = None, path: str | None = None, origins: Sequence[str] = ()
@@ -81,10 +89,25 @@ class _SqliteReader:
         phrases: Sequence[str] = (),
         sort: s.Sort = "relevance",
         origins: Sequence[str] = (),
+        stop: Callable[[], bool] | None = None,
     ) -> list[s.Hit]:
         if origins:
             return []  # a local index holds this machine's sessions only: no origin names them
-        return s.search(self.con, query, filters, limit, phrases=phrases, sort=sort)
+        if stop is None:
+            return s.search(self.con, query, filters, limit, phrases=phrases, sort=sort)
+        _stopped(stop)
+        # every STOP_STEPS steps of SQLite's machine: a search's Python work between its
+        # statements is short, each batch of texts it reads is a statement
+        self.con.set_progress_handler(stop, STOP_STEPS)
+        try:
+            hits = s.search(self.con, query, filters, limit, phrases=phrases, sort=sort)
+        except sqlite3.OperationalError:
+            _stopped(stop)
+            raise
+        finally:
+            self.con.set_progress_handler(None, 0)
+        _stopped(stop)  # a statement it stopped that the search got past: hits may be missing
+        return hits
 
     def sessions(
         self, *, limit: int | None = None, path: str | None = None, origins: Sequence[str] = ()
@@ -136,21 +159,35 @@ class _PgReader:
         phrases: Sequence[str] = (),
         sort: s.Sort = "relevance",
         origins: Sequence[str] = (),
+        stop: Callable[[], bool] | None = None,
     ) -> list[s.Hit]:
         from jsonltape_daemon.engines.postgres import search as pg_search
 
-        return list(
-            self._call(
-                pg_search.search,
-                self.con,
-                query,
-                filters,
-                limit,
-                phrases=phrases,
-                sort=sort,
-                origins=origins,
+        def run() -> list[s.Hit]:
+            return list(
+                self._call(
+                    pg_search.search,
+                    self.con,
+                    query,
+                    filters,
+                    limit,
+                    phrases=phrases,
+                    sort=sort,
+                    origins=origins,
+                )
             )
-        )
+
+        if stop is None:
+            return run()
+        _stopped(stop)
+        try:
+            with cancel_when(self.con, stop):
+                hits = run()
+        except IndexStateError:
+            _stopped(stop)  # the server cancelled the statement we asked it to
+            raise
+        _stopped(stop)
+        return hits
 
     def sessions(
         self, *, limit: int | None = None, path: str | None = None, origins: Sequence[str] = ()
@@ -193,6 +230,40 @@ class _PgReader:
 
     def close(self) -> None:
         self.con.close()
+
+
+#: SQLite machine steps between two questions to a search's ``stop`` (about 0.1 ms each).
+STOP_STEPS = 1000
+#: Seconds between two questions to a PostgreSQL search's ``stop`` (its server is asked to
+#: cancel the statement running when it says True).
+STOP_POLL = 0.02
+
+
+def _stopped(stop: Callable[[], bool]) -> None:
+    if stop():
+        raise SearchStoppedError("the search was stopped: no one wants its hits any more")
+
+
+@contextmanager
+def cancel_when(con: Any, stop: Callable[[], bool]) -> Iterator[None]:
+    """While the block runs, a thread asks ``stop`` every :data:`STOP_POLL` seconds and, once
+    it says True, has the server cancel the statement ``con`` runs (its query then raises
+    ``QueryCanceled``); the block's end waits for that thread."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(STOP_POLL):
+            if stop():
+                con.cancel_safe()
+                return
+
+    watcher = threading.Thread(target=watch, name="jsonltape-search-stop", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def open_reader(target: Target) -> Reader:
