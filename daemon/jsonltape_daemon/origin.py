@@ -17,9 +17,10 @@ from pathlib import Path
 
 from jsonltape._index_api import fs
 from jsonltape.errors import InvalidArgumentError
+from jsonltape_daemon.paths import data_dir as user_data_dir
 from jsonltape_daemon.paths import ensure_private_dir
 
-__all__ = ["ORIGIN_RE", "default_origin", "validate"]
+__all__ = ["ORIGIN_RE", "default_origin", "known_origin", "validate"]
 
 #: An origin: 1–64 characters, letters, digits and ``. _ @ + -``, starting with a letter or digit.
 ORIGIN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
@@ -42,16 +43,27 @@ def _clean(part: str, fallback: str) -> str:
     return part or fallback
 
 
-def default_origin(data_dir: Path) -> str:
-    """``$JSONLTAPE_ORIGIN``, else this machine and user's origin (created on first use)."""
+def known_origin(data_dir: Path | None = None) -> str | None:
+    """``$JSONLTAPE_ORIGIN``, else this machine and user's origin if it has one yet (None:
+    nothing is created; a viewer names the origin of a local index's sessions with it).
+    ``data_dir``: jsonltape's user data directory unless given."""
     env = os.environ.get("JSONLTAPE_ORIGIN")
     if env:
         return validate(env)
-    path = data_dir / "origin"
+    if data_dir is None:
+        data_dir = user_data_dir()
     try:
-        return validate(path.read_text(encoding="utf-8").strip())
+        return validate((data_dir / "origin").read_text(encoding="utf-8").strip())
     except FileNotFoundError:
-        pass
+        return None
+
+
+def default_origin(data_dir: Path) -> str:
+    """``$JSONLTAPE_ORIGIN``, else this machine and user's origin (created on first use)."""
+    known = known_origin(data_dir)
+    if known is not None:
+        return known
+    path = data_dir / "origin"
     user = os.environ.get("USER") or os.environ.get("USERNAME") or "user"
     host = socket.gethostname().split(".")[0]
     name = f"{_clean(user, 'user')}@{_clean(host, 'host')}-{secrets.token_hex(3)}"

@@ -43,6 +43,7 @@ from ._pages import (
     SearchForm,
     is_live,
     link_of,
+    local_origin,
     neutral_blocks,
     parents_of,
     read_transcript,
@@ -110,6 +111,8 @@ class Viewer:
         self.config = config
         self.index = Index(config.target)
         self.env = _environment()
+        #: The origin column of a local index (a team index's rows name their own origin).
+        self.env.globals["here"] = local_origin()
         self.note = note
 
     # -- helpers ----------------------------------------------------------------------------

@@ -77,6 +77,23 @@ def is_live(listed: ListedSession) -> bool:
     return age < RECENT_MS or (listed.info.state == "open-turn" and age < LIVE_MS)
 
 
+#: The origin column of a local index's sessions when this machine has no origin name yet
+#: (it gets one when it first pushes to a team index).
+THIS_MACHINE = "this machine"
+
+
+def local_origin() -> str:
+    """The origin of a local index's sessions (all are this machine's): its name on a team
+    index (``$JSONLTAPE_ORIGIN``, or the one the daemon keeps), else :data:`THIS_MACHINE`.
+    Read once; nothing is written."""
+    from jsonltape_daemon.origin import known_origin
+
+    try:
+        return known_origin() or THIS_MACHINE
+    except (OSError, JsonltapeError):  # unreadable or not a valid name: the daemon says so
+        return THIS_MACHINE
+
+
 def session_list(index: Index, args: dict[str, str]) -> tuple[SessionQuery, SessionPage, Any]:
     """The sessions page: the query the request asks for (unknown values fall back to the
     defaults), its page of sessions, and the filter choices (agents, projects, origins)."""

@@ -16,9 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT / "jsonltape" / "web"
 
 #: The index's modules the viewer may use: its reader interface (the reader, its query
-#: language and result types, the snippet marks), the target of ``--index``, its errors, and
-#: the daemon's loop (run in-process to keep the index current, as ``daemon run`` runs it).
+#: language and result types, the snippet marks), the target of ``--index``, its errors, the
+#: daemon's loop (run in-process to keep the index current, as ``daemon run`` runs it), and
+#: this machine's origin name (the origin column of a local index's sessions).
 INDEX_DOORS = {
+    "jsonltape_daemon.origin",
     "jsonltape_daemon.search.reader",
     "jsonltape_daemon.search.language",
     "jsonltape_daemon.search.snippet",

@@ -14,12 +14,34 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import jsonltape
 from tests.web.conftest import Site, Watch
+from tests.web.server import Serve
 
 pytestmark = pytest.mark.timeout(180)
+
+
+def test_the_origin_of_a_local_index_is_this_machines_name(site: Site, tmp_path: Path) -> None:
+    """The origin column of a local index names this machine as a team index would: its
+    $JSONLTAPE_ORIGIN, else the name the daemon keeps (read, never created by the viewer)."""
+    for env, kept in (({"JSONLTAPE_ORIGIN": "alice@laptop"}, None), ({}, "bob@desk-0a1b2c")):
+        home = tmp_path / f"home-{kept}"
+        home.mkdir()
+        if kept:
+            (home / "origin").write_text(kept + "\n")
+        s = Serve("--index", str(site.index), home=home, env=env)
+        try:
+            with httpx.Client(base_url=s.url) as c:
+                listing = c.get("/").text
+        finally:
+            code, _out, err = s.stop()
+            assert code == 0, err
+        name = env.get("JSONLTAPE_ORIGIN") or kept
+        assert listing.count(f'<td data-label="Origin">{name}</td>') == len(site.paths)
+        assert (home / "origin").exists() is bool(kept)  # the viewer made no name up
 
 
 @pytest.fixture(autouse=True)
@@ -50,6 +72,9 @@ def test_the_session_list_filters_sorts_and_links(page: Any, site: Site) -> None
     page.goto(site.url + "?sort=events&order=asc")
     counts = [int(t) for t in page.locator("td[data-label=Events]").all_inner_texts()]
     assert counts == sorted(counts) and len(counts) == len(site.paths)
+    # a local index: every session is this machine's, which has no origin name yet
+    origins = page.locator("td[data-label=Origin]").all_inner_texts()
+    assert origins == ["this machine"] * len(site.paths)
     assert page.locator(".badge:has-text('fork')").count() == 1
     page.click("a:has-text('A fork')")
     assert page.locator("h1").inner_text() == "A fork"
