@@ -247,8 +247,8 @@ def read_transcript(index: Index, found: Found, start: int, page: int) -> Transc
     else its messages' texts from the index."""
     info = found.info
     last = max(info.events - 1, 0)
-    # forks and sub-agents: the index finds them by reading every session row (no index on
-    # the parent), so the answer is kept for a few seconds, not asked again for each page
+    # forks and sub-agents (found through the index on the parent): the answer is kept for a
+    # few seconds, not asked again for each page of a session being read
     children = index.memo(
         ("children", info.session),
         CHILDREN_SECONDS,

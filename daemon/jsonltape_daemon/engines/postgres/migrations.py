@@ -281,8 +281,15 @@ BEGIN
 END $$;
 """
 
+# A session's forks and sub-agent sessions (the viewer's transcript page lists them) are
+# found by their parent's id without reading every session row; only rows with a parent.
+_M003 = """
+CREATE INDEX IF NOT EXISTS sessions_parent ON {s}.sessions (parent) WHERE parent IS NOT NULL;
+"""
+
 #: (version, name, SQL with ``{s}`` for the quoted schema name). Append only.
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial", _M001),
     (2, "messages partitioned by origin", _M002),
+    (3, "forks by parent", _M003),
 ]
