@@ -124,7 +124,8 @@ def _highlighter(styled: bool) -> Callable[[str], str]:
     "-i",
     "--interactive",
     is_flag=True,
-    help="Search as you type in the terminal: the query re-runs on every keystroke; "
+    help="Search as you type in the terminal: the query re-runs on every keystroke (the word "
+    "being typed is a prefix from its third character); "
     "Up/Down select a hit, Enter opens its transcript, Esc goes back, Ctrl-C quits.",
 )
 def search(
