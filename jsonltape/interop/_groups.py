@@ -26,12 +26,15 @@ class GroupsMixin(ToolsMixin):
         out.group = g
         return g
 
-    def late_usage(self, out: Out, g: Group, usage: dict[str, Any]) -> bool:
+    def late_usage(
+        self, out: Out, g: Group, usage: dict[str, Any], source_id: str | None = None
+    ) -> bool:
         """Give the model response ``g`` the usage the source writes after it (Codex's
         ``token_count``, Kimi's ``StatusUpdate``), from the current line: it closes the message
         if it is still open; if a tool result closed it first, the message on the surface is
         revised in place to carry it. Once per response: False (nothing done) when ``g`` has
-        its usage already or is no longer on the surface."""
+        its usage already or is no longer on the surface. ``source_id``: the response's own id
+        in the source, kept in ``import.ids`` (the key usage reports count it by)."""
         if g.usage is not None:
             return False
         if g is not out.group:
@@ -39,7 +42,7 @@ class GroupsMixin(ToolsMixin):
                 return False
             self.flush_group(out)
             out.group = g
-        self.add_line(g)
+        self.add_line(g, source_id)
         g.usage = usage
         self.flush_group(out)
         return True

@@ -215,9 +215,9 @@ class CodexMapper(Mapper):
         elif t == "compacted":
             self._compacted(out, p)
         elif t == "token_usage_record":  # Codex 0.15x: one per model response
-            usage = p.get("usage")
+            usage, rid = p.get("usage"), p.get("response_id")
             if isinstance(usage, dict):
-                self._usage(out, usage)
+                self._usage(out, usage, rid if isinstance(rid, str) and rid else None)
 
     def _compacted(self, out: Out, p: dict[str, Any]) -> None:
         """A compaction. With ``replacement_history`` (Codex 0.10x on; remote compaction leaves
@@ -293,12 +293,13 @@ class CodexMapper(Mapper):
             self._last = g
         return g
 
-    def _usage(self, out: Out, usage: dict[str, Any]) -> None:
-        """The usage of the latest model response, given once (:meth:`late_usage`): a
-        response that has its usage leaves the line raw."""
+    def _usage(self, out: Out, usage: dict[str, Any], response_id: str | None = None) -> None:
+        """The usage of the latest model response, given once (:meth:`late_usage`), with the
+        response's own id in ``import.ids`` (usage reports): a response that has its usage
+        leaves the line raw."""
         g = out.group if out.group is not None else self._last
         if g is not None:
-            self.late_usage(out, g, usage)
+            self.late_usage(out, g, usage, response_id)
 
     def _item(self, out: Out, p: dict[str, Any], msg_id: str | None = None) -> None:
         """A response item (``msg_id``: the id of what it maps to, default from its line)."""

@@ -1,0 +1,160 @@
+"""The price table and what a response costs at it (spec Appendix B.7): exact rates, long-context
+tiers, cache rates, unpriced models and categories (never $0), fast mode, and tables that are
+refused with one error naming what is wrong."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from jsonltape.errors import FormatError
+from jsonltape.usage import THRESHOLDS, Tokens, load_prices
+from jsonltape.usage._report import micros
+
+TABLE = {
+    "m": {
+        "input_cost_per_token": 3e-06,
+        "output_cost_per_token": 1.5e-05,
+        "cache_creation_input_token_cost": 3.75e-06,
+        "cache_creation_input_token_cost_above_1hr": 6e-06,
+        "cache_read_input_token_cost": 3e-07,
+        "input_cost_per_token_above_200k_tokens": 6e-06,
+        "output_cost_per_token_above_200k_tokens": 2.25e-05,
+        "cache_read_input_token_cost_above_272k_tokens": 6e-07,
+        "mode": "chat",
+    },
+    "bare": {"input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06},
+    "thinker": {
+        "input_cost_per_token": 1e-06,
+        "output_cost_per_token": 2e-06,
+        "output_cost_per_reasoning_token": 5e-06,
+    },
+    "quick": {
+        "input_cost_per_token": 5e-06,
+        "output_cost_per_token": 2.5e-05,
+        "provider_specific_entry": {"fast": 6},
+    },
+}
+
+
+def _table(tmp_path: Path, doc: object = TABLE, name: str = "prices.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _tier(prompt: int) -> int:
+    return sum(1 for t in THRESHOLDS if prompt > t)
+
+
+def test_every_category_is_priced_at_its_exact_rate(tmp_path: Path) -> None:
+    table = load_prices(_table(tmp_path))
+    t = Tokens(input=1000, output=100, cache_5m=10, cache_1h=20, cache_read=1000)
+    cost = table.cost("m", t, _tier(t.prompt), False)
+    want = (
+        1000 * Fraction(3, 10**6)
+        + 100 * Fraction(15, 10**6)
+        + 10 * Fraction(375, 10**8)
+        + 20 * Fraction(6, 10**6)
+        + 1000 * Fraction(3, 10**7)
+    )
+    assert cost == (want, 0)
+    assert micros(cost.usd) == 4958  # 4957.5 micro-dollars, rounded half up
+
+
+def test_a_prompt_above_a_threshold_pays_every_category_at_that_tier(tmp_path: Path) -> None:
+    """Anthropic, Google and OpenAI bill the whole request at the long-context rates once its
+    prompt (input and cache) passes the threshold; a category without a tier rate keeps its
+    rate. Not ccusage's rule, which splits each category's own count at 200k."""
+    table = load_prices(_table(tmp_path))
+    at = Tokens(input=200_000 - 1000, cache_read=1000, output=10)  # prompt == 200k: not above
+    assert table.cost("m", at, _tier(at.prompt), False).usd == (
+        199_000 * Fraction(3, 10**6) + 1000 * Fraction(3, 10**7) + 10 * Fraction(15, 10**6)
+    )
+    above = Tokens(input=1000, cache_read=200_000, output=10)  # 201k: every rate of the tier
+    assert table.cost("m", above, _tier(above.prompt), False).usd == (
+        1000 * Fraction(6, 10**6) + 200_000 * Fraction(3, 10**7) + 10 * Fraction(225, 10**7)
+    )
+    far = Tokens(input=1000, cache_read=300_000)  # past 272k too: the higher tier's cache read
+    assert table.cost("m", far, _tier(far.prompt), False).usd == (
+        1000 * Fraction(6, 10**6) + 300_000 * Fraction(6, 10**7)
+    )
+
+
+def test_an_unknown_model_is_unpriced_never_zero(tmp_path: Path) -> None:
+    table = load_prices(_table(tmp_path))
+    t = Tokens(input=5, output=7)
+    assert table.cost("no-such-model", t, 0, False) == (0, 12)
+    assert table.cost("m-2025", t, 0, False) == (0, 12)  # no guessing from a similar name
+    assert table.lookup("anthropic/m") == table.lookup("m")  # a provider prefix is dropped
+    assert "no-such-model" not in table
+
+
+def test_a_category_without_a_rate_is_unpriced_and_reasoning_is_output(tmp_path: Path) -> None:
+    table = load_prices(_table(tmp_path))
+    t = Tokens(input=10, output=10, cache_5m=3, cache_1h=4, cache_read=5, reasoning=6)
+    cost = table.cost("bare", t, 0, False)
+    assert cost.unpriced == 3 + 4 + 5  # no cache rates in the table: not guessed from input
+    assert cost.usd == 10 * Fraction(1, 10**6) + (10 + 6) * Fraction(2, 10**6)
+    own = table.cost("thinker", Tokens(reasoning=6), 0, False)
+    assert own.usd == 6 * Fraction(5, 10**6)
+
+
+def test_fast_mode_uses_the_tables_multiplier_or_is_unpriced(tmp_path: Path) -> None:
+    table = load_prices(_table(tmp_path))
+    t = Tokens(input=10, output=10)
+    assert table.cost("quick", t, 0, True).usd == 6 * table.cost("quick", t, 0, False).usd
+    assert table.cost("bare", t, 0, True) == (0, 20)
+
+
+def test_the_shipped_table_says_where_it_came_from_and_parses_whole() -> None:
+    table = load_prices()
+    info = table.info
+    assert info.source.startswith("LiteLLM") and info.version and info.date and info.path is None
+    doc = json.loads(Path(__file__).parents[1].joinpath("jsonltape/usage/prices.json").read_text())
+    assert doc["meta"]["license"].startswith("MIT")
+    assert doc["meta"]["models"] == len(doc["models"]) > 1000
+    table.check()  # every entry parses, every threshold is one the index groups by
+    sonnet = table.lookup("claude-sonnet-4-5")
+    assert sonnet is not None and sonnet.base[0] == Fraction(3, 10**6)
+
+
+def test_a_litellm_file_is_read_as_it_is(tmp_path: Path) -> None:
+    doc = {"sample_spec": {"input_cost_per_token": "not a number"}, **TABLE}
+    table = load_prices(_table(tmp_path, doc, "model_prices_and_context_window.json"))
+    assert table.info.source == "LiteLLM-shaped price table"
+    assert table.info.path == str(tmp_path / "model_prices_and_context_window.json")
+    assert table.info.date is not None and table.lookup("m") is not None
+
+
+@pytest.mark.parametrize(
+    ("doc", "says"),
+    [
+        ("{not json", "not a JSON price table"),
+        ([1, 2], "a JSON object of models"),
+        ({"m": {"input_cost_per_token": -1}}, "model 'm': input_cost_per_token: a price must be"),
+        ({"m": {"output_cost_per_token": "3"}}, "a price must be a number"),
+        ({"m": {"output_cost_per_token": True}}, "a price must be a number"),
+        ({"m": []}, "model 'm': not a JSON object"),
+        (
+            {"m": {"input_cost_per_token_above_300k_tokens": 1e-06}},
+            "a long-context threshold of 300,000 tokens is not one the index groups",
+        ),
+    ],
+)
+def test_a_bad_table_is_refused_naming_the_file_and_what(
+    tmp_path: Path, doc: object, says: str
+) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    with pytest.raises(FormatError) as info:
+        load_prices(path)
+    assert says in str(info.value) and str(path) in str(info.value)
+
+
+def test_a_missing_table_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(FormatError, match="cannot read the price table"):
+        load_prices(tmp_path / "nope.json")
