@@ -100,6 +100,20 @@ def dump(con: sqlite3.Connection) -> dict[str, Any]:
         "events": events,
         "messages": messages,
         "tool_calls": calls,
+        **usage_dump(con, path_of),
+    }
+
+
+def usage_dump(con: sqlite3.Connection, path_of: dict[int, str]) -> dict[str, Any]:
+    """The usage tables (schema 10) keyed by path: which row of a key is counted, the slots."""
+    return {
+        "usage": sorted((path_of[r[0]], *r[1:]) for r in con.execute("SELECT * FROM usage")),
+        "usage_slots": sorted(
+            (path_of[r[0]], *r[1:]) for r in con.execute("SELECT * FROM usage_slots")
+        ),
+        "usage_sessions": sorted(
+            (path_of[r[0]], *r[1:]) for r in con.execute("SELECT * FROM usage_sessions")
+        ),
     }
 
 

@@ -78,7 +78,8 @@ class World:
                     for c in ids:
                         for _ in range(rng.choice([1, 1, 2])):
                             tape.tool_result(c, f"result of {c}")
-                tape.assistant("ok " + str(i))
+                # with usage: copies of a file (replace_with_other) share its responses' keys
+                tape.assistant("ok " + str(i), model="m", usage={"input_tokens": i + 1})
 
     def append(self, path: Path) -> None:
         with jsonltape.open(path, durability="manual") as tape:

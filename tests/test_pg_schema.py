@@ -76,6 +76,23 @@ def _fill(con: psycopg.Connection[Any], origin: str, path: str = "/s.jsonl") -> 
         "VALUES (%s, %s, %s, 'indexed', 10, 0, 'c1')",
         (origin, path, sid),
     )
+    if con.execute(f"SELECT to_regclass('{S}.usage')").fetchone() == (None,):
+        return sid  # a schema before token usage (3)
+    tokens = "input, output, cache_5m, cache_1h, cache_read, reasoning"
+    con.execute(
+        f"INSERT INTO {S}.usage (origin, sid, seq, rkey, time, model, {tokens}, tier, fast, "
+        "counted) VALUES (%s, %s, 0, 'k', 0, 'm', 1, 2, 0, 0, 0, 0, 0, false, true)",
+        (origin, sid),
+    )
+    con.execute(
+        f"INSERT INTO {S}.usage_slots (origin, sid, slot, model, tier, fast, responses, "
+        f"{tokens}) VALUES (%s, %s, 0, 'm', 0, false, 1, 1, 2, 0, 0, 0, 0)",
+        (origin, sid),
+    )
+    con.execute(
+        f"INSERT INTO {S}.usage_sessions (origin, sid, name) VALUES (%s, %s, 'id:s')",
+        (origin, sid),
+    )
     return sid
 
 
@@ -150,6 +167,7 @@ def test_schema_1_is_upgraded_in_place_rows_indexes_and_policies_kept(
 ) -> None:
     with monkeypatch.context() as m:  # a team index as schema 1 created it
         m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])
+        m.setattr(pg_schema, "TABLES", pg_schema.TABLES[:5])  # its tables (no usage yet)
         pg_schema.init(pg_db)
     writer = pg_server.unique("w_m1")
     pg_server.create_role(writer, "w-pw")
@@ -344,6 +362,11 @@ def test_a_writer_cannot_insert_rows_of_another_origin(team: Team, table: str) -
                     "messages": "sid, seq + 7, type, role, time, status, anchor, call_id, calls, "
                     "text, truncated",
                     "tool_calls": "sid, 'k9', seq",
+                    "usage": "sid, seq + 7, rkey, time, model, input, output, cache_5m, "
+                    "cache_1h, cache_read, reasoning, tier, fast, counted",
+                    "usage_slots": "sid, slot + 1, model, tier, fast, responses, input, output, "
+                    "cache_5m, cache_1h, cache_read, reasoning",
+                    "usage_sessions": "sid, name, alias, up",
                 }[table]
                 other_sid = _other_sid(team)
                 con.execute(

@@ -86,12 +86,26 @@ def pg_dump(url: str, origin: str) -> dict[str, Any]:
             (path_of[r[0]], *r[1:])
             for r in q(f"SELECT sid, call_id, seq FROM {S}.tool_calls WHERE origin = %s")
         )
+        usage = {  # the columns of the SQLite tables, in their order (booleans as integers)
+            table: sorted(
+                (path_of[r[0]], *(int(v) if isinstance(v, bool) else v for v in r[1:]))
+                for r in q(f"SELECT {cols} FROM {S}.{table} WHERE origin = %s")
+            )
+            for table, cols in (
+                ("usage", "sid, seq, rkey, time, model, input, output, cache_5m, cache_1h, "
+                 "cache_read, reasoning, tier, fast, counted"),
+                ("usage_slots", "sid, slot, model, tier, fast, responses, input, output, "
+                 "cache_5m, cache_1h, cache_read, reasoning"),
+                ("usage_sessions", "sid, name, alias, up"),
+            )
+        }  # fmt: skip
     return {
         "files": files,
         "sessions": sessions,
         "events": events,
         "messages": messages,
         "tool_calls": calls,
+        **usage,
     }
 
 

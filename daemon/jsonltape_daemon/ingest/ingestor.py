@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from jsonltape._index_api import checkpoint_at, crc_of
 from jsonltape.errors import CorruptError, FormatError
 from jsonltape.events import SURFACE_TYPES, Line
+from jsonltape.usage import response_of, session_links
 from jsonltape_daemon.ingest.rows import FileRow, MessageRow, SessionRow, Store
 from jsonltape_daemon.ingest.source import Damage, FileKind, JsonltapeFiles
 from jsonltape_daemon.ingest.surface import SurfaceMirror
@@ -452,6 +453,7 @@ class Ingestor:
                 parent_seq=parent.seq if parent is not None else None,
             )
             store.add_session(sess)
+            store.add_usage_session(sess.sid, session_links(header.id, sess.parent, header.meta))
             self._stats.sessions_added += 1
         self._read(fd, path, st, sess, start, last_seq)
 
@@ -551,6 +553,15 @@ class Ingestor:
                         sess.title = event.data["title"]  # a later title wins (spec §8.4)
             if t in SURFACE_TYPES or t == "surface/retract":
                 added += self.surface.apply(sid, event, pending)
+        fork = sess.parent is not None
+        responses = [
+            (e.seq, r)
+            for (_o, _r, e), row in zip(chunk, events, strict=True)
+            if e.type in _RESPONSES
+            and (r := response_of(sess.id, fork, e.type, e.seq, e.time, row[6], e.data, e.key))
+        ]
+        if responses:
+            store.add_usage(sid, responses)
         t3 = time.perf_counter()
         store.add_messages(pending)
         last_off, last_raw, last = chunk[-1]
@@ -585,6 +596,9 @@ class Ingestor:
             self.progress(nbytes)
         self._checkpoint()
 
+
+#: The events that may be a model response with token usage (``jsonltape.usage.response_of``).
+_RESPONSES = frozenset({"assistant/message", "branch/event"})
 
 #: Bookkeeping lines whose time says when a writer or importer ran, not when anything happened.
 _NOT_ACTIVITY = frozenset({"session/flush", "import/sync"})

@@ -14,6 +14,7 @@ from typing import Protocol
 from jsonltape_daemon.ingest.foreign import engine_for
 from jsonltape_daemon.ingest.ingestor import UNNAMED, Budget, Ingestor, SyncStats
 from jsonltape_daemon.ingest.rows import FileRow, Store
+from jsonltape_daemon.ingest.usage import backfill
 
 __all__ = ["IndexStore", "Mirror", "add_stats"]
 
@@ -62,7 +63,10 @@ class Mirror:
         ]
 
     def rescan(self) -> SyncStats:
-        """Compare every tree with the index and bring the index up to date."""
+        """Compare every tree with the index and bring the index up to date (first the usage
+        of sessions indexed before the index counted usage, ``usage.py``)."""
+        if not self.store.in_bulk:
+            backfill(self.store)  # type: ignore[arg-type]  # both stores have the methods
         total = SyncStats()
         for engine in self.engines:
             add_stats(total, engine.rescan())

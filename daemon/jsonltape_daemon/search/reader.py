@@ -10,21 +10,28 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from jsonltape.usage import UsageSource
 from jsonltape_daemon.engines.sqlite import listing
 from jsonltape_daemon.engines.sqlite import search as s
 from jsonltape_daemon.errors import IndexStateError, SearchStoppedError
 from jsonltape_daemon.search.language import SessionPage, SessionQuery
 from jsonltape_daemon.target import PgTarget, SqliteTarget, Target
 
+if TYPE_CHECKING:
+    from jsonltape.usage import SessionNode
+    from jsonltape_daemon.engines.postgres.usage import UsageQueries
+    from jsonltape_daemon.engines.sqlite.usage import UsageReads
+
 __all__ = ["STOP_POLL", "STOP_STEPS", "Reader", "cancel_when", "open_reader"]
 
 
-class Reader(Protocol):
-    """A read-only view of one index."""
+class Reader(UsageSource, Protocol):
+    """A read-only view of one index (and the sums usage reports read,
+    ``jsonltape.usage.UsageSource``)."""
 
     name: str  #: the index as shown to people (a path, or a URL without its password)
 
@@ -76,6 +83,7 @@ class Reader(Protocol):
 class _SqliteReader:
     def __init__(self, con: sqlite3.Connection, name: str) -> None:
         self.con, self.name = con, name
+        self._reads: UsageReads | None = None
 
     def notes(self) -> list[str]:
         return s.notes(self.con)
@@ -129,13 +137,63 @@ class _SqliteReader:
     def statuses(self, key: Any, lo: int, hi: int) -> dict[int, str]:
         return listing.statuses(self.con, int(key), lo, hi)
 
+    # -- token usage: this machine's sessions, under its origin name ----------------------
+
+    @property
+    def _usage(self) -> UsageReads:
+        from jsonltape_daemon.engines.sqlite.usage import UsageReads
+        from jsonltape_daemon.origin import default_origin
+        from jsonltape_daemon.paths import data_dir
+
+        if self._reads is None:
+            self._reads = UsageReads(self.con, default_origin(data_dir()))
+        return self._reads
+
+    def _mine(self, origins: Sequence[str]) -> bool:
+        return not origins or self._usage.origin in origins
+
+    def usage_notes(self) -> list[str]:
+        from jsonltape_daemon.engines.sqlite.usage import usage_notes
+
+        return usage_notes(self.con)
+
+    def usage_span(self, origins: Sequence[str]) -> tuple[int, int] | None:
+        return self._usage.span() if self._mine(origins) else None
+
+    def usage_days(
+        self,
+        shifts: Sequence[tuple[int, int]],
+        lo: int | None,
+        hi: int | None,
+        dims: Sequence[str],
+        origins: Sequence[str],
+    ) -> Iterable[tuple[Any, ...]]:
+        return self._usage.days(shifts, lo, hi, dims) if self._mine(origins) else []
+
+    def usage_by_session(
+        self, lo: int | None, hi: int | None, origins: Sequence[str]
+    ) -> Iterable[tuple[Any, ...]]:
+        return self._usage.by_session(lo, hi) if self._mine(origins) else []
+
+    def usage_sessions(self, origins: Sequence[str]) -> Iterable[SessionNode]:
+        return self._usage.sessions() if self._mine(origins) else []
+
+    def usage_responses(
+        self, lo: int | None, hi: int | None, origins: Sequence[str]
+    ) -> Iterable[tuple[Any, ...]]:
+        return self._usage.responses(lo, hi) if self._mine(origins) else []
+
     def close(self) -> None:
         self.con.close()
 
 
 class _PgReader:
     def __init__(self, con: Any, target: PgTarget) -> None:
+        from jsonltape_daemon.engines.postgres.schema import SCHEMA
+
         self.con, self.name, self._target = con, str(target), target
+        self._schema = SCHEMA
+        self._queries: UsageQueries | None = None
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         import psycopg
@@ -227,6 +285,46 @@ class _PgReader:
         key = (str(key[0]), int(key[1]))
         found: dict[int, str] = self._call(pg_listing.statuses, self.con, key, lo, hi)
         return found
+
+    # -- token usage: every origin's, each response counted once over all of them -------
+
+    @property
+    def _usage(self) -> UsageQueries:
+        from jsonltape_daemon.engines.postgres.usage import UsageQueries
+
+        if self._queries is None:
+            self._queries = UsageQueries(self.con, self._schema)
+        return self._queries
+
+    def usage_notes(self) -> list[str]:
+        return list(self._call(self._usage.notes))
+
+    def usage_span(self, origins: Sequence[str]) -> tuple[int, int] | None:
+        span: tuple[int, int] | None = self._call(self._usage.span, origins)
+        return span
+
+    def usage_days(
+        self,
+        shifts: Sequence[tuple[int, int]],
+        lo: int | None,
+        hi: int | None,
+        dims: Sequence[str],
+        origins: Sequence[str],
+    ) -> Iterable[tuple[Any, ...]]:
+        return list(self._call(self._usage.days, shifts, lo, hi, dims, origins))
+
+    def usage_by_session(
+        self, lo: int | None, hi: int | None, origins: Sequence[str]
+    ) -> Iterable[tuple[Any, ...]]:
+        return list(self._call(self._usage.by_session, lo, hi, origins))
+
+    def usage_sessions(self, origins: Sequence[str]) -> Iterable[SessionNode]:
+        return list(self._call(self._usage.sessions, origins))
+
+    def usage_responses(
+        self, lo: int | None, hi: int | None, origins: Sequence[str]
+    ) -> Iterable[tuple[Any, ...]]:
+        return list(self._call(self._usage.responses, lo, hi, origins))
 
     def close(self) -> None:
         self.con.close()

@@ -3,6 +3,8 @@ statements every migration runs first. Append only: a released step never change
 
 from __future__ import annotations
 
+from jsonltape_daemon.engines.postgres.usage import MIGRATION as USAGE
+
 __all__ = ["EXTENSIONS", "MIGRATIONS", "SEARCH_PATH"]
 
 EXTENSIONS = """
@@ -292,4 +294,5 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial", _M001),
     (2, "messages partitioned by origin", _M002),
     (3, "forks by parent", _M003),
+    (4, "token usage", USAGE),  # engines/postgres/usage.py
 ]

@@ -100,7 +100,10 @@ __all__ = [
 #: The schema (namespace) holding the tables; every statement names it explicitly.
 SCHEMA = "jsonltape"
 #: Tables whose rows belong to one origin (row-level security on ``origin``).
-TABLES = ("files", "sessions", "events", "messages", "tool_calls")
+TABLES = (
+    "files", "sessions", "events", "messages", "tool_calls",
+    "usage", "usage_slots", "usage_sessions",  # token usage (engines/postgres/usage.py)
+)  # fmt: skip
 #: Serializes migrations of one database (two daemons starting at once).
 _LOCK_KEY = 0x6A736F6E6C7470  # "jsonltp"
 

@@ -59,6 +59,7 @@ from jsonltape_daemon.engines.postgres._rows import (
 )
 from jsonltape_daemon.engines.postgres.link import OriginLink
 from jsonltape_daemon.engines.postgres.schema import OriginStatus, origin_status
+from jsonltape_daemon.engines.postgres.usage import PgUsage
 from jsonltape_daemon.errors import IndexStateError, IndexUnreachableError
 from jsonltape_daemon.ingest.rows import EventRow, FileRow, MessageRow, Node, SessionRow
 from jsonltape_daemon.target import redact
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
 __all__ = ["IndexUnreachableError", "OriginStatus", "PgStore", "origin_status"]
 
 
-class PgStore(OriginLink):
+class PgStore(OriginLink, PgUsage):
     """:class:`~.rows.Store` of one origin in a PostgreSQL database (see the module docs).
 
     ``url`` is handed to libpq as it is (credentials may also come from ``.pgpass`` or the
@@ -104,6 +105,7 @@ class PgStore(OriginLink):
         return f"{redact(self._url)} (origin {self.origin})"
 
     def _forget_held(self) -> None:
+        self._forget_usage()
         self._pending.clear()
         self._held_files.clear()
         self._held_sessions.clear()
@@ -232,6 +234,7 @@ class PgStore(OriginLink):
         self._exec(
             f"UPDATE {s}.sessions SET path = %s WHERE origin = %s AND path = %s", (new, o, old)
         )
+        self.moved_usage(new)
 
     # -- sessions ------------------------------------------------------------------------
 
@@ -293,6 +296,7 @@ class PgStore(OriginLink):
     def drop_session(self, sid: int) -> None:
         """Delete a session; its events, messages and tool calls go with it (cascade, and
         those not sent yet are forgotten)."""
+        self.drop_usage(sid)
         self._pending.discard(sid)
         self._held_sessions.pop(sid, None)
         for held in self._held_files.values():
@@ -329,6 +333,7 @@ class PgStore(OriginLink):
         """Send the buffered rows: COPY into the staging tables, then move them (see the
         module docs). A row already there (a push re-sent) is left as it is."""
         self._flush_held()  # the sessions' final versions first: the rows' keys check them
+        self._flush_usage()
         if not self._pending:
             return
         events, messages, calls = self._pending.take()

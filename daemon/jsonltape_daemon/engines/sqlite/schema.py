@@ -394,10 +394,52 @@ DELETE FROM key_runs;
 
 # A session's forks and sub-agent sessions are the rows whose parent is its id (the viewer's
 # transcript page lists them): without an index each lookup read every session row (20,000
-# sessions: 6 ms). Few sessions have a parent, so only those are in the index. Step 10 is
-# another branch's (usage); the numbers say the order they run in, not that both exist.
+# sessions: 6 ms). Few sessions have a parent, so only those are in the index. There is no
+# step 10: usage, numbered 10 on its branch, was merged after this step and runs as 12.
 _M011 = """
 CREATE INDEX IF NOT EXISTS sessions_parent ON sessions (parent) WHERE parent IS NOT NULL;
+"""
+
+# Token usage (``usage.py``, issue 31): a row per response with its key, the counted rows
+# summed per 15-minute slot, and each session's names in the sub-agent tree. Numbered 12, after
+# 11, which was merged first (an index at 11 would never run a step 10); it depends on no step
+# after 8 (and creates only what is missing, so a test's hand-made older index keeps its rows). Sessions indexed before it get their rows from the next sync
+# (``ingest/usage.py``: read back from the files, foreign ones ingested again).
+#: The token counts of a response (and of their sums), as billed (``jsonltape.usage.Tokens``).
+_TOKEN_COLUMNS = "".join(
+    f"    {name:<10} INTEGER NOT NULL,\n"
+    for name in ("input", "output", "cache_5m", "cache_1h", "cache_read", "reasoning")
+)
+_M012 = f"""
+CREATE TABLE IF NOT EXISTS usage (
+    sid        INTEGER NOT NULL,
+    seq        INTEGER NOT NULL,
+    rkey       TEXT NOT NULL,
+    time       INTEGER NOT NULL,
+    model      TEXT NOT NULL,
+{_TOKEN_COLUMNS}    tier       INTEGER NOT NULL,
+    fast       INTEGER NOT NULL,
+    counted    INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (sid, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS usage_rkey ON usage (rkey);
+CREATE INDEX IF NOT EXISTS usage_time ON usage (time) WHERE counted;
+CREATE TABLE IF NOT EXISTS usage_slots (
+    sid        INTEGER NOT NULL,
+    slot       INTEGER NOT NULL,
+    model      TEXT NOT NULL,
+    tier       INTEGER NOT NULL,
+    fast       INTEGER NOT NULL,
+    responses  INTEGER NOT NULL,
+{_TOKEN_COLUMNS}    PRIMARY KEY (sid, slot, model, tier, fast)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS usage_slots_slot ON usage_slots (slot);
+CREATE TABLE IF NOT EXISTS usage_sessions (
+    sid   INTEGER PRIMARY KEY,
+    name  TEXT NOT NULL,
+    alias TEXT,
+    up    TEXT
+);
 """
 
 #: (version, name, SQL). Append only; never edit a released step.
@@ -412,6 +454,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (8, "the word list", _M008),
     (9, "runs of taken keys", _M009),
     (11, "forks by parent", _M011),
+    (12, "token usage", _M012),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 #: The oldest schema a search can read as it is: the steps after it only add indexes, tables,

@@ -30,6 +30,7 @@ from jsonltape_daemon.engines.sqlite.schema import (
     start_bulk_merging,
     tkey_base,
 )
+from jsonltape_daemon.engines.sqlite.usage import UsageRows
 from jsonltape_daemon.ingest.rows import EventRow, FileRow, MessageRow, Node, SessionRow, Store
 from jsonltape_daemon.paths import build_path, fsync_path, helper_path, remove_db
 
@@ -75,7 +76,7 @@ def _calls(text: str | None) -> tuple[str, ...]:
     return tuple(_calls_dec.decode(text)) if text else ()
 
 
-class SqliteStore(FullText):
+class SqliteStore(FullText, UsageRows):
     """:class:`Store` over one SQLite file (``:memory:`` works too). Opening one makes you
     the writer: hold the index lock (``lock.index_lock``) first."""
 
@@ -313,6 +314,7 @@ class SqliteStore(FullText):
         self.con.execute("DELETE FROM files WHERE path = ?", (new,))
         self.con.execute("UPDATE files SET path = ? WHERE path = ?", (new, old))
         self.con.execute("UPDATE sessions SET path = ? WHERE path = ?", (new, old))
+        self.moved_usage(new)
 
     # -- sessions ------------------------------------------------------------------------
 
@@ -356,6 +358,7 @@ class SqliteStore(FullText):
 
     def drop_session(self, sid: int) -> None:
         con = self.con
+        self.drop_usage(sid)
         # The full-text tables keep the keys (contentless: nothing to delete them with);
         # dead_keys makes sure they are never given to another message.
         con.execute(
