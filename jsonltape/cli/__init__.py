@@ -105,6 +105,13 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "show",
         "Show the last messages of SESSION (id, id prefix or path) from the index.",
     ),
+    "usage": (
+        "_usage",
+        "usage",
+        "Token usage and cost from the index; REPORT is daily (default), weekly, monthly, "
+        "session (sub-agent sessions rolled into their parent's total) or blocks (5-hour "
+        "billing blocks).",
+    ),
     "index": (
         "_index",
         "index",
