@@ -218,3 +218,12 @@ def test_by_origin_names_this_machine(index: Path) -> None:
         run("--index", str(index), "--origin", "elsewhere", "--json").stdout.count('"lines":[]')
         == 1
     )
+
+
+def test_the_local_time_zone_is_the_machines_with_its_dst(index: Path) -> None:
+    """Without -z the days are the machine's (its $TZ here), summer time included: the same
+    lines as naming the zone."""
+    for zone in ("America/New_York", "Asia/Kathmandu"):
+        local = json.loads(run("--index", str(index), "--json", env={"TZ": zone}).stdout)
+        named = json.loads(run("--index", str(index), "--json", "-z", zone).stdout)
+        assert local["timezone"] == zone and local["lines"] == named["lines"]

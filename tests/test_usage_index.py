@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.errors import IndexStateError
 from jsonltape_daemon.ingest.mirror import Mirror
 from jsonltape_daemon.search.reader import open_reader
 from jsonltape_daemon.target import SqliteTarget
 
-from jsonltape.errors import InvalidArgumentError
 from jsonltape.interop import import_file
 from jsonltape.usage import report
 
@@ -81,11 +81,11 @@ def test_an_index_from_before_usage_gets_it_at_the_next_sync(tmp_path: Path) -> 
         store.close()
     assert len(want) >= 4
     _back_to_schema_8(index)
-    with pytest.raises(InvalidArgumentError, match="predates usage reports: run `jsonltape sync`"):
+    with pytest.raises(IndexStateError, match="predates usage reports: run `jsonltape sync`"):
         _daily(index)
     store = SqliteStore(index)  # the writer migrates: the tables are there, empty
     try:
-        with pytest.raises(InvalidArgumentError, match=r"the usage of 6 sessions indexed before"):
+        with pytest.raises(IndexStateError, match=r"the usage of 6 sessions indexed before"):
             _daily(index)
         stats = Mirror(store, str(root), sources).rescan()
         # the jsonltape sessions were read back, not ingested again; only the foreign ones

@@ -269,6 +269,8 @@ def _root_of(world: World, sid: str) -> str:
 
 
 def _expected(world: World, zone: str, key: Any) -> dict[Any, tuple[int, Tokens, Fraction, int]]:
+    """Responses, tokens, exact cost in dollars and unpriced tokens, per ``key`` of each
+    distinct response: each priced on its own (the report prices sums of them)."""
     table = load_prices()
     out: dict[Any, list[Any]] = defaultdict(lambda: [0, Tokens(), Fraction(0), 0])
     for r in world.responses().values():

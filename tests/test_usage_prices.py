@@ -61,8 +61,9 @@ def test_every_category_is_priced_at_its_exact_rate(tmp_path: Path) -> None:
         + 20 * Fraction(6, 10**6)
         + 1000 * Fraction(3, 10**7)
     )
-    assert cost == (want, 0)
-    assert micros(cost.usd) == 4958  # 4957.5 micro-dollars, rounded half up
+    assert (cost.usd, cost.unpriced) == (want, 0)
+    assert micros(cost.units) == 4958  # 4957.5 micro-dollars, rounded half up
+    assert micros(cost.units - 1) == 4957
 
 
 def test_a_prompt_above_a_threshold_pays_every_category_at_that_tier(tmp_path: Path) -> None:
@@ -89,6 +90,7 @@ def test_an_unknown_model_is_unpriced_never_zero(tmp_path: Path) -> None:
     t = Tokens(input=5, output=7)
     assert table.cost("no-such-model", t, 0, False) == (0, 12)
     assert table.cost("m-2025", t, 0, False) == (0, 12)  # no guessing from a similar name
+    assert table.rates("no-such-model", 0, False) is None
     assert table.lookup("anthropic/m") == table.lookup("m")  # a provider prefix is dropped
     assert "no-such-model" not in table
 

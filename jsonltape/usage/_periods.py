@@ -10,46 +10,42 @@ returns sums per day, not per slot.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
-from collections.abc import Sequence
+import time
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..errors import InvalidArgumentError
 from ._rules import SLOT_MS
 
-__all__ = [
-    "DAY_MS",
-    "Zone",
-    "day_label",
-    "month_label",
-    "parse_day",
-    "week_label",
-]
+__all__ = ["DAY_MS", "Zone", "bounds", "day_label", "month_label", "parse_day", "week_label"]
 
 DAY_MS = 86_400_000
-_HOUR_MS = 3_600_000
 _DATE = re.compile(r"^(\d{4})-?(\d{2})-?(\d{2})$")
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
 class Zone:
-    """A time zone for reports: an IANA name, or the machine's local zone (None)."""
+    """A time zone for reports: an IANA name, or the machine's local zone (None: the C
+    library's rules, as ``time.localtime`` applies them, DST included)."""
 
     def __init__(self, name: str | None = None) -> None:
+        self.tz: dt.tzinfo | None = None
         if name is None:
-            self.tz: dt.tzinfo = dt.datetime.now().astimezone().tzinfo or dt.timezone.utc
-            self.name = _local_name(self.tz)
-        else:
-            try:
-                self.tz = ZoneInfo(name)
-            except (ZoneInfoNotFoundError, ValueError):
-                raise InvalidArgumentError(
-                    f"unknown time zone {name!r} (an IANA name: UTC, Europe/Paris, Asia/Tokyo)",
-                    field="timezone",
-                ) from None
-            self.name = name
+            self.name = _local_name()
+            return
+        try:
+            self.tz = ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise InvalidArgumentError(
+                f"unknown time zone {name!r} (an IANA name: UTC, Europe/Paris, Asia/Tokyo)",
+                field="timezone",
+            ) from None
+        self.name = name
 
     def offset_ms(self, ms: int) -> int:
+        """The zone's offset from UTC at ``ms``, in milliseconds."""
+        if self.tz is None:
+            return time.localtime(ms // 1000).tm_gmtoff * 1000
         when = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).astimezone(self.tz)
         off = when.utcoffset()
         return int(off.total_seconds() * 1000) if off is not None else 0
@@ -77,23 +73,22 @@ class Zone:
 
     def day_start_ms(self, day: dt.date) -> int:
         """The first millisecond of ``day`` in this zone."""
+        if self.tz is None:
+            return int(time.mktime((day.year, day.month, day.day, 0, 0, 0, 0, 0, -1)) * 1000)
         local = dt.datetime(day.year, day.month, day.day, tzinfo=self.tz)
         return int(local.timestamp() * 1000)
 
 
-def _local_name(tz: dt.tzinfo) -> str:
-    key = getattr(tz, "key", None)
-    if isinstance(key, str):
-        return key
-    try:
-        with open("/etc/timezone", encoding="utf-8") as f:
-            name = f.read().strip()
-        if name:
-            ZoneInfo(name)
-            return name
-    except (OSError, ZoneInfoNotFoundError, ValueError):
-        pass
-    return dt.datetime.now(tz).tzname() or "local"
+def _local_name() -> str:
+    """The local zone's IANA name when it can be known ($TZ, /etc/localtime), else its
+    abbreviation."""
+    tz = os.environ.get("TZ", "").lstrip(":")
+    if tz:
+        return tz
+    target = os.path.realpath("/etc/localtime")
+    if "/zoneinfo/" in target:
+        return target.split("/zoneinfo/", 1)[1]
+    return time.tzname[0] or "local"
 
 
 def parse_day(text: str, what: str) -> dt.date:
@@ -135,8 +130,3 @@ def bounds(
     if until is not None:
         hi = zone.day_start_ms(until + dt.timedelta(days=1)) // SLOT_MS
     return lo, hi
-
-
-def span(shifts: Sequence[tuple[int, int]]) -> str:
-    """The shifts as text (for tests and debugging)."""
-    return ", ".join(f"{s}:{o // _HOUR_MS}h" for s, o in shifts)

@@ -39,7 +39,7 @@ import msgspec
 from ..errors import FormatError
 from ._rules import THRESHOLDS, Tokens
 
-__all__ = ["Cost", "ModelPrice", "PriceInfo", "PriceTable", "load_prices"]
+__all__ = ["UNIT_PER_USD", "Cost", "ModelPrice", "PriceInfo", "PriceTable", "load_prices"]
 
 SHIPPED = Path(__file__).with_name("prices.json")
 
@@ -73,11 +73,27 @@ class ModelPrice(NamedTuple):
     fast: Fraction | None  #: the fast-mode multiplier
 
 
-class Cost(NamedTuple):
-    """What some tokens cost: ``usd`` for the priced ones, and how many are unpriced."""
+#: Costs are counted in units of 10^-36 dollars: every rate a JSON price table writes (a
+#: decimal of at most 17 significant digits, down to 10^-19 per token) and its fast-mode
+#: multiple is a whole number of them, so sums are exact integer arithmetic.
+UNIT_PER_USD = 10**36
 
-    usd: Fraction
+
+def _units(x: Fraction) -> int:
+    """``x`` units, rounded half up (exact for every rate a decimal table can hold)."""
+    return int((x + Fraction(1, 2)).__floor__())
+
+
+class Cost(NamedTuple):
+    """What some tokens cost: ``units`` (of ``1 / UNIT_PER_USD`` dollars) for the priced ones,
+    and how many tokens are unpriced."""
+
+    units: int
     unpriced: int
+
+    @property
+    def usd(self) -> Fraction:
+        return Fraction(self.units, UNIT_PER_USD)
 
 
 def _rate(value: Any, where: str, path: str | None) -> Fraction:
@@ -124,6 +140,7 @@ class PriceTable:
         self.info = info
         self._raw = models
         self._parsed: dict[str, ModelPrice | None] = {}
+        self._rates: dict[tuple[str, int, bool], tuple[int | None, ...] | None] = {}
 
     def __contains__(self, model: str) -> bool:
         return self.lookup(model) is not None
@@ -143,29 +160,45 @@ class PriceTable:
         for model in self._raw:
             self.lookup(model)
 
+    def rates(self, model: str, tier: int, fast: bool) -> tuple[int | None, ...] | None:
+        """The rates a request of ``model`` pays per token, in units of :data:`UNIT` dollars,
+        per category of :class:`Tokens` (None: no rate) once its prompt passed ``tier`` of
+        :data:`THRESHOLDS`; None when the model is unpriced (in fast mode, too)."""
+        key = (model, tier, fast)
+        if key in self._rates:
+            return self._rates[key]
+        price = self.lookup(model)
+        found: tuple[int | None, ...] | None = None
+        if price is not None and not (fast and price.fast is None):
+            rates = list(price.base)
+            passed = THRESHOLDS[tier - 1] if tier > 0 else 0
+            for threshold, tier_rates in price.tiers:
+                if threshold <= passed:  # the prompt is above this threshold
+                    rates = [
+                        t if t is not None else b for t, b in zip(tier_rates, rates, strict=True)
+                    ]
+            reasoning = _FIELDS.index("reasoning")
+            if rates[reasoning] is None:
+                rates[reasoning] = rates[_FIELDS.index("output")]
+            scale = UNIT_PER_USD * (price.fast if fast and price.fast is not None else 1)
+            found = tuple(None if r is None else _units(r * scale) for r in rates)
+        self._rates[key] = found
+        return found
+
     def cost(self, model: str, tokens: Tokens, tier: int, fast: bool) -> Cost:
         """The cost of ``tokens`` of requests of ``model`` whose prompts passed ``tier`` of
         :data:`THRESHOLDS` (see the module's rules)."""
-        price = self.lookup(model)
-        if price is None or (fast and price.fast is None):
-            return Cost(Fraction(0), tokens.total)
-        rates = list(price.base)
-        passed = THRESHOLDS[tier - 1] if tier > 0 else 0
-        for threshold, tier_rates in price.tiers:
-            if threshold <= passed:  # the prompt is above this threshold
-                rates = [t if t is not None else b for t, b in zip(tier_rates, rates, strict=True)]
-        reasoning = _FIELDS.index("reasoning")
-        if rates[reasoning] is None:
-            rates[reasoning] = rates[_FIELDS.index("output")]
-        usd, unpriced = Fraction(0), 0
+        rates = self.rates(model, tier, fast)
+        if rates is None:
+            return Cost(0, tokens.total)
+        units, unpriced = 0, 0
         for n, rate in zip(tokens, rates, strict=True):
-            if n and rate is None:
-                unpriced += n
-            elif n and rate is not None:
-                usd += n * rate
-        if fast and price.fast is not None:
-            usd *= price.fast
-        return Cost(usd, unpriced)
+            if n:
+                if rate is None:
+                    unpriced += n
+                else:
+                    units += n * rate
+        return Cost(units, unpriced)
 
 
 def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:

@@ -20,7 +20,7 @@ import msgspec
 from ..errors import InvalidArgumentError
 from ._blocks import BLOCK_MS, blocks_of
 from ._periods import Zone, bounds, day_label, month_label, parse_day, week_label
-from ._prices import PriceInfo, PriceTable, load_prices
+from ._prices import UNIT_PER_USD, PriceInfo, PriceTable, load_prices
 from ._rules import SLOT_MS, Tokens
 
 __all__ = [
@@ -68,8 +68,9 @@ class UsageSource(Protocol):
 
     name: str
 
-    def usage_notes(self) -> list[str]:
-        """Why the index's usage may be incomplete right now (nothing: it is complete)."""
+    def usage_check(self) -> None:
+        """Raise a :class:`~jsonltape.errors.JsonltapeError` saying why, when the index cannot
+        give complete usage right now (one written before usage was counted, not synced since)."""
         ...
 
     def usage_span(self, origins: Sequence[str]) -> tuple[int, int] | None:
@@ -184,10 +185,10 @@ class Report(msgspec.Struct):
     generated: int  #: ms
 
 
-def micros(usd: Fraction) -> int:
-    """Micro-dollars, rounded half up."""
-    x = usd * 1_000_000
-    return int((x + Fraction(1, 2)).__floor__())
+def micros(units: int) -> int:
+    """Micro-dollars of a cost in units of ``1 / UNIT_PER_USD`` dollars, rounded half up."""
+    per = UNIT_PER_USD // 1_000_000
+    return (units + per // 2) // per
 
 
 class _Acc:
@@ -196,7 +197,7 @@ class _Acc:
     __slots__ = ("models",)
 
     def __init__(self) -> None:
-        self.models: dict[str, list[Any]] = {}  # model -> [responses, Tokens, usd, unpriced]
+        self.models: dict[str, list[Any]] = {}  # model -> [responses, Tokens, units, unpriced]
 
     def add(
         self, table: PriceTable, model: str, tier: int, fast: bool, n: int, tokens: Tokens
@@ -205,36 +206,37 @@ class _Acc:
         label = f"{model}-fast" if fast else model
         m = self.models.get(label)
         if m is None:
-            self.models[label] = [n, tokens, cost.usd, cost.unpriced]
+            self.models[label] = [n, tokens, cost.units, cost.unpriced]
         else:
             m[0] += n
             m[1] = m[1].plus(tokens)
-            m[2] += cost.usd
+            m[2] += cost.units
             m[3] += cost.unpriced
 
     def merge(self, other: _Acc) -> None:
-        for label, (n, tokens, usd, unpriced) in other.models.items():
+        for label, (n, tokens, units, unpriced) in other.models.items():
             m = self.models.get(label)
             if m is None:
-                self.models[label] = [n, tokens, usd, unpriced]
+                self.models[label] = [n, tokens, units, unpriced]
             else:
                 m[0] += n
                 m[1] = m[1].plus(tokens)
-                m[2] += usd
+                m[2] += units
                 m[3] += unpriced
 
-    def line(self, period: str, by: dict[str, str]) -> tuple[Line, Fraction]:
+    def line(self, period: str, by: dict[str, str]) -> tuple[Line, int]:
         """The line of these sums, and its exact cost (a total is the exact sum of its
         lines, each rounded once)."""
-        models, total, usd, unpriced, n_all = [], Tokens(), Fraction(0), 0, 0
+        models, total, units, unpriced, n_all = [], Tokens(), 0, 0, 0
         for label in sorted(self.models):
             n, tokens, cost, bad = self.models[label]
             priced = bad < tokens.total
             models.append(
                 ModelLine(label, n, _counts(tokens), micros(cost) if priced else None, bad)
             )
-            total, usd, unpriced, n_all = total.plus(tokens), usd + cost, unpriced + bad, n_all + n
-        return Line(period, by, n_all, _counts(total), micros(usd), unpriced, models), usd
+            total, units, unpriced = total.plus(tokens), units + cost, unpriced + bad
+            n_all += n
+        return Line(period, by, n_all, _counts(total), micros(units), unpriced, models), units
 
 
 def _counts(t: Tokens) -> Counts:
@@ -287,8 +289,7 @@ def report(
     if d0 is not None and d1 is not None and d1 < d0:
         raise InvalidArgumentError(f"--until {d1} is before --since {d0}", field="until")
     table = prices if prices is not None else load_prices()
-    for note in source.usage_notes():
-        raise InvalidArgumentError(note)
+    source.usage_check()
     lo, hi = bounds(zone, d0, d1)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     if kind == "session":
@@ -451,7 +452,7 @@ def _blocks(
         acc = _Acc()
         for _t, model, tier, fast, tokens in b.items:
             acc.add(table, model, tier, fast, 1, tokens)
-        line, usd = acc.line(_iso(b.start), {})
+        line, units = acc.line(_iso(b.start), {})
         active = not b.gap and now - b.last < BLOCK_MS and now < b.end
         info = BlockInfo(b.start, b.end, b.first or None, b.last or None, b.gap, active)
         minutes = Fraction(b.last - b.first, 60_000)
@@ -459,9 +460,9 @@ def _blocks(
             left = round(Fraction(b.end - now, 60_000))
             per_minute = line.tokens.total / minutes
             info.tokens_per_minute = float(per_minute)
-            info.cost_micros_per_hour = micros(usd / minutes * 60)
+            info.cost_micros_per_hour = micros(round(units / minutes * 60))
             info.projected_tokens = round(line.tokens.total + per_minute * left)
-            info.projected_cost_micros = micros(usd + usd / minutes * left)
+            info.projected_cost_micros = micros(round(units + units / minutes * left))
             info.minutes_left = left
         line.block = info
         found.append((acc, line))

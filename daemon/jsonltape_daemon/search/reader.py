@@ -152,10 +152,10 @@ class _SqliteReader:
     def _mine(self, origins: Sequence[str]) -> bool:
         return not origins or self._usage.origin in origins
 
-    def usage_notes(self) -> list[str]:
-        from jsonltape_daemon.engines.sqlite.usage import usage_notes
+    def usage_check(self) -> None:
+        from jsonltape_daemon.engines.sqlite.usage import usage_check
 
-        return usage_notes(self.con)
+        usage_check(self.con)
 
     def usage_span(self, origins: Sequence[str]) -> tuple[int, int] | None:
         return self._usage.span() if self._mine(origins) else None
@@ -296,8 +296,8 @@ class _PgReader:
             self._queries = UsageQueries(self.con, self._schema)
         return self._queries
 
-    def usage_notes(self) -> list[str]:
-        return list(self._call(self._usage.notes))
+    def usage_check(self) -> None:
+        self._call(self._usage.check)
 
     def usage_span(self, origins: Sequence[str]) -> tuple[int, int] | None:
         span: tuple[int, int] | None = self._call(self._usage.span, origins)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from jsonltape.usage import SLOT_MS, Links, Response
 from jsonltape_daemon.engines.postgres._rows import clean
+from jsonltape_daemon.errors import IndexStateError
 from jsonltape_daemon.ingest.usage import shift_sql
 
 if TYPE_CHECKING:
@@ -292,16 +293,18 @@ class UsageQueries:
     def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return list(self.con.execute(sql.encode(), params).fetchall())
 
-    def notes(self) -> list[str]:
+    def check(self) -> None:
+        """Raise :class:`~jsonltape_daemon.errors.IndexStateError` when the team index cannot
+        give complete usage reports yet."""
         s = self._s
         (missing,) = self.con.execute(
             f"SELECT to_regclass('{s}.usage_sessions') IS NULL".encode()
         ).fetchone() or (True,)
         if missing:
-            return [
+            raise IndexStateError(
                 "this team index predates usage reports: a `jsonltape sync` of any origin "
                 "migrates it"
-            ]
+            )
         rows = self._rows(
             f"SELECT x.origin, count(*) FROM {s}.sessions x WHERE NOT EXISTS (SELECT FROM "
             f"{s}.usage_sessions u WHERE u.origin = x.origin AND u.sid = x.sid) "
@@ -310,11 +313,10 @@ class UsageQueries:
         )
         if rows:
             which = ", ".join(f"{o} ({n} sessions)" for o, n in rows)
-            return [
+            raise IndexStateError(
                 f"the usage of sessions pushed before jsonltape counted usage is not in the "
                 f"index yet: {which}; the next sync of each of those origins adds it"
-            ]
-        return []
+            )
 
     def span(self, origins: Sequence[str]) -> tuple[int, int] | None:
         where, params = _origins(origins, "origin")

@@ -19,12 +19,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jsonltape.usage import SLOT_MS, Links, Response
+from jsonltape_daemon.errors import IndexStateError
 from jsonltape_daemon.ingest.usage import shift_sql
 
 if TYPE_CHECKING:
     from jsonltape.usage import SessionNode
 
-__all__ = ["RANK", "UsageReads", "UsageRows", "usage_notes"]
+__all__ = ["RANK", "UsageReads", "UsageRows", "usage_check"]
 
 #: Which row of a key is counted: the copy in the session created first (then by id and
 #: header, for copies of one session the path), and in it the latest version (highest seq).
@@ -169,27 +170,27 @@ class UsageRows:
         )
 
 
-def usage_notes(con: sqlite3.Connection) -> list[str]:
-    """Why this index cannot give usage reports yet (nothing when it can)."""
+def usage_check(con: sqlite3.Connection) -> None:
+    """Raise :class:`~jsonltape_daemon.errors.IndexStateError` when this index cannot give
+    complete usage reports yet."""
     version = con.execute("PRAGMA user_version").fetchone()[0]
     have = con.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_sessions'"
     ).fetchone()
     if have is None:
-        return [
+        raise IndexStateError(
             f"this index (schema {version}) predates usage reports: run `jsonltape sync` (or "
             "start the daemon) once to migrate it"
-        ]
+        )
     (left,) = con.execute(
         "SELECT count(*) FROM sessions s "
         "WHERE NOT EXISTS (SELECT 1 FROM usage_sessions u WHERE u.sid = s.sid)"
     ).fetchone()
     if left:
-        return [
+        raise IndexStateError(
             f"the usage of {left} sessions indexed before jsonltape counted usage is not in the "
             "index yet: run `jsonltape sync` (or start the daemon) once"
-        ]
-    return []
+        )
 
 
 def _agent(column: str) -> str:
