@@ -413,3 +413,29 @@ def test_a_counted_copy_moves_when_its_session_goes(tmp_path: Path) -> None:
         assert slots == (1, 1)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Europe/London", "Australia/Lord_Howe"])
+def test_the_machines_own_zone_keeps_its_summer_time(
+    monkeypatch: pytest.MonkeyPatch, zone: str
+) -> None:
+    """Without a zone named, days are the machine's: over a year its offsets change (Lord Howe
+    by half an hour), as they do for the zone by name -- not the offset of today."""
+    import time
+
+    from jsonltape.usage._periods import Zone
+
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        lo = T0 // 900_000
+        hi = lo + 365 * 96
+        local, named = Zone(), Zone(zone)
+        assert local.name == zone
+        assert local.shifts(lo, hi) == named.shifts(lo, hi)
+        assert len(named.shifts(lo, hi)) == 3  # summer time starts and ends within the year
+        day = dt.date(2026, 7, 1)
+        assert local.day_start_ms(day) == named.day_start_ms(day)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
