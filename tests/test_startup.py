@@ -304,6 +304,8 @@ def test_queries_load_only_the_read_side_of_the_index(workspace: Path, argv: lis
     assert loaded(modules, *(f"jsonltape_daemon.{m}" for m in writing_side)) == []
     assert loaded(modules, "watchdog", "filelock", "asyncio", "jsonltape.writer") == []
     assert loaded(modules, "jsonltape.fold", "jsonltape.interop") == []
+    # the reader's protocol includes usage reports' (a light module), not the reports
+    assert loaded(modules, "jsonltape.usage._report", "jsonltape.usage._prices", "zoneinfo") == []
 
 
 @pytest.mark.parametrize(

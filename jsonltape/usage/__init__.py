@@ -33,8 +33,6 @@ if TYPE_CHECKING:
         ModelLine,
         Report,
         SessionInfo,
-        SessionNode,
-        UsageSource,
         report,
     )
     from ._rules import (
@@ -48,6 +46,7 @@ if TYPE_CHECKING:
         session_links,
         tier_of,
     )
+    from ._source import SessionNode, UsageSource
 
 __all__ = [
     "DIMENSIONS",
@@ -78,7 +77,7 @@ __all__ = [
 ]
 
 #: Where the names live, in the order they are looked for: a name of ``_rules`` loads only it.
-_MODULES = ("_rules", "_prices", "_report")
+_MODULES = ("_rules", "_source", "_prices", "_report")
 
 
 def __getattr__(name: str) -> Any:

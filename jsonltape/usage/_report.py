@@ -11,9 +11,9 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal
 
 import msgspec
 
@@ -22,6 +22,7 @@ from ._blocks import BLOCK_MS, blocks_of
 from ._periods import Zone, bounds, day_label, month_label, parse_day, week_label
 from ._prices import UNIT_PER_USD, PriceInfo, PriceTable, load_prices
 from ._rules import SLOT_MS, Tokens
+from ._source import SessionNode, UsageSource
 
 __all__ = [
     "DIMENSIONS",
@@ -32,8 +33,6 @@ __all__ = [
     "ModelLine",
     "Report",
     "SessionInfo",
-    "SessionNode",
-    "UsageSource",
     "report",
 ]
 
@@ -41,72 +40,6 @@ KINDS = ("daily", "weekly", "monthly", "session", "blocks")
 #: What ``by`` may split lines by.
 DIMENSIONS = ("model", "agent", "project", "origin")
 Kind = Literal["daily", "weekly", "monthly", "session", "blocks"]
-
-#: A sum row from the index: (bucket, model, tier, fast, *dimension values, responses, *tokens).
-SumRow = tuple[Any, ...]
-
-
-class SessionNode(NamedTuple):
-    """A session as the index knows it, for the session report and the sub-agent roll-up."""
-
-    key: Any  #: the index's key of the session (opaque)
-    id: str
-    path: str
-    title: str | None
-    cwd: str | None
-    agent: str | None
-    updated: int
-    origin: str
-    name: str  #: ``id:<session id>``
-    alias: str | None  #: ``src:<source>:<source session id>``
-    up: str | None  #: the parent's name or alias
-
-
-class UsageSource(Protocol):
-    """What a report asks of an index. Every sum counts each response once (its key's one
-    counted row); slots are 15 minutes (``SLOT_MS``); ``origins`` empty means all."""
-
-    name: str
-
-    def usage_check(self) -> None:
-        """Raise a :class:`~jsonltape.errors.JsonltapeError` saying why, when the index cannot
-        give complete usage right now (one written before usage was counted, not synced since)."""
-        ...
-
-    def usage_span(self, origins: Sequence[str]) -> tuple[int, int] | None:
-        """The first and last slot holding usage, or None when there is none."""
-        ...
-
-    def usage_days(
-        self,
-        shifts: Sequence[tuple[int, int]],
-        lo: int | None,
-        hi: int | None,
-        dims: Sequence[str],
-        origins: Sequence[str],
-    ) -> Iterable[SumRow]:
-        """Sums per (day, model, tier, fast, *dims) of the slots in ``[lo, hi)``; a slot's day
-        is ``(slot * SLOT_MS + offset) // DAY_MS`` with the offset of the last shift
-        ``(first slot, offset)`` at or before it. ``dims`` are ``agent`` (the name before a
-        ``/``), ``project`` (the cwd), ``origin``."""
-        ...
-
-    def usage_by_session(
-        self, lo: int | None, hi: int | None, origins: Sequence[str]
-    ) -> Iterable[SumRow]:
-        """Sums per (session key, model, tier, fast) of the slots in ``[lo, hi)``."""
-        ...
-
-    def usage_sessions(self, origins: Sequence[str]) -> Iterable[SessionNode]:
-        """Every session with usage, and every session such a session hangs under."""
-        ...
-
-    def usage_responses(
-        self, lo: int | None, hi: int | None, origins: Sequence[str]
-    ) -> Iterable[tuple[int, str, int, bool, int, int, int, int, int, int]]:
-        """Each counted response in ``[lo, hi)`` ms, in time order: (time, model, tier, fast,
-        *tokens)."""
-        ...
 
 
 class Counts(msgspec.Struct, frozen=True):
@@ -202,27 +135,23 @@ class _Acc:
     def add(
         self, table: PriceTable, model: str, tier: int, fast: bool, n: int, tokens: Tokens
     ) -> None:
+        """``n`` responses of ``model`` (in fast mode: ``<model>-fast``), priced."""
         cost = table.cost(model, tokens, tier, fast)
-        label = f"{model}-fast" if fast else model
-        m = self.models.get(label)
-        if m is None:
-            self.models[label] = [n, tokens, cost.units, cost.unpriced]
-        else:
-            m[0] += n
-            m[1] = m[1].plus(tokens)
-            m[2] += cost.units
-            m[3] += cost.unpriced
+        self._put(f"{model}-fast" if fast else model, n, tokens, cost.units, cost.unpriced)
 
     def merge(self, other: _Acc) -> None:
         for label, (n, tokens, units, unpriced) in other.models.items():
-            m = self.models.get(label)
-            if m is None:
-                self.models[label] = [n, tokens, units, unpriced]
-            else:
-                m[0] += n
-                m[1] = m[1].plus(tokens)
-                m[2] += units
-                m[3] += unpriced
+            self._put(label, n, tokens, units, unpriced)
+
+    def _put(self, label: str, n: int, tokens: Tokens, units: int, unpriced: int) -> None:
+        m = self.models.get(label)
+        if m is None:
+            self.models[label] = [n, tokens, units, unpriced]
+        else:
+            m[0] += n
+            m[1] = m[1].plus(tokens)
+            m[2] += units
+            m[3] += unpriced
 
     def line(self, period: str, by: dict[str, str]) -> tuple[Line, int]:
         """The line of these sums, and its exact cost (a total is the exact sum of its

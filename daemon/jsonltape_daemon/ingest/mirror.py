@@ -14,13 +14,14 @@ from typing import Protocol
 from jsonltape_daemon.ingest.foreign import engine_for
 from jsonltape_daemon.ingest.ingestor import UNNAMED, Budget, Ingestor, SyncStats
 from jsonltape_daemon.ingest.rows import FileRow, Store
-from jsonltape_daemon.ingest.usage import backfill
+from jsonltape_daemon.ingest.usage import BackfillStore, backfill
 
 __all__ = ["IndexStore", "Mirror", "add_stats"]
 
 
-class IndexStore(Store, Protocol):
-    """A store that also records which trees it mirrors."""
+class IndexStore(Store, BackfillStore, Protocol):
+    """A store that also records which trees it mirrors (and can give the sessions indexed
+    before usage was counted their usage, ``usage.py``)."""
 
     def add_root(self, root: str) -> None: ...
 
@@ -66,7 +67,7 @@ class Mirror:
         """Compare every tree with the index and bring the index up to date (first the usage
         of sessions indexed before the index counted usage, ``usage.py``)."""
         if not self.store.in_bulk:
-            backfill(self.store)  # type: ignore[arg-type]  # both stores have the methods
+            backfill(self.store)
         total = SyncStats()
         for engine in self.engines:
             add_stats(total, engine.rescan())

@@ -19,7 +19,7 @@ import msgspec
 from jsonltape._index_api import crc_of, frame_ok
 from jsonltape.usage import Links, Response, response_of, session_links
 
-__all__ = ["backfill", "shift_sql"]
+__all__ = ["BackfillStore", "backfill", "shift_sql"]
 
 _O_READ = (
     os.O_RDONLY
