@@ -121,7 +121,7 @@ def read_tokens(usage: Mapping[str, Any], source: str | None = None) -> Tokens:
         inp, cached = _apart(_count(u.get("input_tokens")), cached)
         out, thought = _apart(_count(u.get("output_tokens")), thought)
         return Tokens(input=inp, output=out, cache_read=cached, reasoning=thought)
-    if source == "gemini-cli":
+    if source in _GEMINI:
         # Gemini's promptTokenCount (imported as input_tokens) includes the cached content;
         # the tokens of tool-use prompts are input too; thoughts are counted apart from output.
         inp, cached = _apart(
@@ -135,15 +135,17 @@ def read_tokens(usage: Mapping[str, Any], source: str | None = None) -> Tokens:
         )
     if "prompt_tokens" in u or "completion_tokens" in u:
         # OpenAI Chat Completions: prompt_tokens includes the cached ones, completion_tokens
-        # the reasoning ones.
-        inp, cached = _apart(
+        # the reasoning ones; LiteLLM (OpenHands) adds Anthropic's cache writes under their
+        # name, and its prompt_tokens is the whole prompt, those included.
+        rest, cached = _apart(
             _count(u.get("prompt_tokens")), _sub(u, "prompt_tokens_details", "cached_tokens")
         )
+        inp, written = _apart(rest, _count(u.get("cache_creation_input_tokens")))
         out, thought = _apart(
             _count(u.get("completion_tokens")),
             _sub(u, "completion_tokens_details", "reasoning_tokens"),
         )
-        return Tokens(input=inp, output=out, cache_read=cached, reasoning=thought)
+        return Tokens(input=inp, output=out, cache_5m=written, cache_read=cached, reasoning=thought)
     if isinstance(u.get("input_token_details"), Mapping) or isinstance(
         u.get("output_token_details"), Mapping
     ):
@@ -180,9 +182,18 @@ def tier_of(prompt: int) -> int:
     return sum(1 for t in THRESHOLDS if prompt > t)
 
 
+#: Imports whose usage is Gemini's ``usageMetadata`` (Qwen Code is a fork of Gemini CLI).
+_GEMINI = frozenset({"gemini-cli", "qwen-code"})
 #: Imports whose ``message.id`` is the source's own id of the response (the API message id of
-#: Claude Code, the record id of Gemini CLI, the message id of OpenCode).
-_OWN_IDS = frozenset({"claude-code", "gemini-cli", "opencode"})
+#: Claude Code, the record id of Gemini CLI, the message id of OpenCode, Amp's thread id and
+#: message index).
+_OWN_IDS = frozenset({"claude-code", "gemini-cli", "opencode", "amp"})
+#: Imports whose ``message.id`` is the source's own id when the source gave one, and then is
+#: in ``import.ids`` too (else the importer made it up): Qwen Code's record uuid, Kimi CLI's
+#: response id (``StatusUpdate.message_id``), OpenHands's LLM response id (else its event id).
+_LISTED_IDS = frozenset({"qwen-code", "kimi-cli", "openhands"})
+#: Imports whose message ids are unique only within their session (Factory Droid's).
+_SESSION_IDS = frozenset({"factory-droid"})
 
 
 def _key(
@@ -193,10 +204,13 @@ def _key(
         source: str = imp["source"]
         message = data.get("message")
         mid = message.get("id") if isinstance(message, Mapping) else None
-        if source in _OWN_IDS and isinstance(mid, str) and mid:
-            return f"{source}:{mid}"
         listed = imp.get("ids")
         ids = [i for i in listed if isinstance(i, str) and i] if isinstance(listed, list) else []
+        if isinstance(mid, str) and mid:
+            if source in _OWN_IDS or (source in _LISTED_IDS and mid in ids):
+                return f"{source}:{mid}"
+            if source in _SESSION_IDS:
+                return f"{source}:{session_id}:{mid}"
         if source == "codex" and ids:
             # Codex 0.15x's token_usage_record names the response (``resp_…``); else the ids
             # of its items (``rs_…``, ``msg_…``), which a forked rollout copies as they are
