@@ -53,6 +53,7 @@ from ._pages import (
     with_links,
 )
 from ._transcript import blocks_of
+from ._usage import install as usage_routes
 
 __all__ = ["create_app"]
 
@@ -428,6 +429,7 @@ def create_app(config: Config, *, note: Callable[[], str] = str) -> Any:
             Route("/s/{sid}/branch/{seq:int}", viewer.branch),
             Route("/s/{sid}/export", viewer.export),
             Route("/s/{sid}/live", viewer.live),
+            *usage_routes(viewer),  # /usage, and the sessions list's tokens (_usage.py)
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
         ],
         exception_handlers={HTTPException: _not_found},

@@ -101,6 +101,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         "hostile": corpus.hostile_session(root),
         "long": corpus.long_session(root),
     }
+    yield from serving(base, root, paths)
+
+
+def serving(base: Path, root: Path, paths: dict[str, Path]) -> Iterator[Site]:
+    """A server over an index of ``root`` (made under ``base``), stopped cleanly after."""
     index = base / "index.db"
     home = base / "home"
     home.mkdir()
