@@ -99,3 +99,22 @@ def test_each_origins_reports_equal_its_own_index_and_the_team_counts_a_copy_onc
     assert _report(pg, "blocks").total.responses == everything.total.responses
     # a team report of the laptop alone counts its copy: no earlier origin is in the report
     assert _report(pg, "daily", origins=["laptop"]).total.responses == local_totals["laptop"]
+
+
+def test_the_sums_of_a_page_of_sessions_are_their_rows_of_the_whole_report(
+    team: dict[str, Path], pg_db: str
+) -> None:
+    """``usage_by_session(..., keys)`` (the viewer's tokens column, a page at a time) gives
+    the rows the whole query gives those sessions: on each machine's SQLite index and on the
+    team index, where the laptop's copy of the desk's session stays counted once."""
+    for target in [*(SqliteTarget(i) for i in team.values()), PgTarget(pg_db)]:
+        reader = open_reader(target)
+        try:
+            whole = sorted(map(tuple, reader.usage_by_session(None, None, ())))
+            keys = sorted({r[0] for r in whole})
+            page = keys[::2]
+            got = sorted(map(tuple, reader.usage_by_session(None, None, (), page)))
+            assert got == [r for r in whole if r[0] in page] and got, target
+            assert list(reader.usage_by_session(None, None, (), [])) == []
+        finally:
+            reader.close()

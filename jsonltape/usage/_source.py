@@ -59,9 +59,14 @@ class UsageSource(Protocol):
         ...
 
     def usage_by_session(
-        self, lo: int | None, hi: int | None, origins: Sequence[str]
+        self,
+        lo: int | None,
+        hi: int | None,
+        origins: Sequence[str],
+        keys: Sequence[Any] | None = None,
     ) -> Iterable[SumRow]:
-        """Sums per (session key, model, tier, fast) of the slots in ``[lo, hi)``."""
+        """Sums per (session key, model, tier, fast) of the slots in ``[lo, hi)``; of the
+        sessions with these index keys only, when ``keys`` is given (a page of a list)."""
         ...
 
     def usage_sessions(self, origins: Sequence[str]) -> Iterable[SessionNode]:

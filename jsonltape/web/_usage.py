@@ -8,6 +8,7 @@ interface: no SQL here. :func:`install` plugs them into a viewer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from jsonltape_daemon.errors import IndexStateError
@@ -24,15 +25,13 @@ if TYPE_CHECKING:
     from ._app import Viewer
     from ._index import Index
 
-__all__ = ["Chart", "chart_of", "install", "session_tokens", "usd"]
+__all__ = ["Chart", "chart_of", "install", "page_tokens", "usd"]
 
 Kind = Literal["daily", "weekly", "monthly"]
 #: Reports the page draws (sessions and blocks are the command's).
 KINDS: tuple[Kind, ...] = ("daily", "weekly", "monthly")
 #: Models drawn in a colour of their own, the most used first; the others share one.
 COLOURS = 7
-#: Seconds the sessions list reuses the tokens per session (one query for every page).
-TOKENS_SECONDS = 5.0
 #: The chart's drawing area, in SVG units.
 WIDTH, HEIGHT, LEFT, BOTTOM = 720, 220, 64, 20
 
@@ -44,23 +43,29 @@ def usd(micros: int) -> str:
     return f"${micros / 1_000_000:.6f}".rstrip("0")
 
 
-def _own_tokens(reader: Reader) -> dict[Any, int]:
-    try:
+def _hashable(key: Any) -> Any:
+    return tuple(key) if isinstance(key, list) else key
+
+
+def page_tokens(index: Index, sessions: Sequence[Any]) -> list[str]:
+    """Tokens of each listed session's own responses (each counted once), as shown: one query
+    for the page's sessions by their index keys; "" for a session with none, or for all of
+    them when the index cannot say yet (the list still shows)."""
+    keys = [s.key for s in sessions]
+
+    def read(reader: Reader) -> dict[Any, int]:
         reader.usage_check()
-        rows = reader.usage_by_session(None, None, ())
+        found: dict[Any, int] = {}
+        for key, _model, _tier, _fast, _n, *tokens in reader.usage_by_session(None, None, (), keys):
+            k = _hashable(key)
+            found[k] = found.get(k, 0) + sum(tokens)
+        return found
+
+    try:
+        found = index.run(read) if keys else {}
     except (IndexStateError, JsonltapeError):
-        return {}  # an index that cannot say yet: no column values, the page still shows
-    found: dict[Any, int] = {}
-    for key, _model, _tier, _fast, _responses, *tokens in rows:
-        k = tuple(key) if isinstance(key, list) else key
-        found[k] = found.get(k, 0) + sum(tokens)
-    return found
-
-
-def session_tokens(index: Index) -> dict[Any, int]:
-    """Tokens of each session's own responses (each counted once), by the index's key of the
-    session; sessions with none are not in it."""
-    return index.memo(("usage", "tokens"), TOKENS_SECONDS, _own_tokens)
+        found = {}
+    return [f"{n:,}" if (n := found.get(_hashable(k))) else "" for k in keys]
 
 
 class Bar(NamedTuple):
@@ -132,12 +137,11 @@ def _page(viewer: Viewer, request: Request) -> Response:
 
 
 def install(viewer: Viewer) -> list[Route]:
-    """The usage page's route, and the sessions list's tokens (``tokens_of`` in templates)."""
+    """The usage page's route, and the sessions list's tokens (``tokens_of(sessions)`` in
+    templates: a page's at once)."""
 
-    def tokens_of(session: Any) -> str:
-        key = session.key
-        n = session_tokens(viewer.index).get(tuple(key) if isinstance(key, list) else key)
-        return f"{n:,}" if n else ""
+    def tokens_of(sessions: Sequence[Any]) -> list[str]:
+        return page_tokens(viewer.index, sessions)
 
     def usage(request: Request) -> Response:
         return _page(viewer, request)

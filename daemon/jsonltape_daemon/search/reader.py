@@ -171,9 +171,13 @@ class _SqliteReader:
         return self._usage.days(shifts, lo, hi, dims) if self._mine(origins) else []
 
     def usage_by_session(
-        self, lo: int | None, hi: int | None, origins: Sequence[str]
+        self,
+        lo: int | None,
+        hi: int | None,
+        origins: Sequence[str],
+        keys: Sequence[Any] | None = None,
     ) -> Iterable[tuple[Any, ...]]:
-        return self._usage.by_session(lo, hi) if self._mine(origins) else []
+        return self._usage.by_session(lo, hi, keys) if self._mine(origins) else []
 
     def usage_sessions(self, origins: Sequence[str]) -> Iterable[SessionNode]:
         return self._usage.sessions() if self._mine(origins) else []
@@ -314,9 +318,19 @@ class _PgReader:
         return list(self._call(self._usage.days, shifts, lo, hi, dims, origins))
 
     def usage_by_session(
-        self, lo: int | None, hi: int | None, origins: Sequence[str]
+        self,
+        lo: int | None,
+        hi: int | None,
+        origins: Sequence[str],
+        keys: Sequence[Any] | None = None,
     ) -> Iterable[tuple[Any, ...]]:
-        return list(self._call(self._usage.by_session, lo, hi, origins))
+        rows = list(self._call(self._usage.by_session, lo, hi, origins))
+        if keys is None:
+            return rows
+        # these sessions' rows of the whole: the rule that counts a session two origins hold
+        # once needs every origin of the report, not only theirs
+        wanted = {(str(k[0]), int(k[1])) for k in keys}
+        return [r for r in rows if tuple(r[0]) in wanted]
 
     def usage_sessions(self, origins: Sequence[str]) -> Iterable[SessionNode]:
         return list(self._call(self._usage.sessions, origins))

@@ -14,6 +14,7 @@ file moves (a rename changes the rank of identical copies). A rebuild gives the 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -249,8 +250,14 @@ class UsageReads:
         origin_params = [self.origin for d in dims if d == "origin"]
         return self.con.execute(sql, [*origin_params, *params]).fetchall()
 
-    def by_session(self, lo: int | None, hi: int | None) -> list[tuple[Any, ...]]:
-        where, params = _range(lo, hi, "slot")
+    def by_session(
+        self, lo: int | None, hi: int | None, sids: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
+        where, bounds = _range(lo, hi, "slot")
+        params: list[Any] = list(bounds)
+        if sids is not None:  # a page of a list: these sessions' slots, by the primary key
+            where += (" AND " if where else " WHERE ") + "sid IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps([int(s) for s in sids]))
         return self.con.execute(
             "SELECT sid, model, tier, fast, sum(responses), "
             + ", ".join(f"sum({t})" for t in _TOKENS)
