@@ -105,7 +105,7 @@ def dump(con: sqlite3.Connection) -> dict[str, Any]:
 
 
 def usage_dump(con: sqlite3.Connection, path_of: dict[int, str]) -> dict[str, Any]:
-    """The usage tables (schema 10) keyed by path: which row of a key is counted, the slots."""
+    """The usage tables (schema 12) keyed by path: which row of a key is counted, the slots."""
     return {
         "usage": sorted((path_of[r[0]], *r[1:]) for r in con.execute("SELECT * FROM usage")),
         "usage_slots": sorted(

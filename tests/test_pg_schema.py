@@ -77,7 +77,7 @@ def _fill(con: psycopg.Connection[Any], origin: str, path: str = "/s.jsonl") -> 
         (origin, path, sid),
     )
     if con.execute(f"SELECT to_regclass('{S}.usage')").fetchone() == (None,):
-        return sid  # a schema before token usage (3)
+        return sid  # a schema before token usage (4)
     tokens = "input, output, cache_5m, cache_1h, cache_read, reasoning"
     con.execute(
         f"INSERT INTO {S}.usage (origin, sid, seq, rkey, time, model, {tokens}, tier, fast, "

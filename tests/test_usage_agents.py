@@ -1,5 +1,5 @@
 """Usage of the sessions the Qwen Code, Kimi CLI, Factory Droid, OpenHands and Amp importers
-write (spec Appendix B.7), checked on their fixtures against the totals the source's own
+write (spec Appendix B.12), checked on their fixtures against the totals the source's own
 records give, each response keyed by its own id where the source has one; and their sub-agent
 sessions rolled into their parents' in the index's session report."""
 

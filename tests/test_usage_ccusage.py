@@ -3,7 +3,7 @@ its node launcher) reads the same Claude Code trees offline; its daily and weekl
 per day and per model, equal ours, and its costs are ours within a cent when both are given the
 same prices (ccusage through its ``pricingOverrides``, ours through ``--prices``).
 
-Where the two differ on purpose, a test names the case and spec Appendix B.7 says why:
+Where the two differ on purpose, a test names the case and spec Appendix B.12 says why:
 a request whose prompt passes a long-context threshold (we bill the whole request at the tier's
 rates; ccusage splits each category's own count at 200k) and a model no price table knows (we
 report it unpriced; ccusage counts it $0).

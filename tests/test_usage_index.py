@@ -56,20 +56,22 @@ def _daily(index: Path) -> dict[str, tuple[int, int]]:
         reader.close()
 
 
-def _back_to_schema_8(index: Path) -> None:
-    """What an index written before usage was counted holds: no usage tables, version 8."""
+def _back_to_schema(index: Path, version: int) -> None:
+    """What an index written before usage was counted holds: no usage tables, an older
+    version (8: before step 9; 11: main's schema when usage was merged, as step 12)."""
     con = sqlite3.connect(index, isolation_level=None)
     con.executescript(
-        """
+        f"""
         DROP TABLE usage; DROP TABLE usage_slots; DROP TABLE usage_sessions;
-        DELETE FROM migrations WHERE version >= 9;
-        PRAGMA user_version = 8;
+        DELETE FROM migrations WHERE version > {version};
+        PRAGMA user_version = {version};
         """
     )
     con.close()
 
 
-def test_an_index_from_before_usage_gets_it_at_the_next_sync(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [8, 11])
+def test_an_index_from_before_usage_gets_it_at_the_next_sync(tmp_path: Path, version: int) -> None:
     root, cc = _trees(tmp_path)
     index = tmp_path / "index.db"
     sources = [("claude-code", str(cc))]
@@ -80,7 +82,7 @@ def test_an_index_from_before_usage_gets_it_at_the_next_sync(tmp_path: Path) -> 
     finally:
         store.close()
     assert len(want) >= 4
-    _back_to_schema_8(index)
+    _back_to_schema(index, version)
     with pytest.raises(IndexStateError, match="predates usage reports: run `jsonltape sync`"):
         _daily(index)
     store = SqliteStore(index)  # the writer migrates: the tables are there, empty

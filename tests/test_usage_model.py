@@ -45,7 +45,7 @@ ZONES = ("UTC", "Asia/Kolkata", "America/New_York", "Asia/Kathmandu")
 
 def _encode(dialect: str, t: Tokens) -> dict[str, Any]:
     """The usage object a source of ``dialect`` writes for the true tokens ``t`` (the inverse
-    of the reading rules of spec Appendix B.7, written out independently)."""
+    of the reading rules of spec Appendix B.12, written out independently)."""
     if dialect == "openai-responses":
         return {
             "input_tokens": t.input + t.cache_read,

@@ -1,4 +1,4 @@
-"""The price table and what a response costs at it (spec Appendix B.7): exact rates, long-context
+"""The price table and what a response costs at it (spec Appendix B.12): exact rates, long-context
 tiers, cache rates, unpriced models and categories (never $0), fast mode, and tables that are
 refused with one error naming what is wrong."""
 

@@ -1,4 +1,4 @@
-"""The per-source rules of usage (spec Appendix B.7): how each dialect's usage is read into the
+"""The per-source rules of usage (spec Appendix B.12): how each dialect's usage is read into the
 six billed counts, which id names a response, how sessions hang in sub-agent trees; and every
 importer's usage checked on its fixtures against the totals the source's own records give."""
 

@@ -2,7 +2,7 @@
 
 The index counts each response once when it ingests a session (:func:`response_of`: the
 response's tokens as its source bills them and its own id, per source rule; spec Appendix
-B.7); :func:`report` reads those sums through the index's reader and prices them with a table
+B.12); :func:`report` reads those sums through the index's reader and prices them with a table
 shipped in the package (:func:`load_prices`, from LiteLLM) or given by the caller. The result
 is data (:class:`Report`): the ``jsonltape usage`` command prints it, the web viewer charts
 it::

@@ -5,7 +5,7 @@ The package ships a table taken from LiteLLM's model price file (``prices.json``
 FILE`` reads another: LiteLLM's own file as it is, or one shaped like ours. Nothing is ever
 fetched.
 
-Rules (spec Appendix B.7):
+Rules (spec Appendix B.12):
 
 * A model is looked up by its exact name, then without a ``provider/`` prefix. Nothing is
   guessed from a similar name: a model the table does not know is **unpriced** -- its tokens

@@ -6,7 +6,7 @@ usage's *dialect*: the names the source wrote and what they mean (Codex's ``inpu
 include its cached ones, Claude Code's do not). Its *key* is the response's own id as the source
 defines it, so that a response logged more than once (a resumed Claude Code session copies the
 earlier messages, a sidechain replays its parent's, a fork's messages are merged back into the
-parent) is counted once. Spec Appendix B.7 states these rules; the index stores one
+parent) is counted once. Spec Appendix B.12 states these rules; the index stores one
 :class:`Response` per such event and counts one row per key (the ingest, ``jsonltape_daemon``).
 
 Everything here is pure: a function of one event's data and its session's header.

@@ -1,4 +1,4 @@
-"""The usage of sessions indexed before the index counted usage (SQLite schema 10).
+"""The usage of sessions indexed before the index counted usage (SQLite schema 12).
 
 Every session ingested since has its usage rows and tree links (``ingestor.py``). One indexed
 before has neither: the first sync after the upgrade (or the daemon's first pass) reads its

@@ -403,8 +403,9 @@ CREATE INDEX IF NOT EXISTS sessions_parent ON sessions (parent) WHERE parent IS 
 # Token usage (``usage.py``, issue 31): a row per response with its key, the counted rows
 # summed per 15-minute slot, and each session's names in the sub-agent tree. Numbered 12, after
 # 11, which was merged first (an index at 11 would never run a step 10); it depends on no step
-# after 8 (and creates only what is missing, so a test's hand-made older index keeps its rows). Sessions indexed before it get their rows from the next sync
-# (``ingest/usage.py``: read back from the files, foreign ones ingested again).
+# after 8 (and creates only what is missing, so a test's hand-made older index keeps its rows).
+# Sessions indexed before it get their rows from the next sync (``ingest/usage.py``: read back
+# from the files, foreign ones ingested again).
 #: The token counts of a response (and of their sums), as billed (``jsonltape.usage.Tokens``).
 _TOKEN_COLUMNS = "".join(
     f"    {name:<10} INTEGER NOT NULL,\n"

@@ -144,7 +144,7 @@ class UsageRows:
         con.execute(f"UPDATE usage SET counted = 1 WHERE {_CHANGED}")
         self._slots(1)
 
-    # -- the usage backfill of an index migrated to schema 10 ---------------------------
+    # -- the usage backfill of an index migrated to schema 12 ---------------------------
 
     def sessions_without_usage(self) -> list[tuple[int, str, str, str | None]]:
         """Sessions indexed before usage was counted: (sid, id, path, parent)."""
