@@ -126,9 +126,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "_interop",
         "import_",
         "Import SOURCES (session files or whole trees such as ~/.claude/projects, "
-        "~/.codex/sessions or ~/.gemini/tmp; trees are searched for *.jsonl, rollout-*.jsonl "
-        "for codex, also legacy session-*.json for gemini-cli; for opencode an opencode.db, a "
-        "storage tree or the data directory ~/.local/share/opencode) as jsonltape sessions, one "
+        "~/.codex/sessions or ~/.gemini/tmp; trees are searched for *.jsonl, rollout-*.jsonl for "
+        "codex, also legacy session-*.json for gemini-cli; for opencode an opencode.db, a storage "
+        "tree or the data directory ~/.local/share/opencode; qwen-code ~/.qwen/projects, kimi-cli "
+        "~/.kimi/sessions, factory-droid ~/.factory/sessions, openhands "
+        "~/.openhands/conversations, amp ~/.local/share/amp/threads) as jsonltape sessions, one "
         "per source session.",
     ),
     "export": (

@@ -9,7 +9,7 @@ interface: no SQL here. :func:`install` plugs them into a viewer.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from jsonltape_daemon.errors import IndexStateError
 from starlette.requests import Request
@@ -20,10 +20,21 @@ from jsonltape import JsonltapeError
 from jsonltape.usage import Report, report
 
 if TYPE_CHECKING:
+    import jinja2
     from jsonltape_daemon.search.reader import Reader
+    from starlette.responses import HTMLResponse
 
-    from ._app import Viewer
     from ._index import Index
+
+
+class Viewer(Protocol):
+    """What the usage pages use of the viewer (``_app.Viewer``, which imports this module)."""
+
+    index: Index
+    env: jinja2.Environment
+
+    def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse: ...
+
 
 __all__ = ["Chart", "chart_of", "install", "page_tokens", "usd"]
 
