@@ -7,7 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .. import reader
+from .. import _framing, _fs, reader
+from .._lines import checkpoint_at
+from .._scan import check
+from ..errors import FormatError
 
 __all__ = ["State", "last_sync"]
 
@@ -52,10 +55,56 @@ class State:
 
 
 def last_sync(path: Path) -> dict[str, Any] | None:
-    """The newest ``import/sync`` marker, read from the end of the session only."""
+    """The newest ``import/sync`` marker among the session's last events (:data:`_WINDOW`).
+
+    A session as an import leaves it (its marker, then the checkpoint that closed it) is
+    decided from one read of its last bytes; any other end (a crash's tail, damage, a marker
+    further back) by a scan of the tail, which says the same for such a session.
+    """
+    fd = _fs.open_for_read(path)
+    try:
+        found = _closed_marker(fd)
+    finally:
+        os.close(fd)
+    return found if found is not None else _scanned_marker(path)
+
+
+#: The events from the end in which a marker is looked for: an import ends with its marker
+#: and the checkpoint closing it.
+_WINDOW = 8
+#: The bytes :func:`_closed_marker` reads: a marker and a checkpoint are a few hundred bytes
+#: (a marker names every session of its source).
+_TAIL = 1 << 14
+
+
+def _closed_marker(fd: int) -> dict[str, Any] | None:
+    """The newest marker if the file ends with a valid checkpoint and every line from the
+    marker to it is good and dense (so all of it is committed); else None (undecided)."""
+    size = os.fstat(fd).st_size
+    stop = max(0, size - _TAIL)
+    seq = -1
+    for n, (off, raw) in enumerate(_framing.iter_lines_reverse(fd, size, stop)):
+        if n == _WINDOW or (off == stop and stop > 0):  # beyond the window, or cut by the read
+            return None
+        try:
+            event, problem = check(raw, None)
+        except FormatError:  # too deep to decode: the scan names it
+            return None
+        if event is None or problem is not None:
+            return None
+        if checkpoint_at(event, off) is None if n == 0 else event.seq != seq - 1:
+            return None
+        seq = event.seq
+        if event.type == "import/sync":
+            return event.data
+    return None
+
+
+def _scanned_marker(path: Path) -> dict[str, Any] | None:
+    """:func:`last_sync` for any end: the newest marker of the committed events in the window."""
     scan = reader.tail_scan(path)
     found = None
-    for line in reader.lines(path, from_seq=max(1, scan.next_seq - 8)):
+    for line in reader.lines(path, from_seq=max(1, scan.next_seq - _WINDOW)):
         if line.event.type == "import/sync":
             found = line.event.data
     return found
