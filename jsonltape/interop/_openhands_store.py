@@ -69,14 +69,17 @@ def units(path: Path) -> list[Unit]:
     return found
 
 
-def _event_files(folder: Path) -> list[tuple[int, str]]:
-    """``(index, file name)`` of the event files, in index order."""
+def _names(folder: Path) -> list[str]:
     try:
-        names = os.listdir(folder / "events")
+        return os.listdir(folder / "events")
     except OSError:
         return []
+
+
+def _event_files(folder: Path) -> list[tuple[int, str]]:
+    """``(index, file name)`` of the event files, in index order."""
     found = []
-    for name in names:
+    for name in _names(folder):
         m = _EVENT.match(name)
         if m is not None:
             found.append((int(m.group(1)), name))
@@ -94,7 +97,8 @@ def _mtime(p: Path) -> int:
 def conversation_unit(folder: Path) -> Unit:
     """One conversation folder as a unit: changed when an event file was added (the folder's
     ``events`` changes) or the state was saved (with every event, its ``leaf_event_id``)."""
-    files = _event_files(folder)
+    # the count is the unit's size: an unchanged conversation is decided without ordering them
+    count = sum(1 for name in _names(folder) if _EVENT.match(name))
     mtime = max(_mtime(folder / "events"), _mtime(folder / _STATE), _mtime(folder / "meta.json"))
 
     def render(settled: bool) -> tuple[bytes, int]:
@@ -105,10 +109,10 @@ def conversation_unit(folder: Path) -> Unit:
         value = meta.get("title") if isinstance(meta, dict) else None
         return value if isinstance(value, str) and value.strip() else None
 
-    return Unit(str(folder / _STATE), folder.name, len(files), mtime, render, title)
+    return Unit(str(folder / _STATE), folder.name, count, mtime, render, title)
 
 
-def _read(path: Path) -> Any:
+def _read(path: str | Path) -> Any:
     """A JSON file's value, or None when it cannot be read or parsed (a file being written)."""
     try:
         fd = os.open(path, _NOFOLLOW)
@@ -129,11 +133,12 @@ def _render(folder: Path, files: list[tuple[int, str]], settled: bool) -> tuple[
     lines = [_encode({"type": "conversation", "id": folder.name})]
     held_from: int | None = None
     expected = files[0][0] if files else 0
+    events = os.path.join(folder, "events")  # a str: a Path per event file cost 5% of an import
     for idx, name in files:
         if held_from is None and idx != expected:
             held_from = len(lines)  # a gap: an event not written yet
         expected = idx + 1
-        value = _read(folder / "events" / name)
+        value = _read(os.path.join(events, name))
         if isinstance(value, dict):
             lines.append(_encode(value))
             continue
