@@ -196,3 +196,30 @@ def test_a_header_of_any_length_around_the_first_read_reads_whole(
     path.write_bytes(data[: length - 1])  # the header cut before its newline
     with pytest.raises(FormatError, match="line 1: incomplete line"):
         reader.header(path)
+
+
+def test_a_rewrite_keeping_size_and_mtime_is_unseen_until_the_source_changes_then_refused(
+    tmp_path: Path,
+) -> None:
+    """What the spec promises (Appendix B): ``size`` and ``mtime_ns`` as the newest marker
+    recorded them mean unchanged, so a same-size rewrite with its mtime put back writes
+    nothing; once the source changes again, the rewritten prefix is refused, nothing written."""
+    src = _copy("codex-0.104-rollout-complete.jsonl", tmp_path / "src")
+    root = tmp_path / "root"
+    report = import_file("codex", src, root)
+    assert report.status == "imported", report.error
+    path = Path(report.sessions[0])
+    before = path.read_bytes()
+    stat = src.stat()
+    data = bytearray(src.read_bytes())
+    i = data.index(b"REDACTED_TEXT len=156")
+    data[i : i + 8] = b"rewritte"
+    src.write_bytes(bytes(data))
+    os.utime(src, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert import_file("codex", src, root).status == "unchanged"
+    assert path.read_bytes() == before
+    with open(src, "ab") as f:
+        f.write(b'{"timestamp":"2026-02-23T19:40:00.000Z","type":"x","payload":{}}\n')
+    again = import_file("codex", src, root)
+    assert again.status == "error" and "changed since it was imported" in str(again.error)
+    assert path.read_bytes() == before
