@@ -171,6 +171,22 @@ def test_a_bad_price_table_is_refused_naming_it(index: Path, tmp_path: Path) -> 
     assert "is a directory" in _bad("--index", str(index), "--prices", str(tmp_path))
 
 
+def test_a_price_table_that_is_a_fifo_a_link_or_too_big_is_refused_without_waiting(
+    index: Path, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # opened blocking, the read waits for a writer forever
+    assert "is not a regular file" in _bad("--index", str(index), "--prices", str(fifo))
+    link = tmp_path / "link.json"
+    link.symlink_to("/dev/zero")
+    assert "is a symlink" in _bad("--index", str(index), "--prices", str(link))
+    big = tmp_path / "big.json"
+    with big.open("wb") as f:
+        f.truncate((64 << 20) + 1)
+    assert "is larger than" in _bad("--index", str(index), "--prices", str(big))
+    assert "no such file" in _bad("--index", str(index), "--prices", str(tmp_path / "none"))
+
+
 def test_another_price_table_prices_what_the_shipped_one_does_not(
     index: Path, tmp_path: Path
 ) -> None:

@@ -36,7 +36,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from ..errors import FormatError
+from .._fs import read_repo_file
+from ..errors import FormatError, UnsafeFileError
 from ._rules import THRESHOLDS, Tokens
 
 __all__ = ["UNIT_PER_USD", "Cost", "ModelPrice", "PriceInfo", "PriceTable", "load_prices"]
@@ -201,6 +202,9 @@ class PriceTable:
         return Cost(units, unpriced)
 
 
+_MAX_TABLE = 64 << 20
+
+
 def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
     """The shipped table, or the one at ``path`` (LiteLLM's file, or one shaped like ours:
     ``{"meta": {...}, "models": {...}}``). A file that is not such a table is a
@@ -208,7 +212,14 @@ def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
     file = SHIPPED if path is None else Path(path)
     shown = None if path is None else str(file)
     try:
-        doc = msgspec.json.decode(file.read_bytes())
+        # a path given by the user is opened as any file jsonltape reads: no symlink followed,
+        # no FIFO or device waited on, size capped (LiteLLM's table is ~1.5 MB)
+        data = file.read_bytes() if path is None else read_repo_file(file, _MAX_TABLE)
+        if data is None:
+            raise FormatError("cannot read the price table: no such file", path=shown)
+        doc = msgspec.json.decode(data)
+    except UnsafeFileError as exc:
+        raise FormatError(f"cannot read the price table: {exc.message}", path=shown) from None
     except msgspec.DecodeError as exc:
         raise FormatError(f"not a JSON price table: {exc}", path=shown) from None
     except OSError as exc:
