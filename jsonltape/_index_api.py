@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ._prepare import encode_event
     from ._project import data_dir
     from ._scan import TOO_DEEP, read_header, witness_after
-    from .interop._discover import wanted
+    from .interop._discover import in_place, wanted
     from .interop._engine import SOURCES, session_id_for
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "encode_event",
     "frame_ok",
     "fs",
+    "in_place",
     "iter_lines",
     "iter_lines_reverse",
     "read_header",
@@ -64,6 +65,7 @@ _HOME = {
     "TOO_DEEP": "jsonltape._scan",
     "read_header": "jsonltape._scan",
     "witness_after": "jsonltape._scan",
+    "in_place": "jsonltape.interop._discover",
     "SOURCES": "jsonltape.interop._engine",
     "session_id_for": "jsonltape.interop._engine",
     "wanted": "jsonltape.interop._discover",

@@ -33,17 +33,58 @@ closing rules are the same for every source.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._branches import BranchesMixin
 from ._compaction import CompactionMixin
 from ._groups import GroupsMixin
 from ._model import MAPPER_VERSION, Group, Out, Spec, Target, safe_id, title_of
 from ._turns import TurnsMixin
 
+
+def _lines(data: dict[str, Any] | None) -> list[int]:
+    """The source lines an event's data says it was made from."""
+    info = data.get("import") if isinstance(data, dict) else None
+    lines = info.get("lines") if isinstance(info, dict) else None
+    return [n for n in lines if isinstance(n, int)] if isinstance(lines, list) else []
+
+
 __all__ = ["MAPPER_VERSION", "Group", "Mapper", "Out", "Spec", "Target", "safe_id", "title_of"]
 
 
 class Mapper(TurnsMixin, BranchesMixin, CompactionMixin, GroupsMixin):
     """Base class of the importers. Subclasses implement :meth:`handle` (and :meth:`sniff`)."""
+
+    def rewrite(self, k: int) -> None:
+        """The source was rewritten from its record ``k`` on (:mod:`._rewrite`; this line is
+        the first of the new version): each session's open turn ends, and what the records
+        from ``k`` on put on its surface is retracted (reason ``rewritten``), so that the
+        surface is what the version up to ``k`` gives; :meth:`rewound` then resets what the
+        subclass keeps. A cut the surface rules refuse is a problem, and nothing is retracted."""
+        cut = self.doc_lines[k] if k < len(self.doc_lines) else None
+        del self.doc_lines[k:]
+        if cut is None:
+            return
+        for out in list(self.outs.values()):
+            self.flush_group(out)
+            self.end_turn(out, "completed", tag="rewrite:end")
+            nodes = out.surface.nodes
+            at = next(
+                (i for i, v in enumerate(nodes) if min(_lines(out.data.get(v)), default=0) >= cut),
+                len(nodes),
+            )
+            run = nodes[at:]
+            if not run:
+                continue
+            refused = self.refusal(out, run)
+            if refused is not None:
+                self.problems.append((self.n, f"rewrite: not retracted: {refused.message}"))
+                continue
+            self.retract(out, run, "rewritten", "rewrite", raw=False)
+        self.rewound(k)
+
+    def rewound(self, k: int) -> None:
+        """Hook: forget what the subclass kept about records ``k`` on (after :meth:`rewrite`)."""
 
     def eof(self, settled: bool) -> None:
         """The source ends here (for now): emit what is pending; if the source is finished

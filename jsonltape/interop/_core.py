@@ -82,6 +82,16 @@ class MapperCore:
     #: The source never marks the end of a turn (Claude Code): a finished source whose last
     #: turn ends with a reply and no unanswered call completed it; else it was interrupted.
     implicit_end = False
+    #: The source rewrites its sessions in place (whole-file JSON saves, an edited request, a
+    #: rewind): a version that is not the imported one grown is imported as a rewrite
+    #: (:mod:`._rewrite`) instead of refused.
+    rewrites = False
+
+    @staticmethod
+    def rewrite_start(value: dict[str, Any]) -> bool:
+        """Whether the mapping may start over at this record after a rewrite: a record that
+        no assistant message spreads across (a prompt). Record 0 always may."""
+        return False
 
     def __init__(self, name: str, path: str) -> None:
         self.name = name
@@ -102,6 +112,10 @@ class MapperCore:
         self.closed: dict[str, int] = {}
         #: sessions with a message whose header is not fixed yet (see ``Target.fix``)
         self._unfixed: dict[Out, bool] = {}  # -> whether it has a reply yet
+        #: where the source was rewritten: line -> the record of the version it starts
+        self.rewrite_points: dict[int, int] = {}
+        #: the line of each record of the version being read (with ``rewrites``)
+        self.doc_lines: list[int] = []
 
     # -- subclass interface -------------------------------------------------------
 
@@ -122,6 +136,11 @@ class MapperCore:
     def feed(self, line: SourceLine) -> None:
         self.line = line
         self._claimed = False
+        if self.rewrites:
+            k = self.rewrite_points.get(line.n)
+            if k is not None:
+                self.rewrite(k)
+            self.doc_lines.append(line.n)
         if line.sanitized:
             self.sanitized += 1
         if line.value is None:
@@ -335,6 +354,13 @@ class MapperCore:
         if title is not None and title.strip():
             self.main_out().target.title = title_of(title)
 
+    def source_created(self, created: int | None) -> None:
+        """The creation time the source keeps beside its records (:attr:`~._source.Unit.created`):
+        the main session's, unless a record gives one."""
+        target = self.main_out().target
+        if created is not None and created > 0 and target.created is None:
+            target.created = created
+
     def retitle(self, title: str, shown: str | None, time: int) -> None:
         """A ``session/title`` when the source's own title (:meth:`source_title`) is not the
         one the imported session shows (``shown``): the source renamed it since."""
@@ -352,6 +378,11 @@ class MapperCore:
         """Take a session title from the first prompt if the source gives none."""
         if out.target.title is None and isinstance(text, str) and text.strip():
             out.target.title = title_of(text)
+
+    def rewrite(self, k: int) -> None:
+        """The source was rewritten from its record ``k`` on (this line is the new one):
+        :class:`~._base.Mapper` implements it."""
+        raise NotImplementedError
 
     # -- the open assistant message -------------------------------------------------------
 

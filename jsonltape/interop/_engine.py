@@ -26,16 +26,18 @@ from ..events import ParentRef
 from ..writer import Tape
 from ..writer import open as open_tape
 from ._base import MAPPER_VERSION, Mapper, Spec, Target, safe_id
-from ._discover import Item, SourceError, as_input
+from ._discover import Item, SourceError, as_input, name_of
 from ._discover import discover as _discover
-from ._inputs import FileInput, Input, UnitInput
+from ._inputs import FileInput, Input, LogInput, UnitInput
 from ._model import unique_key
+from ._rewrite import continue_log, points_of
 from ._source import SourceReader, Unit
 from ._state import State as _State
 from ._state import last_sync as _last_sync
 from .amp import AmpMapper
 from .claude_code import ClaudeCodeMapper
 from .codex import CodexMapper
+from .continue_dev import ContinueMapper
 from .droid import DroidMapper
 from .gemini import GeminiMapper
 from .kimi import KimiMapper
@@ -59,6 +61,7 @@ SOURCES: dict[str, Callable[[str, str, str], Mapper]] = {
     "amp": AmpMapper,
     "claude-code": ClaudeCodeMapper,
     "codex": CodexMapper,
+    "continue": ContinueMapper,
     "factory-droid": DroidMapper,
     "gemini-cli": GeminiMapper,
     "kimi-cli": KimiMapper,
@@ -110,8 +113,9 @@ class FileReport(msgspec.Struct):
 
 def session_id_for(source: str, path: str | os.PathLike[str]) -> str:
     """The id an imported file gets: ``<source>-<the file's session uuid>`` when its name ends
-    in one (Claude Code, Codex and pi all name files after the session), else the file name."""
-    stem = Path(path).name.rpartition("#")[2]  # ``opencode.db#ses_...``: the session
+    in one (Claude Code, Codex and pi all name files after the session), else the file name
+    (the name its source's layout gives it: Copilot CLI's ``<id>/events.jsonl`` is ``<id>``)."""
+    stem = name_of(source, path).rpartition("#")[2]  # ``opencode.db#ses_...``: the session
     for ext in (".jsonl", ".json"):
         if stem.endswith(ext):
             stem = stem[: -len(ext)]
@@ -134,7 +138,7 @@ def mapper_for(
 
 def display_path(inp: Input) -> str:
     """How a report names an input: the file, or ``FILE#SESSION`` for one of several."""
-    if inp.name == inp.path.name or isinstance(inp, FileInput):
+    if isinstance(inp, FileInput) or "#" not in inp.name:  # a file of its own
         return str(inp.path)
     return f"{inp.path}#{inp.name.rpartition('#')[2]}"
 
@@ -394,9 +398,10 @@ def _import(
                     t = Torn(int(torn["line"]), int(torn["offset"]), int(torn["bytes"]))
                     setattr(report, kind, t)
             return
-    st.load()
     mapper = mapper_for(source, p, sid, inp.name)
+    st.load(raws=mapper.rewrites)
     mapper.source_title(inp.title())
+    mapper.source_created(inp.created())
     states: dict[str, _State] = {"": st}
     markers: list[dict[str, Any]] = list(st.markers)
     if st.exists:
@@ -407,17 +412,19 @@ def _import(
         for other in sorted(others):
             if other == st.path or not other.exists():
                 continue
-            ost = _State(other)
+            ost = _State(other, raws=mapper.rewrites)
             side = ost.meta.get("sidechain")
             if isinstance(side, str) and ost.meta.get("name") == inp.name:
                 markers.extend(ost.markers)
                 states[f"sidechain-{side}"] = ost
+        if mapper.rewrites:
+            inp = _continued(inp, mapper, states, markers)
         _check_prefix(inp, markers)
     stops = sorted({(int(m["lines"]), bool(m.get("settled"))) for m in markers if "lines" in m})
     sink = _Sink(root, source, mapper, states, inp)
     src = inp.reader(settled=settled)
     try:
-        unit = isinstance(inp, UnitInput)
+        unit = inp.data() is not None  # in memory: progress is the source's size at once
         done = _feed(mapper, src, sink, stops, None if unit else progress)
         if unit and progress is not None:
             progress(size)
@@ -459,7 +466,30 @@ def _import(
 
 def tail_kind(inp: Input) -> str:
     """What a held-back tail is: a file's unfinished line, or a unit's records still changing."""
-    return "held" if isinstance(inp, UnitInput) else "torn"
+    return inp.tail
+
+
+def _continued(
+    inp: Input, mapper: Mapper, states: dict[str, _State], markers: list[dict[str, Any]]
+) -> Input:
+    """For a source that rewrites its sessions in place (:mod:`._rewrite`): the lines imported
+    before, then the source's current version from where it differs; the rewrite points go to
+    the mapper."""
+    done = [
+        m for m in markers if isinstance(m.get("bytes"), int) and isinstance(m.get("sha256"), str)
+    ]
+    if not done:
+        return inp
+    last = max(done, key=lambda m: int(m["bytes"]))
+    raws: dict[int, str] = {}
+    for state in states.values():
+        raws.update(state.raws)
+    records, held_from, tail = inp.records()
+    cont = continue_log(
+        raws, last, points_of(markers), records, held_from, tail, mapper.rewrite_start, inp.path
+    )
+    mapper.rewrite_points = dict(cont.points)
+    return LogInput(inp, cont.data, cont.held)
 
 
 def _check_prefix(inp: Input, markers: list[dict[str, Any]]) -> None:
@@ -548,6 +578,9 @@ def _mark(
         "mapper": MAPPER_VERSION,
         "targets": targets,
     }
+    points = sorted((n, k) for n, k in mapper.rewrite_points.items() if n <= src.lines)
+    if points:
+        data["rewrites"] = [list(p) for p in points]
     if src.torn is not None:
         data[tail_kind(sink.inp)] = {
             "line": src.torn[0],

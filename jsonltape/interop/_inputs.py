@@ -14,9 +14,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ._source import SourceReader, Unit, prefix_sha256
+from ._source import SourceReader, Unit, prefix_sha256, split_records
 
-__all__ = ["FileInput", "Input", "UnitInput"]
+__all__ = ["FileInput", "Input", "LogInput", "UnitInput"]
 
 
 class Input:
@@ -26,6 +26,9 @@ class Input:
     """The file the lines come from (for a unit: the file its records are read from)."""
     name: str
     """The name the session id derives from, unique within the source."""
+    tail = "torn"
+    """What a held-back end is: a file's unfinished line (``torn``), or a unit's records still
+    changing (``held``)."""
 
     def stat(self) -> tuple[int, int]:
         """``(size, mtime_ns)``: with both unchanged, nothing new can be in it."""
@@ -47,8 +50,17 @@ class Input:
         """The lines in memory (a unit's rendering), or None for a file read from disk."""
         return None
 
+    def records(self) -> tuple[list[bytes], int, bytes]:
+        """The current version as records (see :mod:`._rewrite`): its complete lines without
+        their newline, the index from which they may still change, an unfinished last line."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
     def title(self) -> str | None:
         """The session's own title kept beside its lines (:attr:`Unit.title`), or None."""
+        return None
+
+    def created(self) -> int | None:
+        """The session's creation time kept beside its lines (:attr:`Unit.created`), or None."""
         return None
 
     def same_source(self, meta: dict[str, object]) -> bool:
@@ -90,6 +102,11 @@ class FileInput(Input):
     def title(self) -> str | None:
         return self._title() if self._title is not None else None
 
+    def records(self) -> tuple[list[bytes], int, bytes]:
+        with open(self.path, "rb") as f:
+            records, tail = split_records(f.read())
+        return records, len(records), tail
+
 
 class UnitInput(Input):
     """A unit, rendered once on first use and read from memory."""
@@ -99,6 +116,7 @@ class UnitInput(Input):
         self.path = Path(unit.path)
         self.name = unit.name
         self._rendered: tuple[bytes, int] | None = None
+        self.tail = "held"
 
     def _render(self, settled: bool) -> tuple[bytes, int]:
         # once per input: the bytes do not depend on ``settled``, only what is held does
@@ -134,8 +152,68 @@ class UnitInput(Input):
         title = self.unit.title
         return title() if callable(title) else title
 
+    def created(self) -> int | None:
+        return self.unit.created
+
+    def records(self) -> tuple[list[bytes], int, bytes]:
+        data, held = self._render(False)
+        records, _tail = split_records(data)  # a rendering's lines all end with a newline
+        kept = len(data) - held
+        at, k = 0, 0
+        while k < len(records) and at < kept:
+            at += len(records[k]) + 1
+            k += 1
+        return records, k, b""
+
     def same_source(self, meta: dict[str, object]) -> bool:
         # the same file and name need no rendering (an unchanged unit is then never rendered)
         if meta.get("file") == os.path.abspath(self.path) and meta.get("name") == self.name:
             return True
         return super().same_source(meta)
+
+
+class LogInput(Input):
+    """What an import reads from a source that rewrites its sessions in place (see
+    :mod:`._rewrite`): the lines imported before, then the current version's from where it
+    differs, in memory; everything else is the source's."""
+
+    def __init__(self, base: Input, data: bytes, held: int) -> None:
+        self.base = base
+        self.path = base.path
+        self.name = base.name
+        self.tail = base.tail
+        self._data = data
+        self._held = held
+
+    def stat(self) -> tuple[int, int]:
+        return self.base.stat()
+
+    def reader(self, *, settled: bool) -> SourceReader:
+        size, mtime_ns = self.base.stat()
+        held = 0 if settled else self._held
+        return SourceReader(
+            str(self.path), data=self._data, held=held, size=size, mtime_ns=mtime_ns
+        )
+
+    def first_line_sha(self) -> str:
+        return self.base.first_line_sha()
+
+    def prefix_sha(self, nbytes: int) -> str | None:
+        if len(self._data) < nbytes:
+            return None
+        return hashlib.sha256(self._data[:nbytes]).hexdigest()
+
+    def data(self) -> bytes | None:
+        return self._data
+
+    def title(self) -> str | None:
+        return self.base.title()
+
+    def created(self) -> int | None:
+        return self.base.created()
+
+    def records(self) -> tuple[list[bytes], int, bytes]:
+        return self.base.records()
+
+    def same_source(self, meta: dict[str, object]) -> bool:
+        return self.base.same_source(meta)

@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+import urllib.parse
 from array import array
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -33,7 +34,16 @@ from typing import Any, BinaryIO, NamedTuple
 
 import msgspec
 
-__all__ = ["MAX_DEPTH", "SourceLine", "SourceReader", "Unit", "parse_time", "too_deep"]
+__all__ = [
+    "MAX_DEPTH",
+    "SourceLine",
+    "SourceReader",
+    "Unit",
+    "parse_time",
+    "path_of_uri",
+    "split_records",
+    "too_deep",
+]
 
 _decode = msgspec.json.decode
 #: The deepest nesting of arrays and objects an importer decodes. Sources may nest deeper than
@@ -98,6 +108,9 @@ class Unit(NamedTuple):
     only grow; an import titles the session with it, and a later import that finds it changed
     appends a ``session/title``. A callable reads it when it is needed (an Amp thread's is in
     the document, which an unchanged thread is never read for)."""
+    created: int | None = None
+    """When the session was created (epoch ms), when the source keeps that beside its records
+    and not in them (Continue's ``sessions.json``): the header's ``created``."""
 
 
 def _suspect(raw: bytes) -> bool:
@@ -279,6 +292,18 @@ class SourceReader:
         return SourceLine(n, offset, text, value, error, sanitized)
 
 
+def split_records(data: bytes) -> tuple[list[bytes], bytes]:
+    """The lines of ``data`` as :class:`SourceReader` reads them: complete lines (without their
+    newline), and an unfinished last line (``b""`` if there is none). A last line without its
+    newline that already is a JSON object is a line, not unfinished."""
+    records = data.split(b"\n")
+    tail = records.pop()
+    if tail and _parse(tail)[0] is not None:
+        records.append(tail)
+        tail = b""
+    return records, tail
+
+
 def prefix_sha256(path: str, nbytes: int) -> str | None:
     """SHA-256 of the first ``nbytes`` of a file, or None if it is shorter."""
     h = hashlib.sha256()
@@ -316,3 +341,20 @@ def parse_time(value: Any) -> int | None:
     if dt.tzinfo is None:
         return None
     return int(dt.timestamp() * 1000)
+
+
+def path_of_uri(value: Any) -> str | None:
+    """The path a ``file://`` URI names, as its agent's platform writes it (VS Code and its
+    forks keep workspaces as URIs: ``file:///home/u/p``, ``file:///c%3A/Users/u/p`` for
+    ``c:/Users/u/p``); another string as it is; None for what is not a string."""
+    if not isinstance(value, str) or not value:
+        return None
+    if not value.startswith("file://"):
+        return value
+    parsed = urllib.parse.urlsplit(value)
+    path = urllib.parse.unquote(parsed.path)
+    if re.match(r"^/[A-Za-z]:", path):  # a Windows drive: no leading slash
+        path = path[1:]
+    if parsed.netloc and parsed.netloc != "localhost":  # a UNC share
+        path = f"//{parsed.netloc}{path}"
+    return path or None

@@ -19,7 +19,7 @@ class State:
     """An existing (or not yet existing) target session: its header's import metadata at
     once; its keys and sync markers after :meth:`load` (one pass over the file)."""
 
-    def __init__(self, path: Path, *, load: bool = True) -> None:
+    def __init__(self, path: Path, *, load: bool = True, raws: bool = False) -> None:
         self.path = path
         self.exists = os.path.lexists(path)
         self.keys: dict[str, int] = {}
@@ -28,20 +28,31 @@ class State:
         self.crc0: str | None = None
         #: the title the session shows: its header's, then each ``session/title`` (after load)
         self.title: str | None = None
+        #: source line number -> its verbatim text (after ``load(raws=True)``)
+        self.raws: dict[int, str] = {}
         self.loaded = False
         if self.exists:
             meta = reader.header(path).meta
             info = meta.get("import") if isinstance(meta, dict) else None
             self.meta = info if isinstance(info, dict) else {}
             if load:
-                self.load()
+                self.load(raws=raws)
 
-    def load(self) -> None:
+    def load(self, *, raws: bool = False) -> None:
+        """Read the keys, markers and title; ``raws``: also every source line kept verbatim
+        (what a source that rewrites its sessions is continued from, :mod:`._rewrite`)."""
         if self.loaded or not self.exists:
             return
         self.loaded = True
         for line in reader.lines(self.path):
             e = line.event
+            if raws:
+                info = e.data.get("import") if isinstance(e.data, dict) else None
+                kept = info.get("raw") if isinstance(info, dict) else None
+                if isinstance(kept, dict):
+                    self.raws.update(
+                        (int(n), t) for n, t in kept.items() if n.isdigit() and isinstance(t, str)
+                    )
             if e.seq == 0:
                 self.crc0 = e.crc
                 title = e.data.get("title")

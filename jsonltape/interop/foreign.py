@@ -77,6 +77,7 @@ class ForeignScan:
     def events(self) -> Iterator[tuple[str, Event]]:
         mapper = mapper_for(self.source, self.path, self.session_id, self.input.name)
         mapper.source_title(self.input.title())
+        mapper.source_created(self.input.created())
         # A unit is mapped whole: nothing is held back, as a re-scan after any change maps it
         # again from its start (an indexer reingests what a rewrite revised).
         src = self.input.reader(settled=True)

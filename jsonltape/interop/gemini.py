@@ -54,10 +54,9 @@ import os
 from pathlib import Path
 from typing import Any, TypeGuard
 
-import msgspec
-
 from ..errors import FormatError
 from ._base import Group, Mapper, Out, title_of
+from ._document import read_document, render_records
 from ._parts import (
     genai_parts,
     genai_response,
@@ -66,12 +65,11 @@ from ._parts import (
     text_of,
     tool_call_part,
 )
-from ._source import Unit, parse_time, too_deep
+from ._source import Unit, parse_time
 from ._tools import result_data
 
 __all__ = ["GeminiMapper", "legacy_unit"]
 
-_encode = msgspec.json.Encoder().encode
 #: Metadata of a legacy chat that never changes after the session starts (its first record).
 _LEGACY_META = ("sessionId", "projectHash", "startTime", "kind", "directories")
 #: ... and what every save rewrites (its last record).
@@ -482,16 +480,7 @@ def legacy_unit(path: Path) -> Unit:
     st = os.stat(path, follow_symlinks=False)
 
     def render(settled: bool) -> tuple[bytes, int]:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with open(fd, "rb") as f:
-                data = f.read()
-            deep = too_deep(data)
-            if deep is not None:
-                raise FormatError(f"{deep}; nothing of this chat is imported", path=path)
-            value = msgspec.json.decode(data)
-        except msgspec.DecodeError as exc:
-            raise FormatError(f"not a Gemini CLI chat: malformed JSON ({exc})", path=path) from None
+        value = read_document(path, "Gemini CLI chat", "chat")
         if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
             raise FormatError(
                 "not a Gemini CLI chat: not an object with a messages list", path=path
@@ -500,17 +489,13 @@ def legacy_unit(path: Path) -> Unit:
             value.get("projectHash"), str
         ):
             raise FormatError("not a Gemini CLI chat: no sessionId and projectHash", path=path)
-        meta = {k: value[k] for k in _LEGACY_META if k in value}
-        lines = [_encode(meta)]
-        lines.extend(_encode(m) for m in value["messages"])
-        held = 1 if len(lines) > 1 else 0  # the last message may still be rewritten
+        records: list[Any] = [{k: value[k] for k in _LEGACY_META if k in value}]
+        records.extend(value["messages"])
+        held = 1 if len(records) > 1 else 0  # the last message may still be rewritten
         changes = {k: value[k] for k in _LEGACY_SET if k in value}
         if changes:
-            lines.append(_encode({"$set": changes}))
+            records.append({"$set": changes})
             held += 1
-        data = b"".join(line + b"\n" for line in lines)
-        if settled:
-            return data, 0
-        return data, sum(len(line) + 1 for line in lines[len(lines) - held :])
+        return render_records(records, held, settled)
 
     return Unit(str(path), path.name, st.st_size, st.st_mtime_ns, render)

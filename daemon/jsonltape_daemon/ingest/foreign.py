@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from jsonltape._index_api import SOURCES, crc_of, encode_event, wanted
+from jsonltape._index_api import SOURCES, crc_of, encode_event, in_place, wanted
 from jsonltape.errors import FormatError, JsonltapeError
 from jsonltape.events import HeaderData, Line
 from jsonltape.interop import foreign as mapping
@@ -130,6 +130,9 @@ class ForeignFiles:
         name = os.path.basename(path)
         if MEMBER in name or not wanted(self.source, Path(path)):
             return False
+        taken = in_place(self.source, path)  # what the source's layout says, where it has one
+        if taken is not None:
+            return taken
         if self.source == "gemini-cli" and name.endswith(".json"):
             # a legacy whole-file chat, read as its records, unless Gemini CLI migrated it
             # (the same session: `jsonltape import` skips it too)

@@ -1,0 +1,118 @@
+"""Helpers for the tests of the importers of issue 32 (Continue, Copilot CLI, Copilot Chat in VS
+Code, Cursor): copies of fixture trees, request bodies and their validity, the raw lines an import
+kept, the read-only scan beside the import, a CLI run's verdict."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import jsonltape
+from jsonltape import fold
+from jsonltape.fold._valid import check_anthropic, check_kept, check_openai
+from jsonltape.interop import FileReport
+from jsonltape.interop.foreign import scan_file
+
+FIXTURES = Path(__file__).parent / "fixtures" / "interop"
+
+
+def age(paths: Iterable[Path], seconds: float = 7200) -> None:
+    """Set the change time of ``paths`` ``seconds`` ago (a finished source: settled)."""
+    t = time.time() - seconds
+    for p in paths:
+        os.utime(p, (t, t), follow_symlinks=False)
+
+
+def copy_tree(src: Path, dst: Path, *, seconds: float | None = 7200) -> Path:
+    """A copy of a fixture tree (or file) at ``dst``, every file changed ``seconds`` ago."""
+    if src.is_dir():
+        shutil.copytree(src, dst, symlinks=True)
+        files = [p for p in dst.rglob("*") if p.is_file()]
+    else:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+        files = [dst]
+    if seconds is not None:
+        age(files, seconds)
+    return dst
+
+
+def bodies(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The session's OpenAI and Anthropic request bodies."""
+    return fold.messages(path, format="openai"), fold.messages(path, format="anthropic")
+
+
+def problems(path: str | Path) -> list[str]:
+    """What the providers' rules refuse in the session's request bodies (empty: valid), as
+    ``messages --check`` checks them."""
+    items = fold.messages(path)["messages"]
+    openai, anthropic = bodies(path)
+    return [f"openai: {p}" for p in check_openai(openai) + check_kept(items, openai)] + [
+        f"anthropic: {p}" for p in check_anthropic(anthropic) + check_kept(items, anthropic)
+    ]
+
+
+def surface(path: str | Path) -> list[tuple[str, Any]]:
+    """(role, content) of each message of the session's OpenAI body."""
+    return [(m["role"], m.get("content")) for m in bodies(path)[0]["messages"]]
+
+
+def raws(paths: Iterable[str | Path]) -> dict[int, str]:
+    """Every source line the sessions keep verbatim (line number -> text), checking that no
+    line is carried twice."""
+    kept: dict[int, str] = {}
+    for path in paths:
+        for line in jsonltape.reader.lines(path):
+            info = line.event.data.get("import") if isinstance(line.event.data, dict) else None
+            for n, text in ((info or {}).get("raw") or {}).items():
+                assert int(n) not in kept, f"line {n} is carried twice"
+                kept[int(n)] = text
+    return kept
+
+
+def imported(report: FileReport) -> Path:
+    assert report.status == "imported", report.error
+    return Path(report.sessions[0])
+
+
+def scan_matches_import(source: str, src: Path | Any, report: FileReport) -> None:
+    """The read-only scan (``sync --source``) gives the events the import wrote, header first;
+    only the import closes turns of a settled source and writes its markers."""
+    written = [line.event for line in jsonltape.reader.lines(report.sessions[0])]
+    scan = scan_file(source, src)
+    scanned = [e for sid, e in scan.events() if sid == written[0].data["id"]]
+    skip = {"session/flush", "import/sync"}
+    # what the import adds at the end of a settled source (closers, ``turn/end``) is keyed
+    # ``…:eof:…``: the scan never settles a source
+    kept = [
+        (e.type, e.data) for e in written[1:] if e.type not in skip and ":eof:" not in (e.key or "")
+    ]
+    assert [(e.type, e.data) for e in scanned[1:]] == kept
+    assert scanned[0].data.get("title") == written[0].data.get("title")
+    assert scanned[0].data.get("cwd") == written[0].data.get("cwd")
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``jsonltape ARGS`` in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "jsonltape", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def one_verdict(done: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """A refused import: exit 2, one stderr line holding ``needles``, no traceback."""
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    for n in needles:
+        assert n in lines[0], lines[0]
