@@ -68,6 +68,8 @@ class Mapper(TurnsMixin, BranchesMixin, CompactionMixin, GroupsMixin):
         for out in list(self.outs.values()):
             self.flush_group(out)
             self.end_turn(out, "completed", tag="rewrite:end")
+            self.end_compaction(out, "REWRITTEN", "the source was rewritten before the summary")
+            self._request_at(out, cut)
             nodes = out.surface.nodes
             at = next(
                 (i for i, v in enumerate(nodes) if min(_lines(out.data.get(v)), default=0) >= cut),
@@ -82,6 +84,19 @@ class Mapper(TurnsMixin, BranchesMixin, CompactionMixin, GroupsMixin):
                 continue
             self.retract(out, run, "rewritten", "rewrite", raw=False)
         self.rewound(k)
+
+    def _request_at(self, out: Out, cut: int) -> None:
+        """The request state as the lines before ``cut`` left it, again (a model change the
+        rewrite dropped no longer applies)."""
+        kept = [entry for entry in out.request_log if entry[0] < cut]
+        state = kept[-1][1] if kept else {}
+        del out.request_log[len(kept) :]
+        if state == out.request:
+            return
+        out.request = state
+        out.request_log.append((self.n, state))
+        data = {**state, "import": self.imp(raw=False)}
+        self.emit(out, "request/header", data, self.key("rewrite:request"))
 
     def rewound(self, k: int) -> None:
         """Hook: forget what the subclass kept about records ``k`` on (after :meth:`rewrite`)."""

@@ -344,6 +344,7 @@ class MapperCore:
         if new == out.request:
             return
         out.request = new
+        out.request_log.append((self.n if n is None else n, new))
         data = dict(new)
         data["import"] = self.imp(raw=raw, lines=None if n is None else [n])
         self.emit(out, "request/header", data, self.key("request", n=n))

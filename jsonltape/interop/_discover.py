@@ -11,6 +11,7 @@ only when that source is imported.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from collections.abc import Iterable
@@ -60,6 +61,9 @@ class Layout(Protocol):
 
     def name_of(self, path: Path) -> str:
         """The name a session file is known by (its session id derives from it)."""
+
+    def title_of(self, path: Path) -> str | None:
+        """The session's own title, when the source keeps it beside a session file."""
 
 
 #: What an import takes: a JSONL file, or a unit.
@@ -156,7 +160,9 @@ def as_input(source: str, item: str | os.PathLike[str] | Unit) -> Input:
             from .kimi import wire_input
 
             return wire_input(p)
-        return FileInput(p, name_of(source, p))
+        layout = _layout(source)
+        title = None if layout is None else functools.partial(layout.title_of, p)
+        return FileInput(p, name_of(source, p), title)
     if len(found) != 1:
         raise SourceError(
             f"holds {len(found)} {source} sessions, not one: import the whole of it "

@@ -38,6 +38,7 @@ from .amp import AmpMapper
 from .claude_code import ClaudeCodeMapper
 from .codex import CodexMapper
 from .continue_dev import ContinueMapper
+from .copilot_cli import CopilotCliMapper
 from .droid import DroidMapper
 from .gemini import GeminiMapper
 from .kimi import KimiMapper
@@ -62,6 +63,7 @@ SOURCES: dict[str, Callable[[str, str, str], Mapper]] = {
     "claude-code": ClaudeCodeMapper,
     "codex": CodexMapper,
     "continue": ContinueMapper,
+    "copilot-cli": CopilotCliMapper,
     "factory-droid": DroidMapper,
     "gemini-cli": GeminiMapper,
     "kimi-cli": KimiMapper,
@@ -455,7 +457,9 @@ def _import(
         raise
     finally:
         sink.close()
-    report.sessions = [str(sink.path_of(o.target)) for o in mapper.outs.values()]
+    # a sidechain the source named but gave nothing to write has no session file
+    paths = [sink.path_of(o.target) for o in mapper.outs.values()]
+    report.sessions = [str(path) for path in paths if path.exists()]
     report.created = sink.created
     report.events = sink.appended
     report.raw, report.unknown = mapper.raw_counts, mapper.unknown

@@ -168,6 +168,8 @@ class Out:
         self.turn: int | None = None  # vid of the open turn/start
         self.pending: dict[str, int | None] = {}  # unanswered call id -> its tool/call vid
         self.request: dict[str, Any] = {}
+        #: (source line, the request state it set), for a rewrite to go back to (``_base``)
+        self.request_log: list[tuple[int, dict[str, Any]]] = []
         self.group: Group | None = None
         self.ledgers: dict[int, FileLedger] = {}  # summary message vid -> its ledger
         self.entry_vid: dict[str, int] = {}  # source entry id -> vid of the node it made

@@ -66,7 +66,7 @@ from ._parts import (
 )
 from ._source import Unit, parse_time, path_of_uri
 
-__all__ = ["ContinueMapper", "in_place", "name_of", "take", "unit", "units"]
+__all__ = ["ContinueMapper", "in_place", "name_of", "take", "title_of", "unit", "units"]
 
 #: The title Continue gives a session it has not named yet (``NEW_SESSION_TITLE``).
 NEW_SESSION = "New Session"
@@ -103,6 +103,10 @@ def units(path: Path) -> list[Unit] | None:
 
 def name_of(path: Path) -> str:
     return path.name
+
+
+def title_of(path: Path) -> str | None:
+    return None  # a unit's title is its own (:func:`unit`)
 
 
 def _created(path: Path) -> int | None:
