@@ -13,6 +13,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+from hypothesis import strategies as st
+
 import jsonltape
 from jsonltape import fold
 from jsonltape.fold._valid import check_anthropic, check_kept, check_openai
@@ -20,6 +23,14 @@ from jsonltape.interop import FileReport
 from jsonltape.interop.foreign import scan_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "interop"
+#: Any JSON value, small: what a fuzzed field of a source record holds.
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
 
 
 def age(paths: Iterable[Path], seconds: float = 7200) -> None:
@@ -116,3 +127,39 @@ def one_verdict(done: subprocess.CompletedProcess[str], *needles: str) -> None:
     assert len(lines) == 1, lines
     for n in needles:
         assert n in lines[0], lines[0]
+
+
+def nested(depth: int) -> Any:
+    """A value nested ``depth`` lists deep."""
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def survives(source: str, src: Path, root: Path) -> None:
+    """An import of a source of any shape never breaks: it is imported (every session clean,
+    each problem one line) or refused in one line naming the file."""
+    from jsonltape.interop import import_file
+
+    report = import_file(source, src, root)
+    assert report.status in ("imported", "error"), report.error
+    if report.status == "error":
+        assert report.error is not None and "\n" not in report.error and str(src) in report.error
+        return
+    for _n, why in report.problems:
+        assert "\n" not in why
+    for session in report.sessions:
+        assert jsonltape.verify(session).state == "clean"
+
+
+def current_records(session: Path) -> list[Any]:
+    """The records of the source version the imported session holds last (a source rewritten in
+    place: its kept lines cut at the rewrite points of its last ``import/sync``)."""
+    from jsonltape.interop._rewrite import document
+
+    kept = raws([session])
+    marker = [e.data for e in jsonltape.read(session) if e.type == "import/sync"][-1]
+    lines = [kept[n].encode() for n in range(1, int(marker["lines"]) + 1)]
+    points = [tuple(p) for p in marker.get("rewrites", [])]
+    return [msgspec.json.decode(r) for r in document(lines, points)]

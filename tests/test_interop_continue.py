@@ -21,21 +21,23 @@ from hypothesis import strategies as st
 
 import jsonltape
 from jsonltape.interop import import_file, import_paths
-from jsonltape.interop._rewrite import document
 from jsonltape.interop.continue_dev import CANCELLED, ERRORED, NO_OUTPUT
 
 from ._importers import (
     FIXTURES,
+    JSON,
     age,
     bodies,
     cli,
     copy_tree,
+    current_records,
     imported,
+    nested,
     one_verdict,
     problems,
-    raws,
     scan_matches_import,
     surface,
+    survives,
 )
 
 TREE = FIXTURES / "continue" / "built-from-writer" / ".continue" / "sessions"
@@ -209,12 +211,7 @@ def test_an_unnamed_session_is_titled_by_its_first_prompt_and_a_rename_is_a_titl
 
 def _rebuilt(session: Path) -> dict[str, Any]:
     """The Continue session as the imported session keeps it: its current version's records."""
-    kept = raws([session])
-    marker = [e.data for e in jsonltape.read(session) if e.type == "import/sync"][-1]
-    lines = [kept[n].encode() for n in range(1, int(marker["lines"]) + 1)]
-    points = [tuple(p) for p in marker.get("rewrites", [])]
-    records = [json.loads(r) for r in document(lines, points)]
-    head, *items, changes = records
+    head, *items, changes = current_records(session)
     return {**head, "history": items, **changes["$set"]}
 
 
@@ -373,15 +370,6 @@ def test_the_cli_refuses_a_torn_session_in_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "root" / "continue").exists()
 
 
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
-    ),
-    max_leaves=12,
-)
-
-
 @_settings
 @given(
     items=st.lists(
@@ -394,21 +382,21 @@ _JSON = st.recursive(
                         )
                     },
                     optional={
-                        "content": _JSON,
-                        "id": _JSON,
-                        "toolCalls": _JSON,
-                        "usage": _JSON,
-                        "toolCallId": _JSON,
-                        "signature": _JSON,
+                        "content": JSON,
+                        "id": JSON,
+                        "toolCalls": JSON,
+                        "usage": JSON,
+                        "toolCallId": JSON,
+                        "signature": JSON,
                     },
                 )
             },
             optional={
-                "contextItems": _JSON,
-                "toolCallStates": _JSON,
-                "promptLogs": _JSON,
-                "reasoning": _JSON,
-                "conversationSummary": _JSON,
+                "contextItems": JSON,
+                "toolCallStates": JSON,
+                "promptLogs": JSON,
+                "reasoning": JSON,
+                "conversationSummary": JSON,
             },
         ),
         max_size=6,
@@ -423,24 +411,16 @@ def test_items_of_any_shape_never_break_the_import(
     src.parent.mkdir(parents=True)
     history: list[Any] = list(items)
     if deep:
-        nested: Any = "x"
-        for _ in range(deep):
-            nested = [nested]
         history.append(
-            {"message": {"role": "user", "content": "deep", "id": "d"}, "contextItems": nested}
+            {
+                "message": {"role": "user", "content": "deep", "id": "d"},
+                "contextItems": nested(deep),
+            }
         )
     _save(
         src, {"sessionId": src.stem, "title": "t", "workspaceDirectory": "/w", "history": history}
     )
-    report = import_file("continue", src, work / "root")
-    assert report.status in ("imported", "error"), report.error
-    if report.status == "error":
-        assert report.error is not None and "\n" not in report.error and str(src) in report.error
-        return
-    for _n, why in report.problems:
-        assert "\n" not in why
-    for session in report.sessions:
-        assert jsonltape.verify(session).state == "clean"
+    survives("continue", src, work / "root")
 
 
 # -- the read-only scan and the index --------------------------------------------------------------

@@ -26,6 +26,7 @@ from jsonltape.interop.foreign import scan_file
 
 from ._importers import (
     FIXTURES,
+    JSON,
     age,
     bodies,
     cli,
@@ -295,13 +296,6 @@ def test_a_rewound_log_is_reimported_from_the_prompt_it_goes_back_to(tmp_path: P
 
 # -- bad input ------------------------------------------------------------------------------------
 
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=4),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=10,
-)
 _TYPES = st.sampled_from(
     ["session.start", "user.message", "assistant.message", "assistant.reasoning",
      "tool.execution_complete", "abort", "session.compaction_start",
@@ -318,8 +312,8 @@ _TYPES = st.sampled_from(
                 ["content", "toolRequests", "toolCallId", "messageId", "apiCallId", "success",
                  "result", "error", "summaryContent", "role", "attachments", "delivery",
                  "outputTokens", "assetId", "data", "newModel", "context", "reasoningText"]),
-                _JSON, max_size=5)},
-            optional={"agentId": _JSON, "timestamp": _JSON},
+                JSON, max_size=5)},
+            optional={"agentId": JSON, "timestamp": JSON},
         ),
         max_size=12,
     )

@@ -26,7 +26,8 @@ from jsonltape import fold
 from jsonltape.cli import cli as main
 from jsonltape.fold._request_keys import ANTHROPIC_KEYS, OPENAI_KEYS
 from jsonltape.fold._valid import check_anthropic, check_kept, check_openai
-from jsonltape.interop import SOURCES, discover, import_file
+from jsonltape.interop import SOURCES, import_file
+from jsonltape.interop._discover import LAYOUTS, wanted
 
 from .conftest import LONG, SAMPLES
 from .helpers import load_script
@@ -43,11 +44,12 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def _source(path: Path) -> str | None:
     """The importer a sample or fixture is for, from its name or its folder's name: claude-…,
     codex-…, pi-… (tests/fixtures/interop, ../shared/samples), or claude21/, pi1/ and so on,
-    or tests/fixtures/interop/<source>/… (a session file its importer takes there)."""
+    or tests/fixtures/interop/<source>/… (a session file its importer takes there, for a
+    source whose layout says which)."""
     parts = path.parts
     for k in range(len(parts) - 1):
-        if parts[k] == "interop" and parts[k + 1] in SOURCES:
-            return parts[k + 1] if discover(parts[k + 1], [path])[0] else None
+        if parts[k] == "interop" and parts[k + 1] in LAYOUTS:
+            return parts[k + 1] if wanted(parts[k + 1], path) else None
     for name in (path.name, path.parent.name):
         m = re.match(r"([a-z]+?)(?:-code)?(?=[-_.\d]|$)", name.lower())
         head = m.group(1) if m else ""

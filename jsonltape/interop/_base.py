@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import FormatError
 from ._branches import BranchesMixin
 from ._compaction import CompactionMixin
 from ._groups import GroupsMixin
@@ -78,6 +79,15 @@ class Mapper(TurnsMixin, BranchesMixin, CompactionMixin, GroupsMixin):
             run = nodes[at:]
             if not run:
                 continue
+            if any(min(_lines(out.data.get(v)), default=cut) < cut for v in run):
+                # a summary made after the cut replaced earlier messages, which a retraction
+                # cannot bring back: no surface of these events is the rewritten version's
+                raise FormatError(
+                    f"rewritten from record {k} on, before a compaction that summarized it: "
+                    "the compacted messages cannot be taken back; import it into a new root "
+                    "to read its new version",
+                    path=self.path,
+                )
             refused = self.refusal(out, run)
             if refused is not None:
                 self.problems.append((self.n, f"rewrite: not retracted: {refused.message}"))

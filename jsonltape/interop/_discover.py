@@ -40,7 +40,6 @@ LAYOUTS = {
     "continue": "continue_dev",
     "copilot-cli": "copilot_cli",
     "copilot-vscode": "copilot_vscode",
-    "cursor": "cursor",
 }
 
 

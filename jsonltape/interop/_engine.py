@@ -39,6 +39,7 @@ from .claude_code import ClaudeCodeMapper
 from .codex import CodexMapper
 from .continue_dev import ContinueMapper
 from .copilot_cli import CopilotCliMapper
+from .copilot_vscode import CopilotVscodeMapper
 from .droid import DroidMapper
 from .gemini import GeminiMapper
 from .kimi import KimiMapper
@@ -64,6 +65,7 @@ SOURCES: dict[str, Callable[[str, str, str], Mapper]] = {
     "codex": CodexMapper,
     "continue": ContinueMapper,
     "copilot-cli": CopilotCliMapper,
+    "copilot-vscode": CopilotVscodeMapper,
     "factory-droid": DroidMapper,
     "gemini-cli": GeminiMapper,
     "kimi-cli": KimiMapper,
