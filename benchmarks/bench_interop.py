@@ -1,6 +1,6 @@
 """Import benchmark: how fast foreign sessions become jsonltape sessions.
 
-Six workloads, each imported into a fresh root, then imported again (nothing changed: the
+The workloads below, each imported into a fresh root, then imported again (nothing changed: the
 fast path reads only the end of each imported session) and again after touching every source
 (every file is re-mapped and compared by key, nothing is written):
 
@@ -13,7 +13,9 @@ fast path reads only the end of each imported session) and again after touching 
   ``opencode-db`` (one database): as many sessions of ``--turns`` turns each, shaped as those
   agents write them (benchmarks/_interop_trees.py);
 * ``qwen-tree``, ``kimi-tree``, ``droid-tree``, ``openhands-tree`` and ``amp-threads``: as many
-  sessions again, the importers' test fixtures scaled up (benchmarks/_interop_agents.py).
+  sessions again, the importers' test fixtures scaled up (benchmarks/_interop_agents.py);
+* ``continue``, ``copilot-cli``, ``copilot-vscode``: as many sessions again, shaped as those
+  agents write them (benchmarks/_interop_trees_a.py).
 
 ``--only NAME`` (repeatable) runs only those workloads.
 
@@ -42,6 +44,7 @@ from jsonltape.interop import import_paths
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _interop_agents as agents
 import _interop_trees as trees
+import _interop_trees_a as trees_a
 
 #: The real sessions: $JSONLTAPE_SAMPLES (as in the tests), else shared/samples beside the repo.
 SAMPLES = Path(
@@ -141,6 +144,21 @@ def measure(name: str, source: str, src: Path, work: Path) -> None:
     )
 
 
+#: The importers of issue 32: workload -> (source, tree generator, folder the import reads).
+_ISSUE32 = {
+    "continue": ("continue", trees_a.continue_tree, "continue/sessions"),
+    "copilot-cli": ("copilot-cli", trees_a.copilot_cli_tree, "copilot/session-state"),
+    "copilot-vscode": ("copilot-vscode", trees_a.copilot_vscode_tree, "Code/User"),
+}
+
+
+def _issue32(name: str, sessions: int, turns: int, work: Path) -> None:
+    source, make, folder = _ISSUE32[name]
+    tree = work / folder
+    make(tree, sessions, turns)
+    measure(name, source, tree, work)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--projects", type=int, default=20)
@@ -195,6 +213,9 @@ def main() -> None:
             if want(name):
                 make(work / name, n, args.turns)
                 measure(name, source, work / name, work)
+        for name in _ISSUE32:
+            if want(name):
+                _issue32(name, n, args.turns, work)
     finally:
         if args.keep:
             print(f"kept {work}")

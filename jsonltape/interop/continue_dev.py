@@ -109,27 +109,51 @@ def title_of(path: Path) -> str | None:
     return None  # a unit's title is its own (:func:`unit`)
 
 
+#: Each index read, by its path: ``((size, mtime_ns), {session id: dateCreated})`` (an import
+#: of a tree reads it once, not once per session).
+_INDEXES: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+
 def _created(path: Path) -> int | None:
     """The session's ``dateCreated`` in the ``sessions.json`` beside it (epoch ms), if any."""
+    index = path.with_name(_INDEX)
     try:
-        index = read_document(path.with_name(_INDEX), "Continue index", "index")
+        st = os.stat(index, follow_symlinks=False)
+    except OSError:
+        return None
+    key = (st.st_size, st.st_mtime_ns)
+    cached = _INDEXES.get(str(index))
+    if cached is None or cached[0] != key:
+        try:
+            value = read_document(index, "Continue index", "index")
+        except (OSError, FormatError):
+            value = None
+        dates = {
+            e["sessionId"]: e.get("dateCreated")
+            for e in (value if isinstance(value, list) else ())
+            if isinstance(e, dict) and isinstance(e.get("sessionId"), str)
+        }
+        cached = _INDEXES[str(index)] = (key, dates)
+    created = cached[1].get(path.stem)
+    if isinstance(created, str) and created.isdigit():
+        return parse_time(int(created))
+    return parse_time(created)
+
+
+def _title(path: Path) -> str | None:
+    """The title Continue shows (read when the import needs it: an unchanged session's file is
+    never read); the render gives the verdict on a file it cannot read."""
+    try:
+        value = read_document(path, "Continue session", "session")
     except (OSError, FormatError):
         return None
-    sid = path.stem
-    for entry in index if isinstance(index, list) else ():
-        if isinstance(entry, dict) and entry.get("sessionId") == sid:
-            created = entry.get("dateCreated")
-            if isinstance(created, str) and created.isdigit():
-                return parse_time(int(created))
-            return parse_time(created)
-    return None
+    named = value.get("title") if isinstance(value, dict) else None
+    return named if isinstance(named, str) and named.strip() != NEW_SESSION else None
 
 
 def unit(path: Path) -> Unit:
     """A session file as a :class:`Unit` of records (see the module doc)."""
     st = os.stat(path, follow_symlinks=False)
-    title = None
-    created = _created(path)
 
     def render(settled: bool) -> tuple[bytes, int]:
         value = read_document(path, "Continue session", "session")
@@ -142,13 +166,10 @@ def unit(path: Path) -> Unit:
         records.append({"$set": {k: value[k] for k in _VOLATILE if k in value}})
         return render_records(records, 2 if len(records) > 2 else 1, settled)
 
-    try:  # the title shown; the render gives the verdict on a file it cannot read
-        value = read_document(path, "Continue session", "session")
-        named = value.get("title") if isinstance(value, dict) else None
-        title = named if isinstance(named, str) and named.strip() != NEW_SESSION else None
-    except (OSError, FormatError):
-        pass
-    return Unit(str(path), path.name, st.st_size, st.st_mtime_ns, render, title, created)
+    return Unit(
+        str(path), path.name, st.st_size, st.st_mtime_ns, render, lambda: _title(path),
+        _created(path),
+    )  # fmt: skip
 
 
 # -- mapping --------------------------------------------------------------------------------
