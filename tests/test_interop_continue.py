@@ -189,6 +189,21 @@ def test_the_header_has_continues_title_the_workspace_path_and_the_index_creatio
     assert times[-1] == 1788135000000
 
 
+def test_a_sessions_index_that_is_a_symlink_or_a_fifo_is_not_read(tmp_path: Path) -> None:
+    sessions = copy_tree(TREE, tmp_path / "sessions")
+    index = sessions / "sessions.json"
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(index.read_bytes())
+    index.unlink()
+    index.symlink_to(elsewhere)
+    session = imported(import_file("continue", sessions / RICH, tmp_path / "root"))
+    assert jsonltape.reader.header(session).created != 1788134900000  # not the index's
+    index.unlink()
+    os.mkfifo(index)  # no writer: an open that waits for one would hang the import
+    session = imported(import_file("continue", sessions / RICH, tmp_path / "root2"))
+    assert jsonltape.reader.header(session).created != 1788134900000
+
+
 def test_an_unnamed_session_is_titled_by_its_first_prompt_and_a_rename_is_a_title_event(
     tmp_path: Path,
 ) -> None:

@@ -92,6 +92,22 @@ def test_the_header_comes_from_session_start_and_the_title_from_workspace_yaml(
     assert sub.meta["import"]["sidechain"] == "agent-7"
 
 
+def test_a_workspace_yaml_that_is_a_symlink_or_a_fifo_is_not_read(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    secret = tmp_path / "elsewhere.yaml"
+    secret.write_text("name: read through a link\n", encoding="utf-8")
+    yaml = tree / RICH / "workspace.yaml"
+    yaml.unlink()
+    yaml.symlink_to(secret)
+    assert title_of(tree / RICH / "events.jsonl") is None
+    yaml.unlink()
+    os.mkfifo(yaml)  # no writer: an open that waits for one would hang the import
+    assert title_of(tree / RICH / "events.jsonl") is None
+    report = import_file("copilot-cli", tree / RICH / "events.jsonl", tmp_path / "root")
+    head = jsonltape.reader.header(imported(report))
+    assert head.title != "read through a link" and head.title  # the first prompt instead
+
+
 def test_the_history_is_what_the_cli_sent_the_model(tmp_path: Path) -> None:
     _src, (main, side) = _import(tmp_path)
     events = _events(main)

@@ -183,6 +183,21 @@ def test_an_empty_window_session_has_no_folder_and_its_computed_title(tmp_path: 
     ]
 
 
+def test_a_workspace_json_that_is_a_symlink_or_a_fifo_is_not_read(tmp_path: Path) -> None:
+    tree = copy_tree(TREE, tmp_path / "User")
+    ws = (tree / LOG).parent.parent / "workspace.json"
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"folder": "file:///through/a/link"}), encoding="utf-8")
+    ws.unlink()
+    ws.symlink_to(elsewhere)
+    session = imported(import_file("copilot-vscode", tree / LOG, tmp_path / "root"))
+    assert jsonltape.reader.header(session).cwd is None
+    ws.unlink()
+    os.mkfifo(ws)  # no writer: an open that waits for one would hang the import
+    session = imported(import_file("copilot-vscode", tree / LOG, tmp_path / "root2"))
+    assert jsonltape.reader.header(session).cwd is None
+
+
 def test_a_json_beside_its_jsonl_is_skipped_as_vs_code_reads_the_log(tmp_path: Path) -> None:
     tree = copy_tree(TREE, tmp_path / "User")
     log = tree / LOG

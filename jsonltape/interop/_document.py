@@ -18,17 +18,23 @@ import msgspec
 from ..errors import FormatError
 from ._source import too_deep
 
-__all__ = ["read_document", "render_records"]
+__all__ = ["NOFOLLOW", "read_document", "render_records"]
 
 _encode = msgspec.json.Encoder().encode
-_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+#: never through a symlink; a FIFO reads as empty instead of blocking the import
+NOFOLLOW = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+)
 
 
 def read_document(path: Path, what: str, noun: str) -> Any:
     """The JSON value of the file at ``path`` (never through a symlink), or one
     :class:`~jsonltape.FormatError` naming it: ``what`` names the format (``not a <what>``),
     ``noun`` the thing not imported."""
-    fd = os.open(path, _NOFOLLOW)
+    fd = os.open(path, NOFOLLOW)
     with open(fd, "rb") as f:
         data = f.read()
     deep = too_deep(data)

@@ -50,15 +50,18 @@ Mapping (each line is kept verbatim on the event it produced, else as ``import/r
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 from ._base import Group, Mapper, Out
+from ._document import NOFOLLOW
 from ._parts import blob_part, json_arguments, reasoning_part, text_part, tool_call_part
 from ._source import SourceLine, Unit, parse_time
 
 __all__ = ["CopilotCliMapper", "in_place", "name_of", "take", "title_of", "units"]
+
 
 EVENTS = "events.jsonl"
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -156,9 +159,10 @@ def name_of(path: Path) -> str:
 def title_of(path: Path) -> str | None:
     """``name:`` in the ``workspace.yaml`` beside the log (a plain or quoted scalar)."""
     yaml = path.parent / "workspace.yaml" if path.name == EVENTS else path.with_suffix(".yaml")
-    try:
-        with open(yaml, encoding="utf-8") as f:
-            text = f.read(1 << 16)
+    try:  # never through a symlink; a FIFO reads as empty instead of blocking
+        fd = os.open(yaml, NOFOLLOW)
+        with open(fd, "rb") as f:
+            text = f.read(1 << 16).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     for line in text.splitlines():

@@ -55,7 +55,7 @@ import msgspec
 
 from ..errors import FormatError
 from ._base import Mapper, Out
-from ._document import read_document, render_records
+from ._document import NOFOLLOW, read_document, render_records
 from ._parts import data_url, json_arguments, reasoning_part, text_part, tool_call_part
 from ._source import Unit, parse_time, path_of_uri, too_deep
 
@@ -66,7 +66,6 @@ FOLDERS = frozenset({"chatSessions", "emptyWindowChatSessions", "transferredChat
 #: ``ResponseModelState``: 0 pending, 1 complete, 2 cancelled, 3 failed, 4 needs input.
 _DONE = {1: "completed", 2: "aborted", 3: "error"}
 _FIRST = ("sessionId", "creationDate", "initialLocation")
-_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _WHAT = "VS Code chat session"
 
 
@@ -183,7 +182,7 @@ def replay(path: Path) -> Any:
     """The document a ``.jsonl`` operation log holds; one :class:`FormatError` naming the line
     when an entry is not JSON or cannot be applied. An unfinished last line (no newline, not
     JSON yet) is not read, as VS Code only counts an entry once it is written."""
-    fd = os.open(path, _NOFOLLOW)
+    fd = os.open(path, NOFOLLOW)
     with open(fd, "rb") as f:
         data = f.read()
     state: Any = None
@@ -226,7 +225,7 @@ def _document(path: Path) -> dict[str, Any]:
 def _folder(path: Path) -> str | None:
     """The workspace folder of a ``chatSessions`` folder (``workspace.json`` beside it)."""
     try:
-        fd = os.open(path.parent.parent / "workspace.json", _NOFOLLOW)
+        fd = os.open(path.parent.parent / "workspace.json", NOFOLLOW)
         with open(fd, "rb") as f:
             value = msgspec.json.decode(f.read(1 << 16))
     except (OSError, msgspec.DecodeError):
