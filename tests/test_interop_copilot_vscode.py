@@ -247,6 +247,28 @@ def test_a_torn_last_entry_is_not_read_and_a_bad_entry_before_it_is_one_verdict(
     assert not (tmp_path / "root2").exists() or not any((tmp_path / "root2").rglob("*.jsonl"))
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"kind": 1, "k": ["requests", 10**12], "v": {}},
+        {"kind": 2, "k": ["requests"], "v": [], "i": 10**12},
+        {"kind": 3, "k": ["requests", 4], "v": None},
+    ],
+)
+def test_an_entry_past_the_end_of_an_array_is_one_verdict_not_a_huge_array(
+    tmp_path: Path, entry: dict[str, Any]
+) -> None:
+    src = copy_tree(TREE / LOG, tmp_path / "chatSessions" / LOG.name)
+    lines = src.read_bytes().splitlines(keepends=True)
+    src.write_bytes(b"".join(lines) + json.dumps(entry).encode() + b"\n" + lines[-1])
+    age([src])
+    report = import_file("copilot-vscode", src, tmp_path / "root")
+    assert report.status == "error" and report.error is not None
+    assert f"line {len(lines) + 1}:" in report.error
+    assert "past the end" in report.error or "is not an index of an array of 3" in report.error
+    assert "\n" not in report.error
+
+
 def _entries(src: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in src.read_text(encoding="utf-8").splitlines() if x.strip()]
 

@@ -134,8 +134,10 @@ def _set(container: Any, k: Any, value: Any, *, delete: bool = False) -> None:
         return
     if type(k) is not int or k < 0:
         raise _Bad(f"{k!r} is not an index")
-    if k >= len(container):
-        container.extend([None] * (k + 1 - len(container)))  # JavaScript leaves holes: null
+    if k > len(container):  # VS Code's diff sets members that exist (or the next one)
+        raise _Bad(f"index {k} is past the end of an array of {len(container)}")
+    if k == len(container):
+        container.append(None)
     container[k] = None if delete else value
 
 
@@ -163,17 +165,17 @@ def _apply(state: Any, entry: Any) -> Any:
             arr = _get(holder, path[-1])
         except _Bad:
             arr = None  # JavaScript's ``current[arrayKey] || []``
-        arr = list(arr) if isinstance(arr, list) else []
+        if not isinstance(arr, list):
+            arr = []
+            _set(holder, path[-1], arr)
         cut = entry.get("i")
         if cut is not None:
-            if type(cut) is not int or cut < 0:
-                raise _Bad(f"i {cut!r} is not an index")
+            if type(cut) is not int or cut < 0 or cut > len(arr):
+                raise _Bad(f"i {cut!r} is not an index of an array of {len(arr)}")
             del arr[cut:]
-            arr.extend([None] * (cut - len(arr)))
         values = entry.get("v")
         if isinstance(values, list):
-            arr.extend(values)
-        _set(holder, path[-1], arr)
+            arr.extend(values)  # in place: a response streamed as many pushes stays linear
         return state
     raise _Bad(f"unknown kind {kind!r}")
 
