@@ -269,6 +269,22 @@ def test_an_entry_past_the_end_of_an_array_is_one_verdict_not_a_huge_array(
     assert "\n" not in report.error
 
 
+def test_sets_that_nest_the_session_past_the_depth_limit_are_one_verdict(tmp_path: Path) -> None:
+    src = tmp_path / "chatSessions" / "0bad5eed-0000-4000-8000-000000000009.jsonl"
+    src.parent.mkdir()
+    request = {"requestId": "r", "message": {"text": "hi"}, "x": nested(400)}
+    deep = ["requests", 0, "x", *[0] * 399]
+    entries = [
+        {"kind": 0, "v": {"version": 3, "sessionId": src.stem, "requests": [request]}},
+        {"kind": 1, "k": deep, "v": nested(400)},  # each line nests about 400 levels
+        {"kind": 1, "k": [*deep, *[0] * 399], "v": nested(400)},
+    ]
+    _write_log(src, entries)
+    report = import_file("copilot-vscode", src, tmp_path / "root")
+    assert report.status == "error" and report.error is not None
+    assert "deeper than 512 levels" in report.error and "\n" not in report.error
+
+
 def _entries(src: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in src.read_text(encoding="utf-8").splitlines() if x.strip()]
 

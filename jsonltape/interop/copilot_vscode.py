@@ -57,7 +57,7 @@ from ..errors import FormatError
 from ._base import Mapper, Out
 from ._document import NOFOLLOW, read_document, render_records
 from ._parts import data_url, json_arguments, reasoning_part, text_part, tool_call_part
-from ._source import Unit, parse_time, path_of_uri, too_deep
+from ._source import MAX_DEPTH, Unit, parse_time, path_of_uri, too_deep
 
 __all__ = ["CopilotVscodeMapper", "in_place", "name_of", "replay", "take", "title_of", "units"]
 
@@ -211,7 +211,27 @@ def replay(path: Path) -> Any:
             ) from None
     if not isinstance(state, dict):
         raise FormatError(f"not a {_WHAT}: the log holds no session", path=path)
+    if _deeper(state, MAX_DEPTH):
+        # sets at deep paths nest a document deeper than any line of the log (B.1's limit)
+        raise FormatError(
+            f"not a {_WHAT}: the log builds a session nesting deeper than {MAX_DEPTH} levels; "
+            "nothing of this session is imported",
+            path=path,
+        )
     return state
+
+
+def _deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and dicts more than ``limit`` deep (walked without
+    recursion, stopping at the first place that does)."""
+    todo: list[tuple[Any, int]] = [(value, 1)]
+    while todo:
+        node, depth = todo.pop()
+        children = node.values() if isinstance(node, dict) else node
+        if depth > limit:
+            return True
+        todo.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
 
 
 # -- the unit -------------------------------------------------------------------------------
