@@ -89,7 +89,9 @@ def import_(
     codex, also legacy session-*.json for gemini-cli; for opencode an opencode.db, a storage
     tree or the data directory ~/.local/share/opencode; qwen-code ~/.qwen/projects, kimi-cli
     ~/.kimi/sessions, factory-droid ~/.factory/sessions, openhands ~/.openhands/conversations,
-    amp ~/.local/share/amp/threads) as jsonltape sessions, one per source session.
+    amp ~/.local/share/amp/threads, copilot-cli ~/.copilot/session-state, copilot-vscode the
+    VS Code user directory ~/.config/Code/User, continue ~/.continue/sessions) as jsonltape
+    sessions, one per source session.
 
     Every source line is kept verbatim in the imported session. Importing again adds nothing;
     a source that grew adds only its new part. Prints the session files created or appended
