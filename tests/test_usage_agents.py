@@ -1,7 +1,8 @@
-"""Usage of the sessions the Qwen Code, Kimi CLI, Factory Droid, OpenHands and Amp importers
-write (spec Appendix B.12), checked on their fixtures against the totals the source's own
-records give, each response keyed by its own id where the source has one; and their sub-agent
-sessions rolled into their parents' in the index's session report."""
+"""Usage of the sessions the Qwen Code, Kimi CLI, Factory Droid, OpenHands, Amp, Copilot CLI,
+Copilot Chat in VS Code and Continue importers write (spec Appendix B.12), checked on their
+fixtures against the totals the source's own records give, each response keyed by its own id
+where the source has one; and their sub-agent sessions rolled into their parents' in the
+index's session report."""
 
 from __future__ import annotations
 
@@ -17,15 +18,28 @@ from jsonltape_daemon.search.reader import open_reader
 from jsonltape_daemon.target import SqliteTarget
 
 import jsonltape
+from jsonltape.interop.copilot_vscode import replay
 from jsonltape.usage import Tokens, report, response_of
 
 from . import _agents
+from ._importers import FIXTURES, copy_tree
+
+#: The fixture trees of the importers main gained last, and where each agent keeps them.
+_TREES = {
+    "copilot-cli": ("copilot-cli/built-from-schema/session-state", ".copilot/session-state"),
+    "copilot-vscode": ("copilot-vscode/built-from-writer", "User"),
+    "continue": ("continue/built-from-writer/.continue/sessions", ".continue/sessions"),
+}
 
 
 def _import(agent: str, tmp_path: Path) -> tuple[Path, Path]:
     """The agent's fixture tree (as the agent lays it out) and the jsonltape root imported from
     it."""
-    src = _agents.tree(agent, tmp_path / "src")
+    if agent in _TREES:
+        fixture, layout = _TREES[agent]
+        src = copy_tree(FIXTURES / fixture, tmp_path / "src" / layout)
+    else:
+        src = _agents.tree(agent, tmp_path / "src")
     root = tmp_path / "root"
     _agents.imported(_agents.run(agent, src, root))
     return src, root
@@ -207,6 +221,8 @@ def test_a_response_without_the_sources_id_is_keyed_by_its_session_and_line() ->
           "qwen-code-7c0f1a2b-0000-4000-8000-00000000c0df"]),
         ("factory-droid", "factory-droid-abc12345-0000-4000-8000-000000000002",
          ["factory-droid-abc12345-0000-4000-8000-000000000003"]),
+        ("copilot-cli", "copilot-cli-5e1f0c2a-0000-4000-8000-0000000000c2",
+         ["copilot-cli-5e1f0c2a-0000-4000-8000-0000000000c2.sidechain-agent-7"]),
     ],
 )  # fmt: skip
 def test_sub_agent_sessions_roll_up_into_their_parent(
@@ -252,3 +268,107 @@ def _rows_of(path: Path) -> list[Any]:
         if (r := response_of(header.id, header.parent is not None, ev.type, ev.seq, ev.time,
                              ev.crc, ev.data, ev.key)) is not None
     ]  # fmt: skip
+
+
+# -- the importers main gained last: Copilot CLI, Copilot Chat in VS Code, Continue -------------
+
+
+def test_copilot_cli_usage_is_each_model_calls_output_by_its_call_id(tmp_path: Path) -> None:
+    """Copilot CLI persists a call's output tokens on its ``assistant.message`` chunks (its
+    input tokens only in the ephemeral ``assistant.usage``); a response is the call's
+    ``apiCallId`` (else the message's ``messageId``) in the main session and in the sub-agent's
+    session alike, and the calls of a session without call ids add up to its
+    ``session.shutdown`` metrics."""
+    src, root = _import("copilot-cli", tmp_path)
+    own: dict[str, Tokens] = {}
+    for v in _lines(f"{src}/*/events.jsonl"):
+        d = v.get("data") or {}
+        if v["type"] == "assistant.message" and isinstance(d.get("outputTokens"), int):
+            # the chunks of one call are one response: its last chunk's count (as imported)
+            own[f"copilot-cli:{d.get('apiCallId') or d['messageId']}"] = Tokens(
+                output=d["outputTokens"]
+            )
+    assert len(own) >= 8 and any(v.get("agentId") for v in _lines(f"{src}/*/events.jsonl"))
+    got = _counted(_rows(root))
+    assert got == own
+    small = _lines(f"{src}/381474ec-*/events.jsonl")
+    metrics = next(v["data"]["modelMetrics"] for v in small if v["type"] == "session.shutdown")
+    assert sum(t.output for k, t in got.items() if k.startswith("copilot-cli:msg-")) == sum(
+        m["usage"]["outputTokens"] for m in metrics.values()
+    )
+
+
+def test_copilot_vscode_usage_is_each_requests_tokens_by_its_response_id(tmp_path: Path) -> None:
+    """VS Code keeps a request's ``promptTokens`` and ``outputTokens`` in its result metadata
+    (the prompt with its cache, which it does not name apart) and names the response
+    ``responseId``: the same response in two session files (the fixture's flat ``.json`` and
+    its operation log copy) is counted once."""
+    src, root = _import("copilot-vscode", tmp_path)
+    own: dict[str, Tokens] = {}
+    files: dict[str, int] = {}
+    for f in sorted(src.rglob("*.json*")):
+        if f.name == "workspace.json":
+            continue
+        doc = replay(f) if f.suffix == ".jsonl" else json.loads(f.read_text())
+        for r in doc.get("requests") or ():
+            meta = (r.get("result") or {}).get("metadata") or {}
+            t = _named(meta, input="promptTokens", output="outputTokens")
+            if t.total and r.get("responseId"):
+                own[f"copilot-vscode:{r['responseId']}"] = t
+                files[r["responseId"]] = files.get(r["responseId"], 0) + 1
+    assert len(own) >= 3 and max(files.values()) == 2  # one response in two files
+    assert _counted(_rows(root)) == own
+
+
+def test_continue_usage_is_each_replys_usage_by_its_item_id(tmp_path: Path) -> None:
+    """Continue's ``completionTokens`` include the reasoning ones (counted apart, not twice);
+    its Anthropic provider's ``promptTokens`` leave the cache out, its OpenAI-style providers'
+    include it. Each reply is the history item that carries the usage, and a session's replies
+    add up to the totals Continue keeps in the session's ``usage``."""
+    src, root = _import("continue", tmp_path)
+    own: dict[str, Tokens] = {}
+    totals: dict[str, dict[str, int]] = {}
+    for f in sorted(src.glob("*-*.json")):
+        doc = json.loads(f.read_text())
+        provider = None  # a reply without prompt logs: the provider of the one before
+        for item in doc["history"]:
+            logs = item.get("promptLogs") or []
+            provider = logs[0]["modelProvider"] if logs else provider
+            u = item["message"].get("usage")
+            if not isinstance(u, dict):
+                continue
+            cached = (u.get("promptTokensDetails") or {}).get("cachedTokens", 0)
+            written = (u.get("promptTokensDetails") or {}).get("cacheWriteTokens", 0)
+            thought = (u.get("completionTokensDetails") or {}).get("reasoningTokens", 0)
+            cache = 0 if provider == "anthropic" else cached + written
+            own[f"continue:{item['message']['id']}"] = Tokens(
+                input=u["promptTokens"] - cache, output=u["completionTokens"] - thought,
+                cache_5m=written, cache_read=cached, reasoning=thought,
+            )  # fmt: skip
+        totals[f"continue-{doc['sessionId']}"] = doc["usage"]
+    assert any(t.reasoning for t in own.values()) and any(t.cache_5m for t in own.values())
+    assert _counted(_rows(root)) == own
+    for path in root.rglob("*.jsonl"):
+        spent = Tokens()
+        for t in _counted(_rows_of(path)).values():
+            spent = spent.plus(t)
+        total = totals[jsonltape.header(path).id]
+        assert spent.output + spent.reasoning == total["completionTokens"]
+
+
+def test_copilot_vscode_and_continue_replies_without_an_id_stay_in_their_session() -> None:
+    """A VS Code request without ``responseId`` and a Continue item without ``id`` (the
+    importer's ``continue-<line>``) name nothing outside their session: two sessions' replies
+    stay two responses, keyed by the session and the source line."""
+    cases = {
+        "copilot-vscode": {"message": {"id": "round-a"}, "import": {"lines": [7]}},
+        "continue": {"message": {"id": "continue-7"}, "import": {"lines": [7],
+                                                                 "ids": ["continue-7"]}},
+    }  # fmt: skip
+    for source, data in cases.items():
+        data["usage"] = {"input_tokens": 1}
+        data["import"]["source"] = source  # type: ignore[index]
+        a = response_of(f"{source}-a", False, "assistant/message", 9, 0, "00000000", data)
+        b = response_of(f"{source}-b", False, "assistant/message", 9, 0, "00000000", data)
+        assert a is not None and a.rkey == f"{source}:{source}-a:7"
+        assert b is not None and b.rkey != a.rkey

@@ -158,8 +158,19 @@ def read_tokens(usage: Mapping[str, Any], source: str | None = None) -> Tokens:
             _count(u.get("output_tokens")), _sub(u, "output_token_details", "reasoning")
         )
         return Tokens(input=inp, output=out, cache_5m=written, cache_read=cached, reasoning=thought)
-    # Anthropic's names (Claude Code, pi, OpenCode, and the format's own default): input
-    # without the cache, cache writes by duration when the source says.
+    if source == "continue":
+        # Continue's completionTokens (imported as output_tokens) include the reasoning ones,
+        # as OpenAI's completion_tokens and Anthropic's output_tokens do; the rest is
+        # Anthropic's names (the importer takes the cache out of the input, B.15).
+        t = _anthropic(u)
+        out, thought = _apart(t.output, t.reasoning)
+        return t._replace(output=out, reasoning=thought)
+    return _anthropic(u)
+
+
+def _anthropic(u: Mapping[str, Any]) -> Tokens:
+    """Anthropic's names (Claude Code, pi, OpenCode, and the format's own default): input
+    without the cache, cache writes by duration when the source says."""
     written = _count(u.get("cache_creation_input_tokens"))
     one_hour = 0
     split = u.get("cache_creation")
@@ -186,8 +197,8 @@ def tier_of(prompt: int) -> int:
 _GEMINI = frozenset({"gemini-cli", "qwen-code"})
 #: Imports whose ``message.id`` is the source's own id of the response (the API message id of
 #: Claude Code, the record id of Gemini CLI, the message id of OpenCode, Amp's thread id and
-#: message index).
-_OWN_IDS = frozenset({"claude-code", "gemini-cli", "opencode", "amp"})
+#: message index, Copilot CLI's model call id, else its message id: the importer makes none up).
+_OWN_IDS = frozenset({"claude-code", "gemini-cli", "opencode", "amp", "copilot-cli"})
 #: Imports whose ``message.id`` is the source's own id when the source gave one, and then is
 #: in ``import.ids`` too (else the importer made it up): Qwen Code's record uuid, Kimi CLI's
 #: response id (``StatusUpdate.message_id``), OpenHands's LLM response id (else its event id).
@@ -211,6 +222,14 @@ def _key(
                 return f"{source}:{mid}"
             if source in _SESSION_IDS:
                 return f"{source}:{session_id}:{mid}"
+        rid = imp.get("response_id")
+        if source == "copilot-vscode" and isinstance(rid, str) and rid:
+            # the request's responseId: a request's tokens are on its first reply only
+            return f"copilot-vscode:{rid}"
+        if source == "continue" and ids and not ids[-1].startswith("continue-"):
+            # the id of the history item that carries the usage (the reply's last; its
+            # thinking items come before it); ``continue-<line>`` is one the importer made up
+            return f"continue:{ids[-1]}"
         if source == "codex" and ids:
             # Codex 0.15x's token_usage_record names the response (``resp_…``); else the ids
             # of its items (``rs_…``, ``msg_…``), which a forked rollout copies as they are
