@@ -26,10 +26,11 @@ if TYPE_CHECKING:
     from ._prepare import encode_event
     from ._project import data_dir
     from ._scan import TOO_DEEP, read_header, witness_after
-    from .interop._discover import in_place, wanted
     from .interop._engine import SOURCES, session_id_for
+    from .interop._registry import AGENTS
 
 __all__ = [
+    "AGENTS",
     "SOURCES",
     "TOO_DEEP",
     "Bad",
@@ -39,7 +40,6 @@ __all__ = [
     "encode_event",
     "frame_ok",
     "fs",
-    "in_place",
     "iter_lines",
     "iter_lines_reverse",
     "read_header",
@@ -47,7 +47,6 @@ __all__ = [
     "session_id_for",
     "shown",
     "spawn",
-    "wanted",
     "witness_after",
 ]
 
@@ -65,10 +64,9 @@ _HOME = {
     "TOO_DEEP": "jsonltape._scan",
     "read_header": "jsonltape._scan",
     "witness_after": "jsonltape._scan",
-    "in_place": "jsonltape.interop._discover",
     "SOURCES": "jsonltape.interop._engine",
     "session_id_for": "jsonltape.interop._engine",
-    "wanted": "jsonltape.interop._discover",
+    "AGENTS": "jsonltape.interop._registry",
 }
 
 

@@ -21,7 +21,7 @@ from jsonltape_daemon.ingest.foreign import ForeignIngestor, split_member
 import jsonltape
 from jsonltape.cli import cli as main
 from jsonltape.interop import discover, foreign
-from jsonltape.interop._discover import as_input
+from jsonltape.interop._engine import as_input
 
 from ._agents import (
     AGENTS,

@@ -27,7 +27,7 @@ from jsonltape.cli import cli as main
 from jsonltape.fold._request_keys import ANTHROPIC_KEYS, OPENAI_KEYS
 from jsonltape.fold._valid import check_anthropic, check_kept, check_openai
 from jsonltape.interop import SOURCES, import_file
-from jsonltape.interop._discover import LAYOUTS, wanted
+from jsonltape.interop._registry import AGENTS
 
 from .conftest import LONG, SAMPLES
 from .helpers import load_script
@@ -44,12 +44,12 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def _source(path: Path) -> str | None:
     """The importer a sample or fixture is for, from its name or its folder's name: claude-…,
     codex-…, pi-… (tests/fixtures/interop, ../shared/samples), or claude21/, pi1/ and so on,
-    or tests/fixtures/interop/<source>/… (a session file its importer takes there, for a
-    source whose layout says which)."""
+    or tests/fixtures/interop/<source>/… (a session file its importer takes there, as its
+    agent declares)."""
     parts = path.parts
     for k in range(len(parts) - 1):
-        if parts[k] == "interop" and parts[k + 1] in LAYOUTS:
-            return parts[k + 1] if wanted(parts[k + 1], path) else None
+        if parts[k] == "interop" and parts[k + 1] in AGENTS:
+            return parts[k + 1] if AGENTS[parts[k + 1]].wanted(path) else None
     for name in (path.name, path.parent.name):
         m = re.match(r"([a-z]+?)(?:-code)?(?=[-_.\d]|$)", name.lower())
         head = m.group(1) if m else ""

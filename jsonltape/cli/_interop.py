@@ -16,6 +16,7 @@ import msgspec
 from .._display import json_shown, shown
 from .._project import make_sessions_dir, resolve_root
 from ..interop import SOURCES, FileReport, discover, import_file
+from ..interop._engine import agent_of
 from ..interop._source import Unit
 from ..interop.export import FORMATS, Export, ExportFormat, export_to
 from ._base import CliError, say
@@ -26,11 +27,6 @@ _enc = msgspec.json.Encoder()
 _MAX_PROBLEMS = 5
 #: Show a progress bar from this many bytes of sources on (or more than one file).
 _BAR_BYTES = 8 << 20
-_PATTERNS = {
-    "codex": "rollout-*.jsonl",
-    "gemini-cli": "*.jsonl, session-*.json",
-    "opencode": "opencode.db, storage/session/*/*.json",
-}
 
 
 def _import_root(root: Path | None) -> Path:
@@ -105,7 +101,7 @@ def import_(
         _err(f"jsonltape: skipped {path}: {why}")
     if not files:
         where = ", ".join(map(str, sources))
-        pattern = _PATTERNS.get(source, "*.jsonl")
+        pattern = agent_of(source).pattern
         raise CliError(f"no {source} sessions ({pattern}) found in {where}", 2)
     total = sum(_size(f) for f in files)
     bar: AbstractContextManager[Any] = nullcontext(None)

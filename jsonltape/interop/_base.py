@@ -111,6 +111,21 @@ class Mapper(TurnsMixin, BranchesMixin, CompactionMixin, GroupsMixin):
     def rewound(self, k: int) -> None:
         """Hook: forget what the subclass kept about records ``k`` on (after :meth:`rewrite`)."""
 
+    def close_open(self, out: Out, tag: str) -> None:
+        """Close what a finished source (or a finished part of one: an Aider run) left open
+        in ``out``: a compaction without its summary; the open turn the way repair closes a
+        crashed one, or, for a source that never marks a turn's end, as completed when it
+        ended with a reply and no unanswered call."""
+        self.end_compaction(out, "SUMMARY_MISSING", "the source ends before the summary")
+        if out.turn is None:
+            return
+        nodes = out.surface.nodes
+        last = out.types.get(nodes[-1]) if nodes else None
+        if self.implicit_end and not out.pending and last == "assistant/message":
+            self.end_turn(out, "completed", tag=f"{tag}:end")  # it ended with a reply
+        else:
+            self.close_interrupted(out, tag)
+
     def eof(self, settled: bool) -> None:
         """The source ends here (for now): emit what is pending; if the source is finished
         (``settled``), close turns it left open the way repair closes a crashed turn (or, for
@@ -121,15 +136,7 @@ class Mapper(TurnsMixin, BranchesMixin, CompactionMixin, GroupsMixin):
         for out in list(self.outs.values()):
             self.flush_group(out, keep=True)  # it may still grow: later lines revise it
             if settled:
-                self.end_compaction(out, "SUMMARY_MISSING", "the source ends before the summary")
-                if out.turn is None:
-                    continue
-                nodes = out.surface.nodes
-                last = out.types.get(nodes[-1]) if nodes else None
-                if self.implicit_end and not out.pending and last == "assistant/message":
-                    self.end_turn(out, "completed", tag="eof:end")  # it ended with a reply
-                else:
-                    self.close_interrupted(out, "eof")
+                self.close_open(out, "eof")
         for spec in self.specs[first:]:
             if spec.type == "turn/end":
                 reason = str(spec.data.get("reason"))

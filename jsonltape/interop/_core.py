@@ -116,6 +116,9 @@ class MapperCore:
         self.rewrite_points: dict[int, int] = {}
         #: the line of each record of the version being read (with ``rewrites``)
         self.doc_lines: list[int] = []
+        #: the sessions the current line gave an event (in order): only their titles can
+        #: have changed (a source with a session per run has thousands of others)
+        self._touched: dict[Out, None] = {}
 
     # -- subclass interface -------------------------------------------------------
 
@@ -136,6 +139,7 @@ class MapperCore:
     def feed(self, line: SourceLine) -> None:
         self.line = line
         self._claimed = False
+        self._touched.clear()
         if self.rewrites:
             k = self.rewrite_points.get(line.n)
             if k is not None:
@@ -163,7 +167,7 @@ class MapperCore:
             if replied or out.target.title is not None:
                 out.target.fix()
                 del self._unfixed[out]
-        for out in self.outs.values():
+        for out in [self.main_out(), *self._touched]:
             target = out.target
             if target.header is not target and target.title not in (None, target.shown):
                 # named after its header was fixed (a rename, a summary): the latest title wins
@@ -235,6 +239,7 @@ class MapperCore:
         time: int | None = None,
     ) -> int:
         data = within_depth(data)
+        self._touched[out] = None
         vid = out.next_vid
         op: Replace | Retract | str | None = None
         if surface is not None:

@@ -25,33 +25,25 @@ from ..errors import FormatError, InvalidEventError, JsonltapeError
 from ..events import ParentRef
 from ..writer import Tape
 from ..writer import open as open_tape
+from ._agent import Agent
 from ._base import MAPPER_VERSION, Mapper, Spec, Target, safe_id
-from ._discover import Item, SourceError, as_input, name_of
+from ._discover import Item, SourceError, name_of
+from ._discover import as_input as _as_input
 from ._discover import discover as _discover
 from ._inputs import FileInput, Input, LogInput, UnitInput
 from ._model import unique_key
+from ._registry import AGENTS
 from ._rewrite import continue_log, points_of
 from ._source import SourceReader, Unit
 from ._state import State as _State
 from ._state import last_sync as _last_sync
-from .amp import AmpMapper
-from .claude_code import ClaudeCodeMapper
-from .codex import CodexMapper
-from .continue_dev import ContinueMapper
-from .copilot_cli import CopilotCliMapper
-from .copilot_vscode import CopilotVscodeMapper
-from .droid import DroidMapper
-from .gemini import GeminiMapper
-from .kimi import KimiMapper
-from .opencode import OpenCodeMapper
-from .openhands import OpenHandsMapper
-from .pi import PiMapper
-from .qwen import QwenMapper
 
 __all__ = [
     "SOURCES",
     "FileReport",
     "SourceError",
+    "agent_of",
+    "as_input",
     "discover",
     "import_file",
     "import_paths",
@@ -59,21 +51,9 @@ __all__ = [
     "session_id_for",
 ]
 
-SOURCES: dict[str, Callable[[str, str, str], Mapper]] = {
-    "amp": AmpMapper,
-    "claude-code": ClaudeCodeMapper,
-    "codex": CodexMapper,
-    "continue": ContinueMapper,
-    "copilot-cli": CopilotCliMapper,
-    "copilot-vscode": CopilotVscodeMapper,
-    "factory-droid": DroidMapper,
-    "gemini-cli": GeminiMapper,
-    "kimi-cli": KimiMapper,
-    "opencode": OpenCodeMapper,
-    "openhands": OpenHandsMapper,
-    "pi": PiMapper,
-    "qwen-code": QwenMapper,
-}
+#: Every source an import takes, by name: the importer of one of its sessions (the agents of
+#: :mod:`._registry`).
+SOURCES: dict[str, Callable[[str, str, str], Mapper]] = {n: a.mapper for n, a in AGENTS.items()}
 #: Specs handed to the writer at a time (one write each; memory stays bounded).
 CHUNK = 2000
 #: Lines without a JSON object before a file is refused as not being of the format.
@@ -118,8 +98,10 @@ class FileReport(msgspec.Struct):
 def session_id_for(source: str, path: str | os.PathLike[str]) -> str:
     """The id an imported file gets: ``<source>-<the file's session uuid>`` when its name ends
     in one (Claude Code, Codex and pi all name files after the session), else the file name
-    (the name its source's layout gives it: Copilot CLI's ``<id>/events.jsonl`` is ``<id>``)."""
-    stem = name_of(source, path).rpartition("#")[2]  # ``opencode.db#ses_...``: the session
+    (the name its agent declares: Copilot CLI's ``<id>/events.jsonl`` is ``<id>``)."""
+    agent = AGENTS.get(source)
+    name = Path(path).name if agent is None else name_of(agent, path)
+    stem = name.rpartition("#")[2]  # ``opencode.db#ses_...``: the session
     for ext in (".jsonl", ".json"):
         if stem.endswith(ext):
             stem = stem[: -len(ext)]
@@ -130,14 +112,23 @@ def session_id_for(source: str, path: str | os.PathLike[str]) -> str:
     return safe_id(stem, "" if stem.startswith(f"{source}-") else f"{source}-")
 
 
+def agent_of(source: str) -> Agent:
+    """The declaration of the source named ``source`` (:class:`SourceError` if none)."""
+    try:
+        return AGENTS[source]
+    except KeyError:
+        raise SourceError(f"unknown source {source!r}; use one of {', '.join(AGENTS)}") from None
+
+
+def as_input(source: str, item: str | os.PathLike[str] | Unit) -> Input:
+    """The :class:`~._inputs.Input` of one item of ``source`` (a path stands for one session)."""
+    return _as_input(agent_of(source), item)
+
+
 def mapper_for(
     source: str, path: str | os.PathLike[str], session_id: str, name: str | None = None
 ) -> Mapper:
-    try:
-        cls = SOURCES[source]
-    except KeyError:
-        raise SourceError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}") from None
-    return cls(name or Path(path).name, str(path), session_id)
+    return agent_of(source).mapper(name or Path(path).name, str(path), session_id)
 
 
 def display_path(inp: Input) -> str:
@@ -167,6 +158,8 @@ class _Sink:
         self.batch: dict[str, list[tuple[dict[str, Any], Spec]]] = {}
         self.created: list[str] = []
         self.appended = 0
+        #: the time of each session's first event this run (its creation time, else)
+        self.first: dict[str, int] = {}
 
     def path_of(self, target: Target) -> Path:
         return self.dir / f"{target.session_id}.jsonl"
@@ -188,6 +181,7 @@ class _Sink:
             seq_of.append(existing)
             return
         batch = self.batch.setdefault(name, [])
+        self.first.setdefault(name, spec.time)  # the session may be created for this event
         seq_of.append(self._next_seq(name) + len(batch))
         batch.append((spec.resolved(seq_of.__getitem__), spec))
 
@@ -241,9 +235,8 @@ class _Sink:
         source last changed; never the import's clock (an old session would look new)."""
         if target.created and target.created > 0:
             return target.created
-        first = self.batch.get(name)
-        if first and first[0][1].time > 0:
-            return first[0][1].time
+        if self.first.get(name, 0) > 0:
+            return self.first[name]
         mtime_ms = self.inp.stat()[1] // 1_000_000
         return mtime_ms if mtime_ms > 0 else None
 
@@ -614,7 +607,7 @@ def discover(
     that are not files of their own (a :class:`Unit` each: a Gemini CLI legacy ``.json`` chat,
     an OpenCode session); also files skipped on purpose, with why. Trees are walked without
     following symlinks; ``exclude`` is a tree left out (the import root)."""
-    return _discover(source, paths, exclude=exclude, known=SOURCES)
+    return _discover(agent_of(source), paths, exclude=exclude)
 
 
 def import_paths(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ._source import SourceReader, Unit, prefix_sha256, split_records
 
-__all__ = ["FileInput", "Input", "LogInput", "UnitInput"]
+__all__ = ["FileInput", "Input", "LogInput", "TextInput", "UnitInput"]
 
 
 class Input:
@@ -106,6 +106,19 @@ class FileInput(Input):
         with open(self.path, "rb") as f:
             records, tail = split_records(f.read())
         return records, len(records), tail
+
+
+class TextInput(FileInput):
+    """A text file that is not JSONL (an Aider Markdown history): each line is a record
+    ``{"text": line}``, its raw text the line as stored, so the file is rebuilt byte for byte.
+    ``name`` (the session id derives from it) is the importer's."""
+
+    def __init__(self, path: Path, name: str) -> None:
+        super().__init__(path)
+        self.name = name
+
+    def reader(self, *, settled: bool) -> SourceReader:
+        return SourceReader(str(self.path), text=True)
 
 
 class UnitInput(Input):

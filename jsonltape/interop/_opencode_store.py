@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 
 from ._opencode_db import ROW_DEPTH, Database, OpenCodeStoreError, SessionRow, with_ids
-from ._source import Unit, too_deep
+from ._source import Unit, rendering, too_deep
 
 __all__ = ["OpenCodeStoreError", "units"]
 
@@ -84,10 +84,7 @@ def _render(
             held_from = len(lines)
         rec = {"type": "message", "info": info, "parts": [_stable_part(p) for p in parts]}
         lines.append(_encode(rec))
-    body = b"".join(line + b"\n" for line in lines)
-    if settled or held_from is None:
-        return body, 0
-    return body, sum(len(line) + 1 for line in lines[held_from:])
+    return rendering(lines, None if settled else held_from)
 
 
 def _order(info: dict[str, Any]) -> tuple[float, str]:

@@ -15,12 +15,18 @@ import msgspec
 
 from ._source import too_deep
 
+#: The part types the format defines (spec 8.2): a source block of one of these types that an
+#: importer does not map is not one of them.
+FORMAT_PARTS = frozenset(
+    {"text", "reasoning", "tool_call", "tool_call_response", "uri", "blob", "file"}
+)
 #: Who issued a reasoning signature the Anthropic mapping may send back (see
 #: :func:`reasoning_part`).
 ANTHROPIC = "anthropic"
 
 __all__ = [
     "ANTHROPIC",
+    "FORMAT_PARTS",
     "anthropic_assistant_parts",
     "anthropic_result",
     "anthropic_split",
@@ -30,6 +36,7 @@ __all__ = [
     "genai_parts",
     "genai_response",
     "json_arguments",
+    "member",
     "parts_of",
     "reasoning_part",
     "renamed_usage",
@@ -63,6 +70,13 @@ def reasoning_part(
 
 def tool_call_part(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
     return {"type": "tool_call", "id": call_id, "name": name, "arguments": arguments}
+
+
+def member(value: Any, key: str) -> dict[str, Any]:
+    """``value[key]`` when both are JSON objects, else an empty one (a source's optional or
+    mistyped sub-object read without a check at every use)."""
+    inner = value.get(key) if isinstance(value, dict) else None
+    return inner if isinstance(inner, dict) else {}
 
 
 def blob_part(data: str, mime_type: str, modality: str | None = None) -> dict[str, Any]:
@@ -102,7 +116,9 @@ def parts_of(
     """Parts of a source message's content: a string is one text part (none if it is empty
     and not ``empty_text``); in a list, each object goes through ``block``, and one it does
     not map (None) but that has a string ``type`` is kept whole as a part of that type
-    (lossless for block kinds this importer does not know); anything else is skipped."""
+    (lossless for block kinds this importer does not know; a type the format defines, whose
+    members the block need not have, is kept as ``source:<type>``: Cline's ``file`` block is not
+    a jsonltape ``file`` part); anything else is skipped."""
     if isinstance(content, str):
         return [text_part(content)] if content or empty_text else []
     parts: list[dict[str, Any]] = []
@@ -113,7 +129,10 @@ def parts_of(
         if part is not None:
             parts.append(part)
         elif isinstance(b.get("type"), str):
-            parts.append(dict(b))
+            kept = dict(b)
+            if kept["type"] in FORMAT_PARTS:
+                kept["type"] = f"source:{kept['type']}"
+            parts.append(kept)
     return parts
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "Unit",
     "parse_time",
     "path_of_uri",
+    "rendering",
     "split_records",
     "too_deep",
 ]
@@ -111,6 +112,16 @@ class Unit(NamedTuple):
     created: int | None = None
     """When the session was created (epoch ms), when the source keeps that beside its records
     and not in them (Continue's ``sessions.json``): the header's ``created``."""
+
+
+def rendering(records: list[bytes], held_from: int | None) -> tuple[bytes, int]:
+    """A unit's rendering (:attr:`Unit.render`) from its records, each encoded as one line: the
+    JSONL bytes and how many of them, from record ``held_from`` on (None: none), may still
+    change."""
+    body = b"".join(line + b"\n" for line in records)
+    if held_from is None:
+        return body, 0
+    return body, sum(len(line) + 1 for line in records[held_from:])
 
 
 def _suspect(raw: bytes) -> bool:
@@ -221,7 +232,9 @@ class SourceReader:
 
     ``stop_lines`` limits reading to a number of lines. With ``data`` the lines are read from
     memory (a :class:`Unit`'s rendering; ``size`` and ``mtime_ns`` are then the unit's), its
-    last ``held`` bytes held back like an unfinished last line.
+    last ``held`` bytes held back like an unfinished last line. With ``text`` the file is not
+    JSONL but text (an Aider Markdown history): each complete line is the record ``{"text":
+    line}``, a blank one too, and a last line without its newline is still being written.
     """
 
     def __init__(
@@ -233,8 +246,10 @@ class SourceReader:
         held: int = 0,
         size: int = 0,
         mtime_ns: int = 0,
+        text: bool = False,
     ) -> None:
         self.path = path
+        self.text = text
         self.stop_lines = stop_lines
         self.consumed = 0
         self.lines = 0
@@ -269,23 +284,25 @@ class SourceReader:
             complete = chunk.endswith(b"\n")
             body = chunk[:-1] if complete else chunk
             if not complete:
-                value, _error, _ = _parse(body)
+                value = None if self.text else _parse(body)[0]
                 if value is None:  # still being written, or torn by a crash
                     self.torn = (n, offset, len(chunk))
                     return
             self._hash.update(chunk)
             self.consumed = offset + len(chunk)
             self.lines = n
-            yield self._line(n, offset, body)
+            yield self._line(n, offset, body, self.text)
             offset += len(chunk)
 
     @staticmethod
-    def _line(n: int, offset: int, body: bytes) -> SourceLine:
+    def _line(n: int, offset: int, body: bytes, plain: bool = False) -> SourceLine:
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
             text = body.decode("utf-8", "replace")
             return SourceLine(n, offset, text, None, f"invalid UTF-8 at byte {exc.start}")
+        if plain:  # a line of a text file: its text is the record
+            return SourceLine(n, offset, text, {"text": text}, None)
         if not text.strip():
             return SourceLine(n, offset, text, None, "blank line")
         value, error, sanitized = _parse(body)

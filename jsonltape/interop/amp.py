@@ -45,6 +45,7 @@ from urllib.parse import unquote, urlparse
 import msgspec
 
 from ..errors import FormatError
+from ._agent import Agent, Home
 from ._base import Group, Mapper, Out
 from ._parts import (
     anthropic_assistant_parts,
@@ -54,7 +55,7 @@ from ._parts import (
 )
 from ._source import Unit, parse_time, too_deep
 
-__all__ = ["AmpMapper", "is_thread", "thread_unit"]
+__all__ = ["AGENTS", "AmpMapper", "is_thread", "thread_unit"]
 
 _encode = msgspec.json.Encoder().encode
 _NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -335,3 +336,21 @@ class AmpMapper(Mapper):
         if isinstance(event.get("model"), str) and event["model"] and g.model is None:
             g.model = event["model"]
         self.late_usage(out, g, usage)
+
+
+def _thread(path: Path) -> list[Unit] | None:
+    return [thread_unit(path)] if path.is_file() else None
+
+
+#: The readers of Amp's threads all use the XDG layout, on macOS too; Windows is unknown.
+AGENTS = (
+    Agent(
+        "amp",
+        "Amp",
+        AmpMapper,
+        (Home(("linux", "darwin"), "${XDG_DATA_HOME:-~/.local/share}/amp/threads"),),
+        "T-*.json, threads/*.json",
+        is_thread,
+        units=_thread,
+    ),
+)

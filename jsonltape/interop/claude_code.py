@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ._agent import Agent, Home, jsonl
 from ._base import Group, Mapper, Out, title_of
 from ._model import call_ids
 from ._parts import (
@@ -51,7 +52,7 @@ from ._parts import (
 )
 from ._source import SourceLine, parse_time
 
-__all__ = ["ClaudeCodeMapper"]
+__all__ = ["AGENTS", "ClaudeCodeMapper"]
 
 _KNOWN_RAW = frozenset(
     {
@@ -412,3 +413,16 @@ class ClaudeCodeMapper(Mapper):
             items.append(item)
         data = {"todos": items, "import": imp}
         self.emit(out, "todo/write", data, self.key(f"todo:{part['id']}", n=first))
+
+
+#: Claude Code keeps a tree of projects under its config directory on every platform.
+AGENTS = (
+    Agent(
+        "claude-code",
+        "Claude Code",
+        ClaudeCodeMapper,
+        (Home(("linux", "darwin", "win32"), "${CLAUDE_CONFIG_DIR:-~/.claude}/projects"),),
+        "*.jsonl",
+        jsonl,
+    ),
+)

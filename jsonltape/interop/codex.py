@@ -40,8 +40,10 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
+from ._agent import Agent, Home
 from ._base import Group, Mapper, Out
 from ._parts import (
     data_url,
@@ -54,7 +56,7 @@ from ._parts import (
 )
 from ._source import parse_time
 
-__all__ = ["CodexMapper"]
+__all__ = ["AGENTS", "CodexMapper"]
 
 _KNOWN_RAW = frozenset(
     {
@@ -423,3 +425,30 @@ class CodexMapper(Mapper):
             return
         self._last = None  # a later usage never revises a rolled-back response
         self.retract(out, after, "rollback", "rollback")
+
+
+def _rollout(path: Path) -> bool:
+    return path.name.startswith("rollout-") and path.name.endswith(".jsonl")
+
+
+def _compressed(path: Path) -> str | None:
+    if path.name.startswith("rollout-") and path.name.endswith(".jsonl.zst"):
+        return "compressed rollout (zstd) not supported; decompress it"
+    return None
+
+
+_CODEX_HOME = "${CODEX_HOME:-~/.codex}"
+AGENTS = (
+    Agent(
+        "codex",
+        "Codex CLI",
+        CodexMapper,
+        (
+            Home(("linux", "darwin", "win32"), f"{_CODEX_HOME}/sessions"),
+            Home(("linux", "darwin", "win32"), f"{_CODEX_HOME}/archived_sessions"),
+        ),
+        "rollout-*.jsonl",
+        _rollout,
+        skip=_compressed,
+    ),
+)

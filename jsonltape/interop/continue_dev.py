@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError
+from ._agent import Agent, Home, split_take
 from ._base import Mapper, Out
 from ._document import read_document, render_records
 from ._parts import (
@@ -66,7 +67,7 @@ from ._parts import (
 )
 from ._source import Unit, parse_time, path_of_uri
 
-__all__ = ["ContinueMapper", "in_place", "name_of", "take", "title_of", "unit", "units"]
+__all__ = ["AGENTS", "ContinueMapper", "take", "unit", "units"]
 
 #: The title Continue gives a session it has not named yet (``NEW_SESSION_TITLE``).
 NEW_SESSION = "New Session"
@@ -89,24 +90,14 @@ def take(path: Path) -> bool | str:
     return path.parent.name == "sessions" and path.suffix == ".json" and path.name != _INDEX
 
 
-def in_place(path: Path) -> bool:
-    return take(path) is True
-
-
 def units(path: Path) -> list[Unit] | None:
+    """A session document as a unit (none for ``sessions.json`` or another file); None for a
+    directory, which is walked."""
     if path.is_dir():
-        return []
+        return None
     if path.name == _INDEX or path.suffix != ".json":
         return []
     return [unit(path)]
-
-
-def name_of(path: Path) -> str:
-    return path.name
-
-
-def title_of(path: Path) -> str | None:
-    return None  # a unit's title is its own (:func:`unit`)
 
 
 #: Each index read, by its path: ``((size, mtime_ns), {session id: dateCreated})`` (an import
@@ -410,3 +401,18 @@ class ContinueMapper(Mapper):
         if self.start_compaction(out, "summary", None):
             shown = f"Previous conversation summary:\n\n {summary}"
             self.finish_compaction(out, summary, f"{mid}-summary", tag="summary", shown=shown)
+
+
+_wanted, _skip = split_take(take)
+AGENTS = (
+    Agent(
+        "continue",
+        "Continue",
+        ContinueMapper,
+        (Home(("linux", "darwin", "win32"), "${CONTINUE_GLOBAL_DIR:-~/.continue}/sessions"),),
+        "sessions/<id>.json",
+        _wanted,
+        units=units,
+        skip=_skip,
+    ),
+)

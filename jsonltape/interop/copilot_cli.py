@@ -55,12 +55,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ._agent import Agent, Home, split_take
 from ._base import Group, Mapper, Out
 from ._document import NOFOLLOW
 from ._parts import blob_part, json_arguments, reasoning_part, text_part, tool_call_part
-from ._source import SourceLine, Unit, parse_time
+from ._source import SourceLine, parse_time
 
-__all__ = ["CopilotCliMapper", "in_place", "name_of", "take", "title_of", "units"]
+__all__ = ["AGENTS", "CopilotCliMapper", "name_of", "take", "title_of"]
 
 
 EVENTS = "events.jsonl"
@@ -141,14 +142,6 @@ def take(path: Path) -> bool | str:
             return f"the same session as {path.stem}/{EVENTS}, which is imported"
         return True
     return False
-
-
-def in_place(path: Path) -> bool:
-    return take(path) is True
-
-
-def units(path: Path) -> list[Unit] | None:
-    return None  # a log of its own
 
 
 def name_of(path: Path) -> str:
@@ -467,3 +460,19 @@ class CopilotCliMapper(Mapper):
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+_wanted, _skip = split_take(take)
+AGENTS = (
+    Agent(
+        "copilot-cli",
+        "GitHub Copilot CLI",
+        CopilotCliMapper,
+        (Home(("linux", "darwin", "win32"), "${COPILOT_HOME:-~/.copilot}/session-state"),),
+        "<id>/events.jsonl, <id>.jsonl",
+        _wanted,
+        skip=_skip,
+        name_of=name_of,
+        title_of=title_of,
+    ),
+)

@@ -54,12 +54,13 @@ from typing import Any
 import msgspec
 
 from ..errors import FormatError
+from ._agent import PLATFORMS, Agent, Home, split_take
 from ._base import Mapper, Out
 from ._document import NOFOLLOW, read_document, render_records
 from ._parts import data_url, json_arguments, reasoning_part, text_part, tool_call_part
 from ._source import MAX_DEPTH, Unit, parse_time, path_of_uri, too_deep
 
-__all__ = ["CopilotVscodeMapper", "in_place", "name_of", "replay", "take", "title_of", "units"]
+__all__ = ["AGENTS", "CopilotVscodeMapper", "replay", "take", "units"]
 
 #: Where VS Code keeps chat sessions (a workspace's, an empty window's, one moving windows).
 FOLDERS = frozenset({"chatSessions", "emptyWindowChatSessions", "transferredChatSessions"})
@@ -81,22 +82,14 @@ def take(path: Path) -> bool | str:
     return True
 
 
-def in_place(path: Path) -> bool:
-    return take(path) is True
-
-
 def units(path: Path) -> list[Unit] | None:
-    if path.is_dir() or path.suffix not in (".json", ".jsonl"):
+    """A chat session file as a unit (none for another file); None for a directory, which is
+    walked."""
+    if path.is_dir():
+        return None
+    if path.suffix not in (".json", ".jsonl"):
         return []
     return [unit(path)]
-
-
-def name_of(path: Path) -> str:
-    return path.name
-
-
-def title_of(path: Path) -> str | None:
-    return None  # a unit's title is its own (:func:`unit`)
 
 
 # -- the operation log ----------------------------------------------------------------------
@@ -582,3 +575,24 @@ class CopilotVscodeMapper(Mapper):
             }
             reason = "error" if reason == "completed" else reason
         self.end_turn(out, reason, error, tag="end")
+
+
+#: VS Code's user directory on each platform, for VS Code, its Insiders build and VSCodium.
+_USER = ("${XDG_CONFIG_HOME:-~/.config}", "~/Library/Application Support", "%APPDATA%")
+_wanted, _skip = split_take(take)
+AGENTS = (
+    Agent(
+        "copilot-vscode",
+        "Copilot Chat in VS Code",
+        CopilotVscodeMapper,
+        tuple(
+            Home((plat,), f"{base}/{editor}/User")
+            for editor in ("Code", "Code - Insiders", "VSCodium")
+            for plat, base in zip(PLATFORMS, _USER, strict=True)
+        ),
+        "chatSessions/<id>.jsonl, chatSessions/<id>.json",
+        _wanted,
+        units=units,
+        skip=_skip,
+    ),
+)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._agent import Agent, Home, jsonl
 from ._base import Mapper, Out
 from ._parts import (
     anthropic_assistant_parts,
@@ -38,7 +39,7 @@ from ._parts import (
 )
 from ._source import parse_time
 
-__all__ = ["DroidMapper"]
+__all__ = ["AGENTS", "DroidMapper"]
 
 _TOKENS = (
     ("inputTokens", "input_tokens"),
@@ -138,3 +139,15 @@ class DroidMapper(Mapper):
         if usage:
             g.usage = usage
         self.flush_group(out)
+
+
+AGENTS = (
+    Agent(
+        "factory-droid",
+        "Factory Droid",
+        DroidMapper,
+        (Home(("linux", "darwin", "win32"), "${FACTORY_HOME:-~/.factory}/sessions"),),
+        "*.jsonl",
+        jsonl,
+    ),
+)

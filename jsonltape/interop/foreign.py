@@ -32,8 +32,15 @@ from ..errors import FormatError
 from ..events import Event, Replace, Retract
 from ..fold import SurfaceFold, message_changes
 from ._base import Mapper, Spec
-from ._discover import as_input
-from ._engine import FileReport, Torn, display_path, mapper_for, session_id_for, tail_kind
+from ._engine import (
+    FileReport,
+    Torn,
+    as_input,
+    display_path,
+    mapper_for,
+    session_id_for,
+    tail_kind,
+)
 from ._inputs import Input
 from ._model import unique_key
 from ._source import Unit

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from ..errors import FormatError
+from ._agent import Agent, Home
 from ._base import Group, Mapper, Out, title_of
 from ._document import read_document, render_records
 from ._parts import (
@@ -68,7 +69,7 @@ from ._parts import (
 from ._source import Unit, parse_time
 from ._tools import result_data
 
-__all__ = ["GeminiMapper", "legacy_unit"]
+__all__ = ["AGENTS", "GeminiMapper", "legacy_unit"]
 
 #: Metadata of a legacy chat that never changes after the session starts (its first record).
 _LEGACY_META = ("sessionId", "projectHash", "startTime", "kind", "directories")
@@ -499,3 +500,35 @@ def legacy_unit(path: Path) -> Unit:
         return render_records(records, held, settled)
 
     return Unit(str(path), path.name, st.st_size, st.st_mtime_ns, render)
+
+
+def _legacy(path: Path) -> bool:
+    return path.name.startswith("session-") and path.name.endswith(".json")
+
+
+def _wanted(path: Path) -> bool:
+    return path.name.endswith(".jsonl") or _legacy(path)
+
+
+def _units(path: Path) -> list[Unit] | None:
+    return [legacy_unit(path)] if _legacy(path) and path.is_file() else None
+
+
+def _migrated(path: Path) -> str | None:
+    if _legacy(path) and path.with_name(f"{path.name}l").exists():
+        return f"migrated by Gemini CLI to {path.name}l, which is imported"
+    return None
+
+
+AGENTS = (
+    Agent(
+        "gemini-cli",
+        "Gemini CLI",
+        GeminiMapper,
+        (Home(("linux", "darwin", "win32"), "~/.gemini/tmp"),),
+        "*.jsonl, session-*.json",
+        _wanted,
+        units=_units,
+        skip=_migrated,
+    ),
+)

@@ -51,6 +51,7 @@ from typing import Any
 
 import msgspec
 
+from ._agent import Agent, Home
 from ._base import Group, Mapper, Out
 from ._inputs import FileInput
 from ._parts import (
@@ -65,7 +66,7 @@ from ._parts import (
 )
 from ._source import SourceLine, parse_time
 
-__all__ = ["KimiMapper", "wire_input"]
+__all__ = ["AGENTS", "KimiMapper", "wire_input"]
 
 _TOKENS = (
     ("input_other", "input_tokens"),
@@ -401,3 +402,20 @@ def wire_input(path: Path) -> FileInput:
         session = folder.parent.parent.name
         return FileInput(path, f"{session}.subagent-{folder.name}.jsonl")
     return FileInput(path, f"{folder.name}.jsonl", lambda: _state_title(folder))
+
+
+def _wire(path: Path) -> bool:
+    return path.name == "wire.jsonl"
+
+
+AGENTS = (
+    Agent(
+        "kimi-cli",
+        "Kimi CLI",
+        KimiMapper,
+        (Home(("linux", "darwin", "win32"), "${KIMI_SHARE_DIR:-~/.kimi}/sessions"),),
+        "wire.jsonl",
+        _wire,
+        reader=wire_input,
+    ),
+)

@@ -35,12 +35,14 @@ the user``; not a title). ``step-start``, ``step-finish``, ``snapshot``, ``patch
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from ._agent import Agent, Home
 from ._base import Mapper, Out
-from ._source import parse_time
+from ._source import Unit, parse_time
 
-__all__ = ["OpenCodeMapper"]
+__all__ = ["AGENTS", "OpenCodeMapper"]
 
 _TOKENS = (
     ("input", "input_tokens"),
@@ -250,3 +252,27 @@ def _sent_despite(error: dict[str, Any], parts: list[dict[str, Any]]) -> bool:
 
 def _auto(parts: list[dict[str, Any]]) -> bool:
     return any(p.get("type") == "compaction" and p.get("auto") is True for p in parts)
+
+
+def _store(path: Path) -> list[Unit]:
+    from ._opencode_store import units  # the database reader loads sqlite3: when it is used
+
+    return units(path)
+
+
+def _never(path: Path) -> bool:
+    return False  # the argument is the store (a database, a tree, the data directory)
+
+
+AGENTS = (
+    Agent(
+        "opencode",
+        "OpenCode",
+        OpenCodeMapper,
+        (Home(("linux", "darwin", "win32"), "${XDG_DATA_HOME:-~/.local/share}/opencode"),),
+        "opencode.db, storage/session/*/*.json",
+        _never,
+        units=_store,
+        in_place=False,
+    ),
+)

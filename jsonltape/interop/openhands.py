@@ -48,11 +48,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ._agent import Agent, Home
 from ._base import Group, Mapper, Out
+from ._openhands_store import is_conversation_file
+from ._openhands_store import units as conversations
 from ._parts import data_url, json_arguments, reasoning_part, text_part, tool_call_part
 from ._source import parse_time
 
-__all__ = ["OpenHandsMapper"]
+__all__ = ["AGENTS", "OpenHandsMapper"]
 
 #: What OpenHands puts before an observation's content when the tool failed
 #: (``Observation.ERROR_MESSAGE_HEADER``).
@@ -358,3 +361,16 @@ class OpenHandsMapper(Mapper):
     def _node(self, out: Out, event: str) -> int | None:
         vid = self._entry_node(out, event)
         return vid if vid is not None and out.surface.is_current(vid) else None
+
+
+AGENTS = (
+    Agent(
+        "openhands",
+        "OpenHands",
+        OpenHandsMapper,
+        (Home(("linux", "darwin", "win32"), "~/.openhands/conversations"),),
+        "<id>/base_state.json + events/event-*.json",
+        is_conversation_file,
+        units=conversations,
+    ),
+)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ._agent import Agent, Home, jsonl
 from ._base import Mapper, Out, title_of
 from ._parts import (
     ANTHROPIC,
@@ -48,7 +49,7 @@ from ._parts import (
 )
 from ._source import SourceLine, parse_time
 
-__all__ = ["PiMapper"]
+__all__ = ["AGENTS", "PiMapper"]
 
 _KNOWN_RAW = frozenset(
     {"session", "model_change", "thinking_level_change", "custom", "label", "session_info"}
@@ -444,3 +445,15 @@ def _pi_entry(line: SourceLine) -> bool:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+AGENTS = (
+    Agent(
+        "pi",
+        "pi",
+        PiMapper,
+        (Home(("linux", "darwin", "win32"), "${PI_CODING_AGENT_DIR:-~/.pi/agent}/sessions"),),
+        "*.jsonl",
+        jsonl,
+    ),
+)

@@ -40,8 +40,10 @@ Mapping (each source line is kept verbatim on the event it produced, else as ``i
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from ._agent import Agent, Home
 from ._base import Group, Mapper, Out, title_of
 from ._parts import (
     genai_parts,
@@ -52,7 +54,7 @@ from ._parts import (
 )
 from ._source import parse_time
 
-__all__ = ["QwenMapper"]
+__all__ = ["AGENTS", "QwenMapper"]
 
 #: ``usageMetadata`` (Google GenAI ``GenerateContentResponseUsageMetadata``) under the names
 #: the Gemini CLI import gives it: ``input_tokens`` includes the cached content.
@@ -313,3 +315,24 @@ class QwenMapper(Mapper):
             first = vid if first is None else first
         if first is not None:
             out.entry_vid[uuid] = first
+
+
+def _chat(path: Path) -> bool:
+    """``<project>/chats/<session>.jsonl``."""
+    return path.name.endswith(".jsonl") and path.parent.name == "chats"
+
+
+_QWEN = "${QWEN_RUNTIME_DIR:-~/.qwen}"
+AGENTS = (
+    Agent(
+        "qwen-code",
+        "Qwen Code",
+        QwenMapper,
+        (
+            Home(("linux", "darwin", "win32"), f"{_QWEN}/projects"),
+            Home(("linux", "darwin", "win32"), f"{_QWEN}/tmp"),
+        ),
+        "chats/*.jsonl",
+        _chat,
+    ),
+)

@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from jsonltape._index_api import SOURCES, crc_of, encode_event, in_place, wanted
+from jsonltape._index_api import AGENTS, crc_of, encode_event
 from jsonltape.errors import FormatError, JsonltapeError
 from jsonltape.events import HeaderData, Line
 from jsonltape.interop import foreign as mapping
@@ -73,20 +73,22 @@ def split_member(path: str) -> tuple[str, str | None]:
     return path, None
 
 
-#: Sources whose sessions are files of their own, which this kind can watch and map in place.
-IN_PLACE = tuple(k for k in SOURCES if k != "opencode")
+#: Sources whose sessions are files of their own, which this kind can watch and map in place
+#: (each importer declares it: :attr:`jsonltape.interop._agent.Agent.in_place`).
+IN_PLACE = tuple(k for k, a in AGENTS.items() if a.in_place)
 
 
 def parse_source(spec: str) -> tuple[str, str]:
     """``KIND:PATH`` (``claude-code:~/.claude/projects``) as ``(kind, absolute path)``."""
     kind, sep, path = spec.partition(":")
-    if kind == "opencode" and sep:
-        # one database holds every session, and its changes land in the -wal first: not a
-        # tree of files this kind can watch; importing it is incremental instead
+    agent = AGENTS.get(kind)
+    if agent is not None and not agent.in_place and sep:
+        # a database holds every session and its changes land in the -wal first (OpenCode,
+        # Goose, Crush), or a session is whole-file JSON rewritten in place (Cline's task
+        # folders): not a tree of files this kind can watch; importing it is incremental instead
         raise ValueError(
-            "OpenCode sessions cannot be indexed in place: import them "
-            f"(jsonltape import --from opencode {path or '~/.local/share/opencode'}) and sync "
-            "the import root"
+            f"{agent.label} sessions cannot be indexed in place: import them "
+            f"(jsonltape import --from {kind} {path or 'PATH'}) and sync the import root"
         )
     if not sep or kind not in IN_PLACE or not path:
         raise ValueError(f"expected KIND:PATH with KIND one of {', '.join(IN_PLACE)}: {spec!r}")
@@ -127,17 +129,12 @@ class ForeignFiles:
         self._member: str | None = None
 
     def wants(self, path: str) -> bool:
-        name = os.path.basename(path)
-        if MEMBER in name or not wanted(self.source, Path(path)):
+        if MEMBER in os.path.basename(path):
             return False
-        taken = in_place(self.source, path)  # what the source's layout says, where it has one
-        if taken is not None:
-            return taken
-        if self.source == "gemini-cli" and name.endswith(".json"):
-            # a legacy whole-file chat, read as its records, unless Gemini CLI migrated it
-            # (the same session: `jsonltape import` skips it too)
-            return not os.path.lexists(path + "l")
-        return True
+        agent, p = AGENTS[self.source], Path(path)
+        # what `jsonltape import` takes from a tree: the agent's session files, less those it
+        # leaves out on purpose (a Gemini CLI legacy chat that Gemini CLI migrated to JSONL)
+        return agent.wanted(p) and (agent.skip is None or agent.skip(p) is None)
 
     # -- the mapping ---------------------------------------------------------------------
 
