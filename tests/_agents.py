@@ -60,6 +60,21 @@ def run(agent: str, root: Path, out: Path, *, settle: float | None = 3600.0) -> 
     return list(import_paths(agent, [root], out, settle=settle))
 
 
+def reimport_writes_nothing(agent: str, root: Path, out: Path) -> None:
+    """Import ``root`` into ``out``, then again unchanged, then with every file touched: the
+    later imports write nothing (not even a sync marker)."""
+    sessions = imported(run(agent, root, out, settle=0))
+    before = {s: s.read_bytes() for s in sessions}
+    again = run(agent, root, out, settle=0)
+    assert {r.status for r in again} == {"unchanged"} and sum(r.events for r in again) == 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            os.utime(os.path.join(dirpath, name))  # touched: every source is mapped again
+    touched = run(agent, root, out, settle=0)
+    assert sum(r.events for r in touched) == 0
+    assert {s: s.read_bytes() for s in sessions} == before  # not even a sync marker
+
+
 def imported(reports: list[FileReport]) -> list[Path]:
     """The sessions the reports name (every report imported or unchanged)."""
     for r in reports:

@@ -29,6 +29,7 @@ from ._agents import (
     events,
     imported,
     raw_lines,
+    reimport_writes_nothing,
     run,
     shown_title,
     surface,
@@ -93,16 +94,7 @@ def test_an_unchanged_or_touched_tree_is_imported_again_without_writing(
 ) -> None:
     root = tree(agent, tmp_path / "src")
     out = tmp_path / "root"
-    sessions = imported(run(agent, root, out, settle=0))
-    before = {s: s.read_bytes() for s in sessions}
-    again = run(agent, root, out, settle=0)
-    assert {r.status for r in again} == {"unchanged"} and sum(r.events for r in again) == 0
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            os.utime(os.path.join(dirpath, name))  # touched: every source is mapped again
-    touched = run(agent, root, out, settle=0)
-    assert sum(r.events for r in touched) == 0
-    assert {s: s.read_bytes() for s in sessions} == before  # not even a sync marker
+    reimport_writes_nothing(agent, root, out)
 
 
 def _cut(agent: str, root: Path, keep: float) -> None:

@@ -126,12 +126,10 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "_interop",
         "import_",
         "Import SOURCES (session files or whole trees such as ~/.claude/projects, "
-        "~/.codex/sessions or ~/.gemini/tmp; trees are searched for *.jsonl, rollout-*.jsonl for "
-        "codex, also legacy session-*.json for gemini-cli; for opencode an opencode.db, a storage "
-        "tree or the data directory ~/.local/share/opencode; qwen-code ~/.qwen/projects, kimi-cli "
-        "~/.kimi/sessions, factory-droid ~/.factory/sessions, openhands "
-        "~/.openhands/conversations, amp ~/.local/share/amp/threads) as jsonltape sessions, one "
-        "per source session.",
+        "~/.codex/sessions or ~/.gemini/tmp; each agent's tree is searched for its session "
+        "files, databases and task folders: see the README's table) as jsonltape sessions, one "
+        "per source session. With --from auto, every known agent's sessions on this machine are "
+        "imported, and what was found where is said.",
     ),
     "export": (
         "_interop",

@@ -15,6 +15,7 @@ import msgspec
 
 from .._display import json_shown, shown
 from .._project import make_sessions_dir, resolve_root
+from ..errors import JsonltapeError
 from ..interop import SOURCES, FileReport, discover, import_file
 from ..interop._engine import agent_of
 from ..interop._source import Unit
@@ -48,11 +49,13 @@ def _err(text: str) -> None:
 @click.option(
     "--from",
     "source",
-    type=click.Choice(sorted(SOURCES)),
+    type=click.Choice(["auto", *sorted(SOURCES)]),
     required=True,
-    help="The tool that wrote the sessions.",
+    help="The tool that wrote the sessions; auto: every known agent's sessions on this machine "
+    "(each agent's default places, and per-project files such as Aider's and Crush's below "
+    "the SOURCES directories, default the current directory).",
 )
-@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("sources", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
     "-o",
     "--output",
@@ -81,13 +84,10 @@ def import_(
     as_json: bool,
 ) -> None:
     """Import SOURCES (session files or whole trees such as ~/.claude/projects,
-    ~/.codex/sessions or ~/.gemini/tmp; trees are searched for *.jsonl, rollout-*.jsonl for
-    codex, also legacy session-*.json for gemini-cli; for opencode an opencode.db, a storage
-    tree or the data directory ~/.local/share/opencode; qwen-code ~/.qwen/projects, kimi-cli
-    ~/.kimi/sessions, factory-droid ~/.factory/sessions, openhands ~/.openhands/conversations,
-    amp ~/.local/share/amp/threads, copilot-cli ~/.copilot/session-state, copilot-vscode the
-    VS Code user directory ~/.config/Code/User, continue ~/.continue/sessions) as jsonltape
-    sessions, one per source session.
+    ~/.codex/sessions or ~/.gemini/tmp; each agent's tree is searched for its session files,
+    databases and task folders: see the README's table) as jsonltape sessions, one per source
+    session. With --from auto, every known agent's sessions on this machine are imported, and
+    what was found where is said.
 
     Every source line is kept verbatim in the imported session. Importing again adds nothing;
     a source that grew adds only its new part. Prints the session files created or appended
@@ -96,33 +96,79 @@ def import_(
     sources are imported).
     """
     out_root = _import_root(root)
-    files, skipped = discover(source, sources, exclude=str(out_root))
-    for path, why in skipped:
-        _err(f"jsonltape: skipped {path}: {why}")
-    if not files:
-        where = ", ".join(map(str, sources))
-        pattern = agent_of(source).pattern
-        raise CliError(f"no {source} sessions ({pattern}) found in {where}", 2)
-    total = sum(_size(f) for f in files)
+    if source == "auto":
+        jobs = _found(sources or (Path.cwd(),), out_root)
+    else:
+        if not sources:
+            raise click.UsageError("Missing argument 'SOURCES...'.")
+        files, skipped = discover(source, sources, exclude=str(out_root))
+        for path, why in skipped:
+            _err(f"jsonltape: skipped {path}: {why}")
+        if not files:
+            where = ", ".join(map(str, sources))
+            pattern = agent_of(source).pattern
+            raise CliError(f"no {source} sessions ({pattern}) found in {where}", 2)
+        jobs = [(source, f) for f in files]
+    total = sum(_size(f) for _s, f in jobs)
     bar: AbstractContextManager[Any] = nullcontext(None)
-    if len(files) > 1 or total >= _BAR_BYTES:
+    if len(jobs) > 1 or total >= _BAR_BYTES:
+        what = source if len({s for s, _f in jobs}) == 1 else "session"
         bar = click.progressbar(
-            length=total, label=f"importing {len(files)} {source} files", file=sys.stderr
+            length=total, label=f"importing {len(jobs)} {what} files", file=sys.stderr
         )
     reports: list[FileReport] = []
     with bar as progress:
         step = progress.update if progress is not None else None
-        for f in files:
-            report = import_file(
-                source, f, out_root, settle=None if live else settle, progress=step
-            )
+        for name, f in jobs:
+            report = import_file(name, f, out_root, settle=None if live else settle, progress=step)
             reports.append(report)
             if as_json:
                 click.echo(json_line(report))
             elif report.status == "imported":  # what changed; the unchanged are only counted
                 for s in report.sessions:
                     say(str(s))
-    _report(reports, len(files) == 1)
+    _report(reports, len(jobs) == 1 and source != "auto")
+
+
+def _found(dirs: tuple[Path, ...], out_root: Path) -> list[tuple[str, Path | Unit]]:
+    """What ``import --from auto`` imports: every agent's sources found on this machine, each
+    agent said on stderr with where its sessions are (an agent whose place cannot be read is
+    said too, and the others are imported)."""
+    from ..interop._auto import MAX_DIRS, find
+    from ..interop._registry import AGENTS
+
+    found, capped = find(dirs, exclude=out_root)
+    where = ", ".join(map(str, dirs))
+    if capped:
+        _err(
+            f"jsonltape: import: searched the first {MAX_DIRS:,} directories of {where} for "
+            "per-project sessions; name narrower directories to search the rest"
+        )
+    jobs: list[tuple[str, Path | Unit]] = []
+    for f in found:
+        name, places = f.agent.name, ", ".join(map(str, f.paths))
+        try:
+            items, skipped = discover(name, f.paths, exclude=str(out_root))
+        except JsonltapeError as exc:
+            _err(f"jsonltape: found {f.agent.label} ({name}) in {places}, not read: {exc}")
+            continue
+        for path, why in skipped:
+            _err(f"jsonltape: skipped {path}: {why}")
+        if items:
+            _err(
+                f"jsonltape: found {f.agent.label} ({name}): {_n(len(items), 'source')} in {places}"
+            )
+        else:
+            _err(f"jsonltape: found {f.agent.label}'s place ({name}) {places}, with no sessions")
+        jobs += [(name, item) for item in items]
+    if not jobs:
+        labels = ", ".join(a.label for a in AGENTS.values())
+        raise CliError(
+            f"no sessions of a known agent found ({labels}) in their default places, nor "
+            f"per-project ones in {where}",
+            2,
+        )
+    return jobs
 
 
 def _n(n: int, noun: str) -> str:
