@@ -63,6 +63,8 @@ COLUMNS = {"sessions": _SESSION, "messages": _MESSAGE[1:]}
 class CrushStoreError(StoreError):
     """Not a Crush database, or one that cannot be read."""
 
+    code = "bad-source"
+
 
 class Database(SessionStore):
     """One ``crush.db`` (see :class:`~._sqlite.SqliteSource`)."""

@@ -80,6 +80,8 @@ _MS = 10_000_000_000
 class GooseStoreError(StoreError):
     """Not a Goose database, or one that cannot be read."""
 
+    code = "bad-source"
+
 
 class Database(SessionStore):
     """One ``sessions.db`` (see :class:`~._sqlite.SqliteSource`)."""

@@ -74,6 +74,8 @@ _SELECT = {t: ", ".join(c for c, _kinds in cols) for t, cols in COLUMNS.items()}
 class OpenCodeStoreError(StoreError):
     """Not an OpenCode database or storage tree, or one that cannot be read."""
 
+    code = "bad-source"
+
 
 class SessionRow(NamedTuple):
     """One row of ``session`` with its rows' count and newest change."""
