@@ -383,6 +383,8 @@ AGENTS = (
         NAME,
         _wanted,
         reader=history,
+        # a dot-file in a repository, which the index never watches (it skips dot-names)
+        in_place=False,
         projects=(NAME,),
     ),
 )

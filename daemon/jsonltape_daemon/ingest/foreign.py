@@ -85,7 +85,8 @@ def parse_source(spec: str) -> tuple[str, str]:
     if agent is not None and not agent.in_place and sep:
         # a database holds every session and its changes land in the -wal first (OpenCode,
         # Goose, Crush), or a session is whole-file JSON rewritten in place (Cline's task
-        # folders): not a tree of files this kind can watch; importing it is incremental instead
+        # folders), or a dot-file in a repository (Aider's history), which the index skips: not
+        # a tree of files this kind can watch; importing it is incremental instead
         raise ValueError(
             f"{agent.label} sessions cannot be indexed in place: import them "
             f"(jsonltape import --from {kind} {path or 'PATH'}) and sync the import root"
