@@ -16,6 +16,9 @@ fast path reads only the end of each imported session) and again after touching 
   sessions again, the importers' test fixtures scaled up (benchmarks/_interop_agents.py);
 * ``continue``, ``copilot-cli``, ``copilot-vscode``: as many sessions again, shaped as those
   agents write them (benchmarks/_interop_trees_a.py).
+* ``aider-tree`` (``--projects`` repositories, each history Aider's own runs repeated),
+  ``cline-tasks`` (task folders), ``goose-db`` and ``crush-db`` (one database each): the test
+  fixtures scaled up (benchmarks/_interop_trees_b.py).
 
 ``--only NAME`` (repeatable) runs only those workloads.
 
@@ -45,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _interop_agents as agents
 import _interop_trees as trees
 import _interop_trees_a as trees_a
+import _interop_trees_b as trees_b
 
 #: The real sessions: $JSONLTAPE_SAMPLES (as in the tests), else shared/samples beside the repo.
 SAMPLES = Path(
@@ -209,6 +213,14 @@ def main() -> None:
             ("droid-tree", "factory-droid", agents.droid_tree),
             ("openhands-tree", "openhands", agents.openhands_tree),
             ("amp-threads", "amp", agents.amp_tree),
+            ("aider-tree", "aider", lambda d, _n, t: trees_b.aider_tree(d, args.projects, t)),
+            ("cline-tasks", "cline", trees_b.cline_tree),
+            ("goose-db", "goose", lambda d, n, t: trees_b.goose_db(d / "sessions.db", n, t)),
+            (
+                "crush-db",
+                "crush",
+                lambda d, n, t: trees_b.crush_db(d / ".crush" / "crush.db", n, t),
+            ),
         ):
             if want(name):
                 make(work / name, n, args.turns)
