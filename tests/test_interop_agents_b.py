@@ -268,3 +268,72 @@ def test_rows_that_live_only_in_the_write_ahead_log_are_imported_without_writing
             assert surface(by_name[theirs.name]) == surface(theirs)
     finally:
         writer.close()
+
+
+#: Per agent: a session's title as the agent shows it, and the usage of one of its replies
+#: with the id it has (the provider's response id where the source keeps one), as the
+#: fixtures hold them (taskHistory.json's task and api_req_started's counts; Goose's name and
+#: usage_ledger row; Crush's title; Aider's first prompt and its "Tokens:" report).
+_EXPECTED = {
+    "aider": (
+        "Use the Spinner instead of the inlined custom spinner",
+        ("aider-115", {"input_tokens": 5244, "output_tokens": 604, "cost": 0.02}),
+    ),
+    "cline": (
+        "Say hello",
+        (
+            "msg_01ExampleResponseId",
+            {
+                "input_tokens": 300,
+                "output_tokens": 12,
+                "cache_read_input_tokens": 900,
+                "cache_creation_input_tokens": 0,
+                "cost": 0.0012,
+            },
+        ),
+    ),
+    "roo-code": (
+        "Say hello",
+        (
+            "resp_example",
+            {
+                "input_tokens": 300,
+                "output_tokens": 12,
+                "cache_read_input_tokens": 900,
+                "cache_creation_input_tokens": 0,
+                "cost": 0.0012,
+            },
+        ),
+    ),
+    "kilo-code": ("Say hello", None),
+    "goose": (
+        "List files",
+        (
+            "msg_20260801_1_6f1c0000-0000-4000-8000-000000000004",
+            {
+                "input_tokens": 1200,
+                "output_tokens": 50,
+                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": 0,
+                "total_tokens": 1250,
+                "cost": 0.00435,
+            },
+        ),
+    ),
+    "crush": ("Instructions in CLI.md", None),  # Crush keeps no per-message usage
+}
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_titles_and_usage_are_the_agents_own(tmp_path: Path, agent: str) -> None:
+    sessions = imported(run(agent, tree(agent, tmp_path / "src"), tmp_path / "root"))
+    title, usage = _EXPECTED[agent]
+    assert title in [shown_title(s) for s in sessions]
+    if usage is not None:
+        got = [
+            (e.data["message"].get("id"), e.data.get("usage"))
+            for s in sessions
+            for e in events(s)
+            if e.type == "assistant/message" and e.data.get("usage")
+        ]
+        assert usage in got
