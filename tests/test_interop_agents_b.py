@@ -337,3 +337,54 @@ def test_titles_and_usage_are_the_agents_own(tmp_path: Path, agent: str) -> None
             if e.type == "assistant/message" and e.data.get("usage")
         ]
         assert usage in got
+
+
+def test_a_sub_task_or_sub_agent_session_names_its_parent(tmp_path: Path) -> None:
+    """Roo Code's sub-task (``parentTaskId`` in its ``history_item.json``) and Crush's sub-agent
+    session (``parent_session_id``) are sessions of their own that name their parent."""
+    root = tree("roo-code", tmp_path / "roo")
+    parent = sorted(root.glob("tasks/*"))[0]
+    child = parent.with_name("019a0000-0000-7000-8000-0000000000c1")
+    shutil.copytree(parent, child)
+    item = json.loads((child / "history_item.json").read_bytes())
+    item.update(id=child.name, parentTaskId=parent.name, rootTaskId=parent.name)
+    (child / "history_item.json").write_text(json.dumps(item))
+    sessions = imported(run("roo-code", root, tmp_path / "out-roo"))
+    head = {s.stem: events(s)[0].data for s in sessions}
+    assert head[f"roo-code-{child.name}"]["meta"]["import"].get("parent") == parent.name
+    assert "parent" not in head[f"roo-code-{parent.name}"]["meta"]["import"]
+
+    root = tree("crush", tmp_path / "crush")
+    con = sqlite3.connect(root / ".crush" / "crush.db", isolation_level=None)
+    try:
+        sid, created = con.execute("SELECT id, created_at FROM sessions LIMIT 1").fetchone()
+        sub = "9da2b2ba-0000-0000-0000-000000000000$$toolu_01"
+        con.execute(
+            "INSERT INTO sessions (id, parent_session_id, title, message_count, prompt_tokens,"
+            " completion_tokens, cost, updated_at, created_at) VALUES (?, ?, 'sub', 0, 0, 0, 0,"
+            " ?, ?)",
+            (sub, sid, created, created),
+        )
+        for n, (role, parts) in enumerate(
+            [
+                ("user", [{"type": "text", "data": {"text": "look for the config"}}]),
+                (
+                    "assistant",
+                    [
+                        {"type": "text", "data": {"text": "It is in crush.json."}},
+                        {"type": "finish", "data": {"reason": "end_turn", "time": created + 2}},
+                    ],
+                ),
+            ]
+        ):
+            con.execute(
+                "INSERT INTO messages (id, session_id, role, parts, model, created_at, updated_at,"
+                " finished_at, provider) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, NULL)",
+                (f"sub-{n}", sub, role, json.dumps(parts), created + n, created + n, created + n),
+            )
+    finally:
+        con.close()
+    sessions = imported(run("crush", root, tmp_path / "out-crush", settle=0))
+    heads = [events(s)[0].data for s in sessions]
+    subs = [h for h in heads if h["meta"]["import"].get("parent") == sid]
+    assert len(subs) == 1, heads
