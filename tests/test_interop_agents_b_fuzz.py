@@ -87,7 +87,7 @@ def test_any_json_in_a_task_folder_imports_or_is_one_verdict(
 
 _CELL = (
     st.none()
-    | st.integers()
+    | st.integers(-(2**63), 2**63 - 1)  # what an SQLite INTEGER holds
     | st.floats(allow_nan=False)
     | st.text(max_size=12)
     | st.binary(max_size=12)
