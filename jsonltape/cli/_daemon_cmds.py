@@ -148,9 +148,9 @@ def _daemon_options(fn: Any) -> Any:
                 "sources",
                 multiple=True,
                 metavar="KIND:PATH",
-                help="Also mirror an agent's session tree, read-only (KIND:PATH, KIND an "
-                "import --from source but opencode: claude-code:~/.claude/projects, "
-                "kimi-cli:~/.kimi/sessions, ...). Repeatable.",
+                help="Also mirror an agent's session tree, read-only (claude-code:PATH, "
+                "codex:PATH, ...: an agent whose sessions are files of its own, the README's "
+                "table). Repeatable.",
             ),
         ]
     ):

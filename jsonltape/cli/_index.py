@@ -104,9 +104,9 @@ class _Bar:
     "sources",
     multiple=True,
     metavar="KIND:PATH",
-    help="Also mirror an agent's session tree in place, read-only (KIND:PATH, KIND an "
-    "import --from source but opencode: claude-code:~/.claude/projects, kimi-cli:~/.kimi/sessions, "
-    "...). Repeatable.",
+    help="Also mirror an agent's session tree in place, read-only (claude-code:PATH, "
+    "codex:PATH, ...: an agent whose sessions are files of its own, the README's table). "
+    "Repeatable.",
 )
 @origin_option
 @click.option("--json", "as_json", is_flag=True, help="Print the sync statistics as JSON.")
