@@ -43,7 +43,10 @@ def _home(tmp_path: Path) -> Path:
         shop / ".aider.chat.history.md",
     )
     database("crush", home / "code" / "api" / ".crush" / "crush.db").close()
-    (home / "code" / "api" / "node_modules" / ".crush").mkdir(parents=True)  # never entered
+    # a dependency's committed database: node_modules is never entered
+    database(
+        "crush", home / "code" / "api" / "node_modules" / "dep" / ".crush" / "crush.db"
+    ).close()
     return home
 
 
