@@ -90,6 +90,49 @@ def test_auto_finds_each_agents_data_where_it_keeps_it_and_says_so(
     assert again.exit_code == 0 and "0 events appended" in again.stderr, again.stderr
 
 
+@pytest.mark.parametrize(
+    ("plat", "user"),
+    [("linux", ".config/Code/User"), ("darwin", "Library/Application Support/Code/User")],
+)
+def test_auto_finds_copilot_cli_copilot_chat_and_continue_in_their_default_places(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plat: str, user: str
+) -> None:
+    """Copilot CLI, Copilot Chat in VS Code and Continue are declared in the registry like every
+    importer: auto searches their default places and imports each session found there, as an
+    import of the place names them."""
+    home = tmp_path / "home"
+    shutil.copytree(
+        FIXTURES / "copilot-cli" / "built-from-schema" / "session-state",
+        home / ".copilot" / "session-state",
+    )
+    shutil.copytree(FIXTURES / "copilot-vscode" / "built-from-writer", home / user)
+    shutil.copytree(FIXTURES / "continue" / "built-from-writer" / ".continue", home / ".continue")
+    found, _capped = find([], env={"HOME": str(home)}, plat=plat)
+    where = {f.agent.name: [p.relative_to(home).as_posix() for p in f.paths] for f in found}
+    assert where == {
+        "copilot-cli": [".copilot/session-state"],
+        "copilot-vscode": [user],
+        "continue": [".continue/sessions"],
+    }
+    if plat != "linux":
+        return  # the command searches this machine's platform
+    for var in ("XDG_CONFIG_HOME", "COPILOT_HOME", "CONTINUE_GLOBAL_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "root"
+    result = CliRunner().invoke(main, ["import", "--from", "auto", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    for name, rel in where.items():
+        alone = tmp_path / f"alone-{name}"
+        one = CliRunner().invoke(
+            main, ["import", "--from", name, str(home / rel[0]), "-o", str(alone)]
+        )
+        assert one.exit_code == 0, one.output
+        made = sorted(p.name for p in (out / name).glob("*.jsonl"))
+        assert made and made == sorted(p.name for p in (alone / name).glob("*.jsonl")), name
+
+
 def test_auto_with_nothing_found_says_so_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,7 +214,9 @@ def test_the_readme_table_of_default_paths_is_the_registrys() -> None:
         assert cells[0] == a.label
         for h in a.homes:
             path = re.sub(
-                r"/(Code|Code - Insiders|VSCodium|Cursor|Windsurf)/User/", "/<editor>/User/", h.path
+                r"/(Code|Code - Insiders|VSCodium|Cursor|Windsurf)/User(?=/|$)",
+                "/<editor>/User",
+                h.path,
             )
             assert f"`{path}`" in " ".join(cells[2:]), (name, h.path)
         for rel in a.projects:
