@@ -1,5 +1,6 @@
 """Usage of the sessions the Qwen Code, Kimi CLI, Factory Droid, OpenHands, Amp, Copilot CLI,
-Copilot Chat in VS Code and Continue importers write (spec Appendix B.12), checked on their
+Copilot Chat in VS Code, Continue, Aider, Cline / Roo Code / Kilo Code, Goose and Crush
+importers write (spec Appendix B.12), checked on their
 fixtures against the totals the source's own records give, each response keyed by its own id
 where the source has one; and their sub-agent sessions rolled into their parents' in the
 index's session report."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +20,12 @@ from jsonltape_daemon.search.reader import open_reader
 from jsonltape_daemon.target import SqliteTarget
 
 import jsonltape
+from jsonltape.interop.aider import usage_of as aider_usage_of
 from jsonltape.interop.copilot_vscode import replay
 from jsonltape.usage import Tokens, report, response_of
 
-from . import _agents
-from ._importers import FIXTURES, copy_tree
+from . import _agents, _agents_b
+from ._importers import FIXTURES, age, copy_tree
 
 #: The fixture trees of the importers main gained last, and where each agent keeps them.
 _TREES = {
@@ -38,6 +41,8 @@ def _import(agent: str, tmp_path: Path) -> tuple[Path, Path]:
     if agent in _TREES:
         fixture, layout = _TREES[agent]
         src = copy_tree(FIXTURES / fixture, tmp_path / "src" / layout)
+    elif agent in _agents_b.AGENTS:
+        src = _agents_b.tree(agent, tmp_path / "src")
     else:
         src = _agents.tree(agent, tmp_path / "src")
     root = tmp_path / "root"
@@ -372,3 +377,174 @@ def test_copilot_vscode_and_continue_replies_without_an_id_stay_in_their_session
         b = response_of(f"{source}-b", False, "assistant/message", 9, 0, "00000000", data)
         assert a is not None and a.rkey == f"{source}:{source}-a:7"
         assert b is not None and b.rkey != a.rkey
+
+
+# -- importer branch B: Aider, Cline / Roo Code / Kilo Code, Goose, Crush -----------------------
+
+
+def test_aider_usage_is_each_tokens_report_keyed_by_its_run_and_reply_line(tmp_path: Path) -> None:
+    """Aider prints ``Tokens: <sent> sent, <received> received.`` after a reply (``sent`` the
+    whole prompt, its cache hits and writes included): one response per report, the reply
+    before it; Aider logs no id, so a reply is its run (session) and first line."""
+    src, root = _import("aider", tmp_path)
+    own: list[Tokens] = []
+    for f in sorted(src.rglob(".aider.chat.history.md")):
+        for line in f.read_text().splitlines():
+            if line.startswith("> Tokens: "):
+                sent, received = line.removeprefix("> Tokens: ").split(" received.")[0].split(", ")
+                own.append(Tokens(input=int(sent.removesuffix(" sent").replace(",", "")),
+                                  output=int(received.replace(",", ""))))  # fmt: skip
+    assert len(own) >= 2
+    got = _counted(_rows(root))
+    assert sorted(got.values()) == sorted(own)
+    sessions = {jsonltape.header(p).id for p in root.rglob("*.jsonl")}
+    for key in got:
+        source, session, line = key.split(":")
+        assert source == "aider" and session in sessions and line.isdigit()
+
+
+def test_aiders_sent_count_includes_its_cache_hits_and_writes() -> None:
+    """A report with cache writes and hits (Anthropic through LiteLLM): the prompt is ``sent``,
+    not ``sent`` plus the cache again."""
+    report = "Tokens: 12k sent, 2.0k cache write, 9.5k cache hit, 300 received. Cost: $0.01 message"
+    usage = aider_usage_of(report)
+    assert usage is not None
+    data = {"message": {"id": "aider-7"}, "usage": usage,
+            "import": {"source": "aider", "lines": [7]}}  # fmt: skip
+    r = response_of("aider-s", False, "assistant/message", 3, 0, "00000000", data)
+    assert r is not None and r.rkey == "aider:aider-s:7"
+    assert r.tokens == Tokens(input=500, output=300, cache_5m=2000, cache_read=9500)
+
+
+def _whole(prompt: int, output: int, read: int, written: int) -> Tokens:
+    """A response whose input count is its whole prompt, split as billed (a part larger than
+    what is left of the prompt capped at it, spec B.12)."""
+    read = min(read, prompt)
+    written = min(written, prompt - read)
+    return Tokens(input=prompt - read - written, output=output, cache_5m=written, cache_read=read)
+
+
+def test_cline_usage_is_each_requests_tokens_by_the_responses_id(tmp_path: Path) -> None:
+    """A Cline task's request usage is its ``api_req_started`` (``tokensIn`` Anthropic's, the
+    cache apart), keyed by the provider's response id the API history keeps; a Cline 4
+    session's ``metrics`` count the whole prompt in ``inputTokens`` (the cache read is taken out,
+    not billed twice), keyed by the message id; a session's responses add up to its metrics."""
+    src, root = _import("cline", tmp_path)
+    own: dict[str, Tokens] = {}
+    for task in sorted((src / "tasks").iterdir()):
+        api = json.loads((task / "api_conversation_history.json").read_text())
+        ui = json.loads((task / "ui_messages.json").read_text())
+        started = [json.loads(m["text"]) for m in ui if m.get("say") == "api_req_started"]
+        replies = [m for m in api if m["role"] == "assistant"]
+        for reply, u in zip(replies, started, strict=True):
+            own[f"cline:{reply['id']}"] = _named(
+                u,
+                input="tokensIn",
+                output="tokensOut",
+                cache_5m="cacheWrites",
+                cache_read="cacheReads",
+            )
+    spent: dict[str, int] = {}
+    for f in sorted(src.glob("sessions/*/*.messages.json")):
+        for m in json.loads(f.read_text())["messages"]:
+            u = m.get("metrics")
+            if m["role"] == "assistant" and isinstance(u, dict):
+                own[f"cline:{m['id']}"] = _whole(
+                    u["inputTokens"], u["outputTokens"], u["cacheReadTokens"], u["cacheWriteTokens"]
+                )
+                spent[f.parent.name] = spent.get(f.parent.name, 0) + u["inputTokens"]
+    assert len(own) >= 10 and any(t.cache_read for t in own.values())
+    got = _counted(_rows(root))
+    assert got == own
+    for path in root.rglob("*.jsonl"):
+        sid = jsonltape.header(path).id.removeprefix("cline-")
+        if sid in spent:
+            assert sum(t.prompt for t in _counted(_rows_of(path)).values()) == spent[sid]
+
+
+@pytest.mark.parametrize("agent", ["roo-code", "kilo-code"])
+def test_roo_and_kilo_usage_counts_an_openai_requests_cache_inside_its_tokens_in(
+    tmp_path: Path, agent: str
+) -> None:
+    """Roo Code and Kilo Code name a request's protocol: sent by the OpenAI protocol, its
+    ``tokensIn`` is the whole prompt, the cache reads and writes inside it. A reply is the
+    provider's response id the API history keeps, else (Kilo Code keeps none) its session and
+    line."""
+    src, root = _import(agent, tmp_path)
+    own: list[Tokens] = []
+    ids: list[str | None] = []
+    for task in sorted((src / "tasks").iterdir()):
+        ui = json.loads((task / "ui_messages.json").read_text())
+        for m in ui:
+            if m.get("say") == "api_req_started":
+                u = json.loads(m["text"])
+                assert u["apiProtocol"] == "openai"
+                own.append(_whole(u["tokensIn"], u["tokensOut"], u["cacheReads"], u["cacheWrites"]))
+        api = json.loads((task / "api_conversation_history.json").read_text())
+        ids += [m.get("id") for m in api if m["role"] == "assistant"]
+    got = _counted(_rows(root))
+    assert sorted(got.values()) == sorted(own)
+    for key, rid in zip(sorted(got), ids, strict=True):
+        assert key == f"{agent}:{rid}" if rid else key.startswith(f"{agent}:{agent}-")
+
+
+def test_a_cline_reply_in_two_sessions_is_counted_once() -> None:
+    """A reply keyed by its response id is one response wherever it is (a task folder copied
+    with the editor's storage and imported from both places); a task-folder reply sent by
+    Anthropic's protocol keeps its cache apart."""
+    data = {"message": {"id": "msg_7mYEbh8N"}, "usage": {"input_tokens": 500,
+            "cache_read_input_tokens": 400, "output_tokens": 9},
+            "import": {"source": "cline", "lines": [3], "ids": ["msg_7mYEbh8N"],
+                       "input_includes_cache": True}}  # fmt: skip
+    a = response_of("cline-one", False, "assistant/message", 5, 0, "00000000", data)
+    b = response_of("cline-two", False, "assistant/message", 9, 0, "11111111", data)
+    assert a is not None and b is not None and a.rkey == b.rkey == "cline:msg_7mYEbh8N"
+    assert a.tokens == Tokens(input=100, output=9, cache_read=400)
+    del data["import"]["input_includes_cache"]  # type: ignore[attr-defined]
+    c = response_of("cline-task", False, "assistant/message", 5, 0, "00000000", data)
+    assert c is not None and c.tokens == Tokens(input=500, output=9, cache_read=400)
+
+
+def test_goose_usage_is_each_ledger_rows_tokens_by_its_message_id(tmp_path: Path) -> None:
+    """Goose's ``usage_ledger`` row of a model call gives the call's tokens; its
+    ``input_tokens`` are the whole prompt (Goose adds Anthropic's cache reads and writes into
+    it), so the cache is taken out once. The response is the message's own id."""
+    src = _agents_b.tree("goose", tmp_path / "src")
+    db = sqlite3.connect(src / "sessions.db", isolation_level=None)
+    try:  # a call that read and wrote the cache, as Goose records it
+        db.execute("UPDATE usage_ledger SET input_tokens = 5000, cache_read_tokens = 3000,"
+                   " cache_write_tokens = 1500, total_tokens = 5050")  # fmt: skip
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        ledger = db.execute(
+            "SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
+            " total_tokens FROM usage_ledger WHERE NOT is_compaction"
+        ).fetchall()
+        # the fixture's one call, and the assistant message it answered with (the turn's last)
+        replies = db.execute("SELECT message_id FROM messages WHERE role = 'assistant' ORDER BY"
+                             " created_timestamp DESC, id DESC LIMIT 1").fetchall()  # fmt: skip
+    finally:
+        db.close()
+    age(src.rglob("*"))
+    root = tmp_path / "root"
+    _agents.imported(_agents.run("goose", src, root))
+    own = {
+        f"goose:{mid}": _whole(inp, out, read, written)
+        for (mid,), (inp, out, read, written, _total) in zip(replies, ledger, strict=True)
+    }
+    assert all(t.total == total for t, (*_, total) in zip(own.values(), ledger, strict=True))
+    assert _counted(_rows(root)) == own
+
+
+def test_crush_sessions_count_no_response(tmp_path: Path) -> None:
+    """Crush keeps a session's tokens and cost only as the session's totals, never per
+    message: no response of an imported Crush session is counted (none is made up)."""
+    src, root = _import("crush", tmp_path)
+    db = sqlite3.connect(f"file:{src / '.crush' / 'crush.db'}?mode=ro", uri=True)
+    try:
+        totals = db.execute(
+            "SELECT sum(prompt_tokens + completion_tokens) FROM sessions"
+        ).fetchone()
+    finally:
+        db.close()
+    assert totals[0] > 0 and list(root.rglob("*.jsonl"))
+    assert _rows(root) == []

@@ -22,7 +22,9 @@ Mapping (each record is kept verbatim on the event it produced, else as ``import
   ``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
   ``cache_creation_input_tokens``, ``cost``), else the message's ``metrics`` (Cline: its
   ``cached`` adds reads and writes, taken as reads; Cline 4: ``inputTokens``, ``outputTokens``,
-  ``cacheReadTokens``, ``cacheWriteTokens``, ``cost``);
+  ``cacheReadTokens``, ``cacheWriteTokens``, ``cost``), with ``import.input_includes_cache``
+  when the input count is the whole prompt (a request by the OpenAI protocol, every
+  ``metrics``: the usage rules take the cache out of it, spec B.12);
 * a message Roo Code marks ``isSummary`` (it sends the history from its latest summary on), or a
   Cline 4 message whose ``metadata.kind`` is ``compaction`` or ``compaction_summary`` → a
   compaction of everything before it, the message's text the summary.
@@ -88,17 +90,20 @@ def _usage(values: Any, names: tuple[tuple[str, str], ...]) -> dict[str, Any] | 
     return usage or None
 
 
-def _metrics(m: dict[str, Any]) -> dict[str, Any] | None:
-    """The usage a message's own ``metrics`` give (Cline 3.3x on; Cline 4)."""
+def _metrics(m: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+    """The usage a message's own ``metrics`` give (Cline 3.3x on; Cline 4), and whether its
+    input count includes the cache reads and writes: both do (Cline 3's ``prompt`` adds them
+    up; a real Cline 4 session's ``inputTokens`` grows with the whole prompt while
+    ``cacheReadTokens`` is most of it)."""
     metrics = m.get("metrics")
     if not isinstance(metrics, dict):
-        return None
+        return None, False
     tokens = metrics.get("tokens")
     if isinstance(tokens, dict):  # Cline 3: {tokens: {prompt, completion, cached}, cost}
         names = (("prompt", "input_tokens"), ("completion", "output_tokens"),
                  ("cached", "cache_read_input_tokens"))  # fmt: skip
-        return _usage({**tokens, "cost": metrics.get("cost")}, names)
-    return _usage(metrics, _SDK_TOKENS)
+        return _usage({**tokens, "cost": metrics.get("cost")}, names), True
+    return _usage(metrics, _SDK_TOKENS), True
 
 
 class ClineMapper(Mapper):
@@ -112,6 +117,8 @@ class ClineMapper(Mapper):
         self.main.target.agent = self.source
         #: the usage of the request running (its ``api_req_started``), for its reply
         self.usage: dict[str, Any] | None = None
+        #: its ``apiProtocol`` is ``openai``: ``tokensIn`` includes the cache reads and writes
+        self.inclusive = False
         #: the model the latest environment details name (Kilo Code)
         self.model: str | None = None
 
@@ -165,6 +172,7 @@ class ClineMapper(Mapper):
         except msgspec.DecodeError:
             return
         self.usage = _usage(info, _UI_TOKENS)
+        self.inclusive = isinstance(info, dict) and info.get("apiProtocol") == "openai"
 
     def _message(self, m: dict[str, Any]) -> None:
         out = self.main
@@ -220,7 +228,8 @@ class ClineMapper(Mapper):
         signer = ANTHROPIC if provider == "anthropic" else None
         parts = parts_of(blocks, lambda b: _block(b, signer), empty_text=False)
         parts = [p for p in parts if p.get("type") != "text" or p["content"]]
-        usage, self.usage = self.usage or _metrics(m), None
+        usage, inclusive = (self.usage, self.inclusive) if self.usage else _metrics(m)
+        self.usage = None
         if not parts:
             self.raw_line("message/assistant", known=True)
             return
@@ -235,6 +244,8 @@ class ClineMapper(Mapper):
         model = info.get("modelId") or info.get("id") or self.model
         g.model = model if isinstance(model, str) and model else None
         g.usage = usage
+        if usage is not None and inclusive:
+            g.extra["input_includes_cache"] = True  # read so by the usage rules (B.12)
         self.flush_group(out)
 
     def _condensed(self, out: Out, m: dict[str, Any], blocks: list[Any]) -> None:

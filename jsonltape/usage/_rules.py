@@ -100,9 +100,11 @@ def _apart(total: int, part: int) -> tuple[int, int]:
     return total - part, part
 
 
-def read_tokens(usage: Mapping[str, Any], source: str | None = None) -> Tokens:
+def read_tokens(
+    usage: Mapping[str, Any], source: str | None = None, imp: Mapping[str, Any] | None = None
+) -> Tokens:
     """The six counts of ``usage`` (``data.usage``) by its dialect; ``source`` is the import's
-    ``data.import.source`` (None for a native session)."""
+    ``data.import.source`` (None for a native session), ``imp`` its ``data.import``."""
     u = usage
     if (
         source == "codex"
@@ -158,6 +160,16 @@ def read_tokens(usage: Mapping[str, Any], source: str | None = None) -> Tokens:
             _count(u.get("output_tokens")), _sub(u, "output_token_details", "reasoning")
         )
         return Tokens(input=inp, output=out, cache_5m=written, cache_read=cached, reasoning=thought)
+    if source in _WHOLE_PROMPT or (
+        source in _CLINES and isinstance(imp, Mapping) and imp.get("input_includes_cache") is True
+    ):
+        # Goose's input_tokens are the whole prompt, its cache reads and writes included (its
+        # Anthropic reader adds them up); so are Cline 4's inputTokens and the tokensIn of a
+        # Roo Code / Kilo Code request sent by the OpenAI protocol (apiProtocol "openai").
+        t = _anthropic(u)
+        rest, read = _apart(t.input, t.cache_read)
+        inp, written = _apart(rest, t.cache_5m + t.cache_1h)
+        return t._replace(input=inp, cache_5m=written, cache_1h=0, cache_read=read)
     if source == "continue":
         # Continue's completionTokens (imported as output_tokens) include the reasoning ones,
         # as OpenAI's completion_tokens and Anthropic's output_tokens do; the rest is
@@ -195,14 +207,20 @@ def tier_of(prompt: int) -> int:
 
 #: Imports whose usage is Gemini's ``usageMetadata`` (Qwen Code is a fork of Gemini CLI).
 _GEMINI = frozenset({"gemini-cli", "qwen-code"})
+#: Imports whose ``input_tokens`` always include the cache reads and writes (B.18).
+_WHOLE_PROMPT = frozenset({"goose"})
+#: The task-folder importers (B.17): their input includes the cache when the import says so.
+_CLINES = frozenset({"cline", "roo-code", "kilo-code"})
 #: Imports whose ``message.id`` is the source's own id of the response (the API message id of
 #: Claude Code, the record id of Gemini CLI, the message id of OpenCode, Amp's thread id and
 #: message index, Copilot CLI's model call id, else its message id: the importer makes none up).
 _OWN_IDS = frozenset({"claude-code", "gemini-cli", "opencode", "amp", "copilot-cli"})
 #: Imports whose ``message.id`` is the source's own id when the source gave one, and then is
 #: in ``import.ids`` too (else the importer made it up): Qwen Code's record uuid, Kimi CLI's
-#: response id (``StatusUpdate.message_id``), OpenHands's LLM response id (else its event id).
-_LISTED_IDS = frozenset({"qwen-code", "kimi-cli", "openhands"})
+#: response id (``StatusUpdate.message_id``), OpenHands's LLM response id (else its event id),
+#: the provider's response id of a Cline / Roo Code / Kilo Code task (Cline 4: the message's
+#: own id), Goose's message id.
+_LISTED_IDS = frozenset({"qwen-code", "kimi-cli", "openhands", *_CLINES, "goose"})
 #: Imports whose message ids are unique only within their session (Factory Droid's).
 _SESSION_IDS = frozenset({"factory-droid"})
 
@@ -293,7 +311,11 @@ def response_of(
         return None
     imp = data.get("import")
     source = imp.get("source") if isinstance(imp, Mapping) else None
-    tokens = read_tokens(usage, source if isinstance(source, str) else None)
+    tokens = read_tokens(
+        usage,
+        source if isinstance(source, str) else None,
+        imp if isinstance(imp, Mapping) else None,
+    )
     if not tokens.total:
         return None  # nothing billed: an API error, a synthetic reply
     model = data.get("model")
