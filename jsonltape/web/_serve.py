@@ -46,18 +46,28 @@ def _bind(config: Config) -> socket.socket:
 
 
 class _Stop:
-    """SIGINT and SIGTERM: the first raises KeyboardInterrupt (uvicorn, which handles both
-    while it serves, raises the signal again once it has shut down); later ones are ignored,
-    so a second signal cannot cut the index mirror's stop short (which left its pid file, and
-    ``daemon status`` said the daemon had died)."""
+    """SIGINT and SIGTERM: ask the server to shut down, never raise. An exception raised from
+    a signal handler lands in whatever Python code runs at that moment; in a weakref or
+    module-lock callback it is printed as "ignored" and lost, and serve went on running (one
+    start in ten under load). The first signal before the server exists is kept and given to
+    it as soon as it does; uvicorn, which handles both signals while it serves, raises them
+    again once it has shut down, and they land here as a no-op. So a second signal cannot cut
+    the index mirror's stop short either (which left its pid file)."""
 
     def __init__(self) -> None:
         self.fired = False
+        self.server: Any = None
 
     def __call__(self, signum: int, frame: object) -> None:
-        if not self.fired:
-            self.fired = True
-            raise KeyboardInterrupt
+        self.fired = True
+        if self.server is not None:
+            self.server.should_exit = True
+
+    def serve(self, server: Any) -> None:
+        """Give ``server`` a signal that came before it existed (it then shuts down at once)."""
+        self.server = server
+        if self.fired:
+            server.should_exit = True
 
 
 def _install(handlers: dict[int, Any]) -> dict[int, Any]:
@@ -87,7 +97,7 @@ def run(
         handlers[signal.SIGUSR2] = keeper.release
     previous = _install(handlers)
     try:
-        _serve(config, open_browser, say, keeper)
+        _serve(config, open_browser, say, keeper, stop)
     finally:
         _install(previous)
 
@@ -108,7 +118,13 @@ class _Keeper:
             self.mirror.release()
 
 
-def _serve(config: Config, open_browser: bool, say: Callable[[str], None], keeper: _Keeper) -> None:
+def _serve(
+    config: Config,
+    open_browser: bool,
+    say: Callable[[str], None],
+    keeper: _Keeper,
+    stop: _Stop,
+) -> None:
     import uvicorn
 
     from ._app import create_app
@@ -134,10 +150,11 @@ def _serve(config: Config, open_browser: bool, say: Callable[[str], None], keepe
                 server_header=False,
             )
         )
+        stop.serve(server)
         say(f"jsonltape serve: {note}")
         say(f"jsonltape serve: reading {config.target}")
         say(f"jsonltape serve: open {url}" + (f"?token={config.token}" if config.token else ""))
-        if open_browser:
+        if open_browser and not stop.fired:
             import webbrowser
 
             webbrowser.open(url + (f"?token={config.token}" if config.token else ""))

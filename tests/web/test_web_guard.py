@@ -414,3 +414,83 @@ def test_a_running_daemon_keeps_the_index_current_and_serve_starts_no_second_mir
         assert pid_file(index).read_text().strip() == daemon_pid  # still the daemon's
     finally:
         cli("daemon", "stop", "--index", str(index))
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.15, 0.3, 0.45, 0.6, 0.8, 1.0, 1.3])
+def test_sigterm_at_any_moment_of_start_up_stops_serve(tmp_path: Path, delay: float) -> None:
+    """A stop signal that lands while serve is still starting (importing, opening the index,
+    starting its mirror, before uvicorn takes the signals over) stops it too: serve's handler
+    raised KeyboardInterrupt, which Python drops when it lands in a weakref or module-lock
+    callback ("Exception ignored in ..."), and serve then ran on, deaf to the signal."""
+    import signal as sig
+
+    from jsonltape_daemon.paths import pid_file
+
+    root, index, home = tmp_path / "sessions", tmp_path / "index.db", tmp_path / "home"
+    root.mkdir(mode=0o700)
+    home.mkdir(mode=0o700)
+    corpus.long_session(root, turns=2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JSONLTAPE_")}
+    env["JSONLTAPE_HOME"] = str(home)
+    proc = subprocess.Popen(
+        [sys.executable, "-P", "-m", "jsonltape", "serve", "--index", str(index)]
+        + ["--root", str(root), "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    time.sleep(delay)
+    proc.send_signal(sig.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"serve still ran 30 s after SIGTERM at {delay} s: {out[-2000:]}")
+    assert "Traceback" not in out and "Exception ignored" not in out, out
+    if proc.returncode == -sig.SIGTERM:  # before serve set its handlers: nothing started yet
+        assert "jsonltape serve:" not in out, out
+    else:
+        assert proc.returncode == 0, (proc.returncode, out)
+        assert out.strip().endswith("jsonltape serve: stopped"), out
+    assert not pid_file(index).exists()
+
+
+def test_sigterm_as_soon_as_serve_gives_its_address_stops_it_every_time(tmp_path: Path) -> None:
+    """The moment a script sees the address and stops serve (tests, supervisors) is when
+    uvicorn starts: 12 starts, each stopped as soon as it printed the address, all end."""
+    import signal as sig
+
+    root, index, home = tmp_path / "sessions", tmp_path / "index.db", tmp_path / "home"
+    root.mkdir(mode=0o700)
+    home.mkdir(mode=0o700)
+    corpus.long_session(root, turns=2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JSONLTAPE_")}
+    env["JSONLTAPE_HOME"] = str(home)
+    for n in range(12):
+        proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "jsonltape", "serve", "--index", str(index)]
+            + ["--root", str(root), "--port", "0"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert proc.stdout is not None
+        said = []
+        for line in proc.stdout:
+            said.append(line)
+            if "http://" in line or len(said) > 5:
+                break
+        proc.send_signal(sig.SIGTERM)
+        try:
+            rest, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rest, _ = proc.communicate()
+            pytest.fail(f"start {n}: serve still ran 30 s after SIGTERM: {''.join(said) + rest}")
+        out = "".join(said) + rest
+        assert proc.returncode == 0, (n, proc.returncode, out)
+        assert "Traceback" not in out and "Exception ignored" not in out, out
+        assert out.strip().endswith("jsonltape serve: stopped"), out
