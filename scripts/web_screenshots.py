@@ -23,6 +23,7 @@ PAGES = {
     "transcript": "{rich}",
     "travel": "{rich_at}",
     "branch": "{branch}",
+    "usage": "/usage",
 }
 
 
