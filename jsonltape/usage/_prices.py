@@ -19,8 +19,9 @@ Rules (spec Appendix B.12):
   rate keeps its base rate.
 * Fast mode (Claude Code's ``speed: "fast"``): the table's ``provider_specific_entry.fast``
   multiplier; a model without one is unpriced in fast mode.
-* Rates are read exactly (the decimal the file wrote) and costs summed as fractions; reports
-  round each figure once, to integer micro-dollars.
+* Rates are read exactly (the decimal the file wrote) and costs summed as integers in units
+  of 10^-36 dollars (:data:`UNIT_PER_USD`: exact for every decimal rate a JSON table holds);
+  reports round each figure once, to integer micro-dollars.
 """
 
 from __future__ import annotations

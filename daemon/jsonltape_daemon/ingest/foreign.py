@@ -1,5 +1,7 @@
-"""Claude Code, Codex, pi and Gemini CLI files indexed in place, read-only, through the importer's
-mapping (a Gemini CLI legacy ``.json`` chat through its records).
+"""Other agents' session files indexed in place, read-only, through the importer's mapping:
+every agent the importers' registry marks in place (``AGENTS`` of ``jsonltape._index_api``; a
+JSON document such as a Gemini CLI legacy ``.json`` chat through its records; daemon/FOREIGN.md
+lists them).
 
 A foreign file is not made of jsonltape lines, so this kind *synthesizes* them: the file is
 mapped from its start (``jsonltape.interop.foreign.scan``, deterministic) and every mapped event
