@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jsonltape.errors import FormatError
 from jsonltape.usage import THRESHOLDS, Tokens, load_prices
 from jsonltape.usage._report import micros
+
+from .helpers import load_script
 
 TABLE = {
     "m": {
@@ -122,6 +125,73 @@ def test_the_shipped_table_says_where_it_came_from_and_parses_whole() -> None:
     table.check()  # every entry parses, every threshold is one the index groups by
     sonnet = table.lookup("claude-sonnet-4-5")
     assert sonnet is not None and sonnet.base[0] == Fraction(3, 10**6)
+
+
+def _refresh() -> Any:
+    return load_script(Path(__file__).parents[1] / "scripts" / "refresh_prices.py", "refresh")
+
+
+def test_a_price_once_shipped_is_kept_when_litellm_drops_the_model() -> None:
+    refresh = _refresh()
+    old = {
+        "meta": {"version": "1.2", "retired": {"ancient": "1.0"}},
+        "models": {"gone": {"input_cost_per_token": 1}, "ancient": {"input_cost_per_token": 2},
+                   "kept": {"input_cost_per_token": 3}},
+    }  # fmt: skip
+    new = {"kept": {"input_cost_per_token": 4}, "fresh": {"input_cost_per_token": 5}}
+    models, retired = refresh.carry(new, old, "1.2")
+    # the new release's rate wins where it has the model; a dropped one keeps its last rate,
+    # and where it was last listed (a model kept since an older refresh keeps that release)
+    assert models == {**new, "gone": {"input_cost_per_token": 1},
+                      "ancient": {"input_cost_per_token": 2}}  # fmt: skip
+    assert retired == {"gone": "1.2", "ancient": "1.0"}
+    assert refresh.carry(new, None, None) == (new, {})
+
+
+def test_a_recovered_model_comes_from_the_newest_release_that_listed_it() -> None:
+    refresh = _refresh()
+    versions = [f"1.{n}" for n in range(40)]
+
+    # "a" left after 1.17, "b" after 1.0, "c" is listed throughout, "d" came later and left,
+    # "e" was listed by none of the releases read (1.0, 1.16, 1.32, 1.39) and is missed
+    def listed_in(v: str) -> dict[str, dict[str, object]]:
+        n = int(v.split(".")[1])
+        out: dict[str, dict[str, object]] = {"c": {"r": n}}
+        if n <= 17:
+            out["a"] = {"r": n}
+        if n == 0:
+            out["b"] = {"r": n}
+        if 14 <= n <= 33:
+            out["d"] = {"r": n}
+        if 3 <= n <= 9:
+            out["e"] = {"r": n}
+        return out
+
+    asked: list[str] = []
+
+    def counted(v: str) -> dict[str, dict[str, object]]:
+        asked.append(v)
+        return listed_in(v)
+
+    found, last = refresh.recover({"c": {"r": 99}}, versions, counted)
+    assert found == {"a": {"r": 17}, "b": {"r": 0}, "d": {"r": 33}}
+    assert last == {"a": "1.17", "b": "1.0", "d": "1.33"}
+    assert len(set(asked)) < 16  # samples and bisections, not a walk of every release
+
+
+def test_the_shipped_table_prices_the_claude_models_anthropic_retired() -> None:
+    table = load_prices()
+    doc = json.loads(Path(__file__).parents[1].joinpath("jsonltape/usage/prices.json").read_text())
+    for model, rates in {
+        "claude-sonnet-4-20250514": (3, 15),
+        "claude-opus-4-20250514": (15, 75),
+        "claude-3-5-sonnet-20241022": (3, 15),
+        "claude-3-7-sonnet-20250219": (3, 15),
+    }.items():
+        price = table.lookup(model)
+        assert price is not None, model
+        assert (price.base[0], price.base[1]) == tuple(Fraction(r, 10**6) for r in rates)
+        assert model in doc["meta"]["retired"]  # and the release it was last listed in is said
 
 
 def test_a_litellm_file_is_read_as_it_is(tmp_path: Path) -> None:
