@@ -34,6 +34,7 @@ MODULES = (
     ".copilot_cli",
     ".copilot_vscode",
     ".continue_dev",
+    ".cursor",
 )
 
 

@@ -219,8 +219,8 @@ _OWN_IDS = frozenset({"claude-code", "gemini-cli", "opencode", "amp", "copilot-c
 #: in ``import.ids`` too (else the importer made it up): Qwen Code's record uuid, Kimi CLI's
 #: response id (``StatusUpdate.message_id``), OpenHands's LLM response id (else its event id),
 #: the provider's response id of a Cline / Roo Code / Kilo Code task (Cline 4: the message's
-#: own id), Goose's message id.
-_LISTED_IDS = frozenset({"qwen-code", "kimi-cli", "openhands", *_CLINES, "goose"})
+#: own id), Goose's message id, Cursor's bubble id.
+_LISTED_IDS = frozenset({"qwen-code", "kimi-cli", "openhands", *_CLINES, "goose", "cursor"})
 #: Imports whose message ids are unique only within their session (Factory Droid's).
 _SESSION_IDS = frozenset({"factory-droid"})
 

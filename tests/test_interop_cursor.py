@@ -1,0 +1,403 @@
+"""What the Cursor importer promises (spec B.20), on a transcript built from readers' consensus
+and a ``state.vscdb`` built by tests/_cursor_db.py: provider-valid bodies, every row and line
+kept verbatim once, the database never written, its ``ItemTable`` (authentication tokens) never
+read, an unchanged composer skipped and a grown one continued, a bad row one verdict naming the
+file, table, key and column, a transcript cut at any byte imported up to its last whole line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import jsonltape
+from jsonltape.cli import cli as main
+from jsonltape.interop import FileReport, import_paths
+from jsonltape.interop._cursor_store import Database
+
+from . import _cursor_db as cdb
+from ._agents import imported, run
+from ._importers import FIXTURES, age, copy_tree, nested, problems, raws, surface
+
+TRANSCRIPTS = FIXTURES / "cursor" / "projects"
+TID = "e13fc9ba-0000-4000-8000-000000000001"
+TRANSCRIPT = TRANSCRIPTS / "home-u-shop" / "agent-transcripts" / TID / f"{TID}.jsonl"
+
+
+def _db(tmp: Path, *, recent: bool = True, settled: bool = True) -> Path:
+    db = cdb.build(tmp / "User" / "globalStorage" / "state.vscdb", recent=recent)
+    if settled:
+        age(db.parent.iterdir())
+    return db
+
+
+_MARKERS = ("import/sync", "session/flush")
+
+
+def _listing(where: Path) -> dict[str, tuple[int, bytes]]:
+    return {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(where.iterdir())}
+
+
+def _by_id(sessions: list[Path]) -> dict[str, Path]:
+    return {s.name[len("cursor-") : -len(".jsonl")]: s for s in sessions}
+
+
+def _ok(reports: list[FileReport]) -> list[Path]:
+    """The sessions imported (the legacy text transcript is skipped, said)."""
+    return imported([r for r in reports if r.status != "skipped"])
+
+
+def _events(path: Path, type_: str) -> list[jsonltape.Event]:
+    return [e for e in jsonltape.read(path) if e.type == type_]
+
+
+def test_composers_and_transcripts_import_into_bodies_a_provider_accepts(tmp_path: Path) -> None:
+    db = _db(tmp_path / "src")
+    src = copy_tree(TRANSCRIPTS, tmp_path / "projects")
+    sessions = _ok(run("cursor", db, tmp_path / "out") + run("cursor", src, tmp_path / "out"))
+    assert len(sessions) == 4
+    for s in sessions:  # clean, and bodies a provider accepts, as messages --check says
+        res = CliRunner().invoke(main, ["messages", "--check", str(s)])
+        assert (jsonltape.verify(s).state, problems(s), res.exit_code) == ("clean", [], 0), s
+    by = _by_id(sessions)
+    head = next(iter(jsonltape.read(by[cdb.MAIN]))).data
+    assert head["title"] == "Cart total" and head["created"] == cdb.T0
+    replies = {e.data["message"]["id"]: e.data for e in _events(by[cdb.MAIN], "assistant/message")}
+    # the dead branch is not mapped; the bubbles in the headers' order are
+    assert list(replies) == ["a1", "a2", "a3", "a4", "a5"]
+    assert replies["a3"]["usage"] == {"input_tokens": 1200, "output_tokens": 80}
+    assert replies["a3"]["import"]["ids"] == ["a3"]  # the key usage reports count it by
+    assert replies["a3"]["model"] == "claude-4.5-sonnet"
+    assert "usage" not in replies["a1"] and "usage" not in replies["a2"]  # zeros: no usage
+    assert replies["a1"]["message"]["parts"] == [
+        {"type": "reasoning", "content": "Look at cart.py first."}
+    ]
+    results = {
+        e.data["call_id"]: e.data["message"]["parts"][0]
+        for e in _events(by[cdb.MAIN], "tool/result")
+    }
+    assert results["toolu_cart"]["response"] == {"contents": "total = sum(prices)"}
+    assert results["toolu_task"]["is_error"] is True
+    calls = [p for r in replies.values() for p in r["message"]["parts"] if p["type"] == "tool_call"]
+    assert calls[0]["arguments"] == {"targetFile": "cart.py"}  # params before rawArgs
+    assert calls[1]["arguments"] == "not json {"  # kept as Cursor wrote it
+    text = by[cdb.MAIN].read_text()
+    assert "regenerated" not in text
+    sub = next(iter(jsonltape.read(by[cdb.SUB]))).data["meta"]["import"]
+    assert (sub["parent"], sub["spawned_by"]) == (cdb.MAIN, "toolu_task")
+    old = [e.data["message"]["parts"][0]["content"] for e in _events(by[cdb.OLD], "user/message")]
+    assert old == ["Rename shop to store."]
+    transcript = list(jsonltape.read(by[TID]))
+    assert transcript[0].data["title"] == "list the files here"
+    calls = [e.data["call_id"] for e in _events(by[TID], "tool/result")]
+    assert calls == ["line-2.1", "toolu_01"]
+
+
+def test_times_are_the_sources_own_or_a_neighbours_never_the_import_clock(tmp_path: Path) -> None:
+    db = _db(tmp_path / "src")
+    src = copy_tree(TRANSCRIPTS, tmp_path / "projects", seconds=86_400 * 30)
+    sessions = _ok(run("cursor", db, tmp_path / "out") + run("cursor", src, tmp_path / "out"))
+    by = _by_id(sessions)
+    for sid, path in by.items():
+        # only the import's own markers have the import's time
+        times = [e.time for e in jsonltape.read(path) if e.type not in _MARKERS]
+        assert times == sorted(times), sid
+        assert max(times) < (time.time() - 3600) * 1000, sid
+    untimed = [e for e in _events(by[cdb.MAIN], "user/message")][1]
+    assert untimed.time == cdb.T0 + 4_000  # u2 has no createdAt: its timed neighbour's
+    mtime = TRANSCRIPT.stat().st_mtime  # the transcript has no times: the file's change time
+    copy_mtime = (src / TRANSCRIPT.relative_to(TRANSCRIPTS)).stat().st_mtime_ns // 1_000_000
+    times = {e.time for e in jsonltape.read(by[TID]) if e.type not in _MARKERS}
+    assert mtime and times == {copy_mtime}
+
+
+def test_every_record_and_line_is_kept_verbatim_exactly_once(tmp_path: Path) -> None:
+    db = _db(tmp_path / "src")
+    src = copy_tree(TRANSCRIPTS, tmp_path / "projects")
+    by = _by_id(_ok(run("cursor", db, tmp_path / "o1") + run("cursor", src, tmp_path / "o2")))
+    kept = raws([by[TID]])
+    assert "".join(kept[n] + "\n" for n in sorted(kept)).encode() == TRANSCRIPT.read_bytes()
+    store = Database(db)
+    for unit in store.units():
+        sid = unit.name.partition("#")[2]
+        body, _held = unit.render(True)
+        kept = raws([by[sid]])
+        assert "".join(kept[n] + "\n" for n in sorted(kept)).encode() == body, sid
+        values = [msgspec.json.decode(line) for line in body.splitlines()]
+        assert values[0]["type"] == "composer"
+
+
+def test_the_database_is_never_written_and_nothing_appears_beside_it(tmp_path: Path) -> None:
+    db = _db(tmp_path / "src")
+    assert db.with_name("state.vscdb-wal").stat().st_size > 0  # the sub-agent is in the log
+    before = _listing(db.parent)
+    reports = run("cursor", db, tmp_path / "out")
+    assert _by_id(imported(reports)).keys() == {cdb.MAIN, cdb.SUB, cdb.OLD}
+    run("cursor", db, tmp_path / "out")
+    assert _listing(db.parent) == before
+    os.unlink(db.with_name("state.vscdb-wal"))  # Cursor checkpointed and closed: immutable read
+    before = _listing(db.parent)
+    run("cursor", db, tmp_path / "out2")
+    assert _listing(db.parent) == before
+
+
+def test_the_authentication_token_never_appears_in_any_output(tmp_path: Path) -> None:
+    db = _db(tmp_path / "src")
+    out = tmp_path / "out"
+    user = db.parent.parent  # a tree with the database in it
+    for args in (["import", "--from", "cursor", str(db), "-o", str(out)],
+                 ["import", "--from", "cursor", str(user), "-o", str(out)]):  # fmt: skip
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 0, res.output
+        assert cdb.TOKEN not in res.output + res.stderr
+    for p in out.rglob("*"):
+        if p.is_file():
+            assert cdb.TOKEN.encode() not in p.read_bytes(), p
+    for s in out.rglob("*.jsonl"):
+        for args in (["messages", str(s)], ["export", "--format", "md", str(s)], ["cat", str(s)]):
+            res = CliRunner().invoke(main, args)
+            assert cdb.TOKEN not in res.output, args
+
+
+def test_an_unchanged_composer_is_skipped_and_a_grown_one_continues_as_a_fresh_import_does(
+    tmp_path: Path,
+) -> None:
+    db = _db(tmp_path / "src")
+    out = tmp_path / "out"
+    sessions = _by_id(_ok(run("cursor", db, out)))
+    again = run("cursor", db, out)
+    assert {r.status for r in again} == {"unchanged"} and sum(r.events for r in again) == 0
+    before = {k: s.read_bytes() for k, s in sessions.items()}
+    # Cursor goes on: the main composer gets a prompt and a reply, a new composer starts
+    main_rows = dict(cdb.main_rows())
+    value = json.loads(main_rows[f"composerData:{cdb.MAIN}"])
+    value["fullConversationHeadersOnly"] += [{"bubbleId": "u3", "type": 1},
+                                             {"bubbleId": "a6", "type": 2}]  # fmt: skip
+    value["lastUpdatedAt"] = cdb.T0 + 120_000
+    new = "c0a1b2c3-0000-4000-8000-00000000d004"
+    cdb.write(db, [
+        (f"composerData:{cdb.MAIN}", json.dumps(value)),
+        (f"bubbleId:{cdb.MAIN}:u3", json.dumps(cdb.bubble(1, cdb.T0 + 100_000, text="Thanks!"))),
+        (f"bubbleId:{cdb.MAIN}:a6", json.dumps(cdb.bubble(2, cdb.T0 + 101_000, text="Welcome."))),
+        (f"composerData:{new}", json.dumps(cdb.composer(new, "New", [
+            ("n1", cdb.bubble(1, cdb.T0 + 200_000, text="Hello"))]))),
+        (f"bubbleId:{new}:n1", json.dumps(cdb.bubble(1, cdb.T0 + 200_000, text="Hello"))),
+    ])  # fmt: skip
+    age(db.parent.iterdir())
+    grown = {r.path.partition("#")[2]: r for r in run("cursor", db, out)}
+    assert grown[cdb.SUB].status == grown[cdb.OLD].status == "unchanged"
+    assert grown[cdb.MAIN].status == "imported" and grown[new].status == "imported"
+    after = sessions[cdb.MAIN].read_bytes()
+    assert after.startswith(before[cdb.MAIN])  # appended to, nothing rewritten
+    fresh = _by_id(_ok(run("cursor", db, tmp_path / "fresh")))
+    assert problems(sessions[cdb.MAIN]) == []
+    assert surface(sessions[cdb.MAIN]) == surface(fresh[cdb.MAIN])
+    assert surface(sessions[cdb.MAIN])[-2:] == [("user", "Thanks!"), ("assistant", "Welcome.")]
+
+
+def test_an_edited_prompt_is_a_rewrite_that_ends_as_a_fresh_import_of_the_new_version(
+    tmp_path: Path,
+) -> None:
+    db = _db(tmp_path / "src")
+    out = tmp_path / "out"
+    session = _by_id(_ok(run("cursor", db, out)))[cdb.MAIN]
+    before = session.read_bytes()
+    # the user edits the second prompt: Cursor writes new bubbles and headers from it on, the
+    # old ones stay in the table, dead
+    value = json.loads(dict(cdb.main_rows())[f"composerData:{cdb.MAIN}"])
+    value["fullConversationHeadersOnly"] = value["fullConversationHeadersOnly"][:4] + [
+        {"bubbleId": "u2b", "type": 1}, {"bubbleId": "a7", "type": 2}
+    ]  # fmt: skip
+    value["lastUpdatedAt"] = cdb.T0 + 300_000
+    cdb.write(db, [
+        (f"composerData:{cdb.MAIN}", json.dumps(value)),
+        (f"bubbleId:{cdb.MAIN}:u2b",
+         json.dumps(cdb.bubble(1, cdb.T0 + 290_000, text="Just fix it."))),
+        (f"bubbleId:{cdb.MAIN}:a7", json.dumps(cdb.bubble(2, cdb.T0 + 291_000, text="Done."))),
+    ])  # fmt: skip
+    age(db.parent.iterdir())
+    again = {r.path.partition("#")[2]: r for r in run("cursor", db, out)}
+    assert again[cdb.MAIN].status == "imported", again[cdb.MAIN].error
+    assert session.read_bytes().startswith(before)  # appended: the old version kept
+    fresh = _by_id(_ok(run("cursor", db, tmp_path / "fresh")))[cdb.MAIN]
+    assert surface(session) == surface(fresh)
+    assert surface(session)[-2:] == [("user", "Just fix it."), ("assistant", "Done.")]
+    assert problems(session) == []
+
+
+def _bad_rows() -> st.SearchStrategy[tuple[str, object, str]]:
+    """(which row, its bad value, what the verdict names)."""
+    values = st.one_of(
+        st.just(42), st.just(None), st.just(b"\xff\xfe not utf-8"), st.just("{not json"),
+        st.just("[1, 2]"), st.just(json.dumps(nested(600))), st.just(json.dumps(json.dumps(7))),
+        st.binary(max_size=40).filter(lambda b: not _object(b)),
+        st.text(max_size=40).filter(lambda t: not _object(t.encode("utf-8", "surrogatepass"))),
+    )  # fmt: skip
+    keys = st.sampled_from([f"composerData:{cdb.MAIN}", f"bubbleId:{cdb.MAIN}:a3"])
+    return st.tuples(keys, values, st.just("value"))
+
+
+def _object(data: bytes) -> bool:
+    try:
+        value = json.loads(data)
+        if isinstance(value, str):
+            value = json.loads(value)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(value, dict)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(bad=_bad_rows())
+def test_a_bad_row_is_one_verdict_naming_file_table_key_and_column(
+    tmp_path_factory: pytest.TempPathFactory, bad: tuple[str, object, str]
+) -> None:
+    tmp = tmp_path_factory.mktemp("bad")
+    db = _db(tmp / "src", recent=False)
+    key, value, column = bad
+    cdb.write(db, [(key, value)])
+    age(db.parent.iterdir())
+    reports = run("cursor", db, tmp / "out")
+    errors = [r for r in reports if r.status == "error"]
+    assert len(errors) == 1, [(r.path, r.status) for r in reports]
+    why = errors[0].error or ""
+    assert "\n" not in why and str(db) in why and "cursorDiskKV row" in why, why
+    assert repr(key) in why and column in why, why
+    assert "Traceback" not in why
+    assert {r.status for r in reports if r is not errors[0]} <= {"imported"}
+    assert errors[0].sessions == [] or not any(Path(s).exists() for s in errors[0].sessions)
+
+
+def test_a_bad_row_through_the_command_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    db = _db(tmp_path / "src", recent=False)
+    cdb.write(db, [(f"bubbleId:{cdb.MAIN}:a2", "x" * 3_000_000)])  # huge, and not JSON
+    age(db.parent.iterdir())
+    res = CliRunner().invoke(main, ["import", "--from", "cursor", str(db), "-o",
+                                    str(tmp_path / "out")])  # fmt: skip
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("jsonltape: error")]
+    assert len(lines) == 1 and f"'bubbleId:{cdb.MAIN}:a2'" in lines[0] and "value" in lines[0]
+    assert "Traceback" not in res.output + res.stderr and len(lines[0]) < 2000
+
+
+def test_a_transcript_cut_at_every_byte_imports_its_whole_lines_and_waits_for_the_rest(
+    tmp_path: Path,
+) -> None:
+    data = TRANSCRIPT.read_bytes()
+    whole = [i + 1 for i, b in enumerate(data) if b == 0x0A]
+    for cut in range(len(data) + 1):
+        f = tmp_path / f"c{cut}" / "agent-transcripts" / f"{TID}.jsonl"
+        f.parent.mkdir(parents=True)
+        f.write_bytes(data[:cut])
+        reports = list(import_paths("cursor", [f], tmp_path / f"o{cut}", settle=None))
+        assert len(reports) == 1
+        r = reports[0]
+        done = max([w for w in whole if w <= cut], default=0)
+        # a last line without its newline is a line once it is a whole JSON object
+        tail = data[done:cut]
+        want = data[:cut] + b"\n" if tail and _object(tail) else data[:done]
+        if not want:  # nothing whole yet: nothing written, the part held back
+            assert (r.status, r.error, r.sessions) == ("empty", None, []), cut
+            assert (r.torn is None) == (cut == 0), cut
+            continue
+        assert r.status == "imported", (cut, r.error)
+        assert (r.torn is None) == (len(want) >= cut), cut  # the rest waits
+        kept = raws(r.sessions)
+        assert "".join(kept[n] + "\n" for n in sorted(kept)).encode() == want, cut
+        assert jsonltape.verify(r.sessions[0]).state == "clean"
+
+
+def test_a_transcript_of_a_composer_in_the_database_is_skipped_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    db = cdb.build(home / ".config" / "Cursor" / "User" / "globalStorage" / "state.vscdb")
+    cdb.write(db, [(f"composerData:{TID}", json.dumps(cdb.composer(TID, "Files", [])))])
+    src = copy_tree(TRANSCRIPTS, home / ".cursor" / "projects")
+    reports = run("cursor", src, tmp_path / "out")
+    skipped = [r for r in reports if r.path.endswith(f"{TID}.jsonl")]
+    assert [r.status for r in skipped] == ["skipped"]
+    assert f"composer {TID}" in (skipped[0].error or skipped[0].why or "")
+    shutil.rmtree(home / ".config")
+    from jsonltape.interop import cursor
+
+    cursor._ids.cache_clear()
+    reports = run("cursor", src, tmp_path / "out2")
+    assert [r.status for r in reports if r.path.endswith(f"{TID}.jsonl")] == ["imported"]
+
+
+def test_a_legacy_text_transcript_is_left_out_with_one_line(tmp_path: Path) -> None:
+    src = copy_tree(TRANSCRIPTS, tmp_path / "projects")
+    res = CliRunner().invoke(main, ["import", "--from", "cursor", str(src), "-o",
+                                    str(tmp_path / "out")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    said = [ln for ln in res.stderr.splitlines() if ".txt" in ln]
+    assert len(said) == 1 and "legacy Cursor text transcript" in said[0], said
+
+
+def test_sync_source_cursor_says_to_import_instead(tmp_path: Path) -> None:
+    from jsonltape_daemon.ingest.foreign import parse_source
+
+    with pytest.raises(ValueError, match="Cursor sessions cannot be indexed in place"):
+        parse_source(f"cursor:{tmp_path}")
+
+
+def test_sqlite_reads_of_the_database_go_through_the_keys_index(tmp_path: Path) -> None:
+    """Listing composers reads their rows and counts each one's bubbles by key range, not by
+    scanning the table: the work grows with the composers, not with every row of the file."""
+    db = _db(tmp_path / "src")
+    small = Database(db)
+    small.sessions()
+    con = sqlite3.connect(db)  # one transaction
+    try:
+        con.executemany("INSERT INTO ItemTable VALUES (?, ?)",
+                        [(f"other.{i}", "x" * 100) for i in range(20_000)])  # fmt: skip
+        con.executemany("INSERT INTO cursorDiskKV VALUES (?, ?)",
+                        [(f"checkpointId:{i}", "{}") for i in range(20_000)])  # fmt: skip
+        con.commit()
+    finally:
+        con.close()
+    big = Database(db)
+    big.sessions()
+    assert big.steps < small.steps * 3 + 2_000, (small.steps, big.steps)
+
+
+@pytest.mark.parametrize(
+    ("plat", "user"),
+    [("linux", ".config/Cursor/User"), ("darwin", "Library/Application Support/Cursor/User")],
+)
+def test_auto_finds_cursors_transcripts_and_database_in_their_default_places(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plat: str, user: str
+) -> None:
+    from jsonltape.interop._auto import find
+
+    home = tmp_path / "home"
+    copy_tree(TRANSCRIPTS, home / ".cursor" / "projects")
+    db = cdb.build(home / user / "globalStorage" / "state.vscdb")
+    age(db.parent.iterdir())
+    found, _capped = find([], env={"HOME": str(home)}, plat=plat)
+    where = {f.agent.name: [p.relative_to(home).as_posix() for p in f.paths] for f in found}
+    assert where["cursor"] == [".cursor/projects", f"{user}/globalStorage/state.vscdb"]
+    if plat != "linux":
+        return  # the command searches this machine's platform
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["import", "--from", "auto", "-o", str(tmp_path / "root")])
+    assert res.exit_code == 0, res.output
+    made = sorted(p.name for p in (tmp_path / "root" / "cursor").glob("*.jsonl"))
+    ids = [cdb.MAIN, cdb.SUB, cdb.OLD, TID]
+    assert made == sorted(f"cursor-{i}.jsonl" for i in ids)
