@@ -401,3 +401,36 @@ def test_auto_finds_cursors_transcripts_and_database_in_their_default_places(
     made = sorted(p.name for p in (tmp_path / "root" / "cursor").glob("*.jsonl"))
     ids = [cdb.MAIN, cdb.SUB, cdb.OLD, TID]
     assert made == sorted(f"cursor-{i}.jsonl" for i in ids)
+
+
+def test_a_renamed_composer_gets_its_new_title_as_a_session_title_event(tmp_path: Path) -> None:
+    db = _db(tmp_path / "src")
+    out = tmp_path / "out"
+    session = _by_id(_ok(run("cursor", db, out)))[cdb.MAIN]
+    value = json.loads(dict(cdb.main_rows())[f"composerData:{cdb.MAIN}"])
+    value["name"], value["lastUpdatedAt"] = "Cart total, fixed", cdb.T0 + 400_000
+    cdb.write(db, [(f"composerData:{cdb.MAIN}", json.dumps(value))])
+    age(db.parent.iterdir())
+    run("cursor", db, out)
+    titles = [e.data["title"] for e in _events(session, "session/title")]
+    assert titles == ["Cart total, fixed"]
+
+
+def test_a_composer_cursor_is_still_writing_holds_its_last_turn_back_until_settled(
+    tmp_path: Path,
+) -> None:
+    db = _db(tmp_path / "src")
+    value = json.loads(dict(cdb.main_rows())[f"composerData:{cdb.MAIN}"])
+    value["lastUpdatedAt"] = int(time.time() * 1000)  # Cursor wrote it just now
+    cdb.write(db, [(f"composerData:{cdb.MAIN}", json.dumps(value))])
+    out = tmp_path / "out"
+    live = {r.path.partition("#")[2]: r for r in run("cursor", db, out, settle=3600)}
+    assert live[cdb.MAIN].status == "imported" and live[cdb.MAIN].held
+    session = Path(live[cdb.MAIN].sessions[0])
+    said = [e.data["message"]["parts"][0]["content"] for e in _events(session, "user/message")]
+    assert said == ["Why is the cart total wrong?"]  # the last prompt on: still being written
+    value["lastUpdatedAt"] -= 7_200_000  # done two hours ago
+    cdb.write(db, [(f"composerData:{cdb.MAIN}", json.dumps(value))])
+    run("cursor", db, out, settle=3600)
+    fresh = _by_id(_ok(run("cursor", db, tmp_path / "fresh")))[cdb.MAIN]
+    assert surface(session) == surface(fresh)
