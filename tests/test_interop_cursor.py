@@ -434,3 +434,29 @@ def test_a_composer_cursor_is_still_writing_holds_its_last_turn_back_until_settl
     run("cursor", db, out, settle=3600)
     fresh = _by_id(_ok(run("cursor", db, tmp_path / "fresh")))[cdb.MAIN]
     assert surface(session) == surface(fresh)
+
+
+def test_a_transcript_below_a_transcripts_folder_is_a_session_of_its_own(tmp_path: Path) -> None:
+    src = copy_tree(TRANSCRIPTS, tmp_path / "projects")
+    folder = src / "home-u-shop" / "agent-transcripts" / TID
+    sub = folder / "subagents" / "5ab00000-0000-4000-8000-000000000005.jsonl"
+    sub.parent.mkdir()
+    sub.write_bytes(TRANSCRIPT.read_bytes().split(b"\n", 2)[0] + b"\n")
+    (folder / "notes.md").write_text("not a transcript")  # neither imported nor said
+    reports = run("cursor", src, tmp_path / "out")
+    assert sorted(_by_id(_ok(reports))) == sorted([TID, "5ab00000-0000-4000-8000-000000000005"])
+    assert not [r for r in reports if r.path.endswith("notes.md")]
+
+
+def test_counting_a_composers_bubbles_reads_the_keys_index_only(tmp_path: Path) -> None:
+    """An unchanged composer is decided without reading its bubbles' values (a real database
+    holds hundreds of MB of them): the count is answered by the index of the keys."""
+    from jsonltape.interop._cursor_store import COUNT
+
+    db = _db(tmp_path / "src")
+    con = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+    try:
+        plan = " ".join(str(r[-1]) for r in con.execute(f"EXPLAIN QUERY PLAN {COUNT}", ("a", "b")))
+    finally:
+        con.close()
+    assert "COVERING INDEX" in plan, plan

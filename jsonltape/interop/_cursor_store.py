@@ -23,6 +23,10 @@ headers (or of ``conversation[]``). A bubble the headers do not name is a dead b
 or regenerated turn) and is not rendered; a header whose bubble row is missing renders nothing.
 Records from the last user bubble on are held back until the source is settled (Cursor
 rewrites a bubble while its reply streams).
+
+A composer is unchanged while its own row (its length and ``lastUpdatedAt``, which Cursor
+moves on at every write) and the number of its bubble rows are: that costs one decode of the
+composer row and a count the keys' index answers, never a read of the bubbles.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from ._sqlite import (
     utf8,
 )
 
-__all__ = ["COMPOSER", "CursorStoreError", "Database", "composer_ids", "units"]
+__all__ = ["COMPOSER", "COUNT", "CursorStoreError", "Database", "composer_ids", "units"]
 
 _encode = msgspec.json.Encoder().encode
 COMPOSER = "composerData:"
@@ -54,6 +58,9 @@ _BUBBLE = "bubbleId:"
 #: A bubble's value sits two levels down in its record (``{"bubble": {...}}``).
 VALUE_DEPTH = MAX_DEPTH - 2
 _ROW = (("key", ("text",)), ("value", ("text", "blob")))
+#: How many bubbles a composer has: answered from the keys' index alone, no value read (a
+#: length of the values would read every bubble of a database of hundreds of MB at each import).
+COUNT = "SELECT count(*) FROM cursorDiskKV WHERE key >= ? AND key < ?"
 COLUMNS = {"cursorDiskKV": _ROW}
 _USER = 1
 
@@ -122,11 +129,8 @@ class Database(SessionStore):
             if isinstance(sub, dict) and sub:
                 record["subagentInfo"] = sub
             prefix = f"{_BUBBLE}{cid}:"
-            count, chars = con.execute(
-                "SELECT count(*), sum(length(value)) FROM cursorDiskKV WHERE key >= ? AND key < ?",
-                (prefix, _after(prefix)),
-            ).fetchone()
-            size = 1 + len(raw) + count + (chars if isinstance(chars, int) else 0)
+            (count,) = con.execute(COUNT, (prefix, _after(prefix))).fetchone()
+            size = len(raw) + count
             changed = data.get("lastUpdatedAt")
             changed = changed if type(changed) is int else created if type(created) is int else 0
             name = data.get("name")

@@ -271,7 +271,9 @@ def mapper(name: str, path: str, session_id: str) -> Mapper:
 
 
 def _in_transcripts(path: Path) -> bool:
-    return _TRANSCRIPTS in path.parts[-3:-1]
+    """Whether a file lies below an ``agent-transcripts`` folder (at any depth: sub-agents'
+    transcripts may lie beside their parent's, a layout not confirmed)."""
+    return _TRANSCRIPTS in path.parts[:-1]
 
 
 def _take(path: Path) -> bool | str:
