@@ -19,6 +19,8 @@ fast path reads only the end of each imported session) and again after touching 
 * ``aider-tree`` (``--projects`` repositories, each history Aider's own runs repeated),
   ``cline-tasks`` (task folders), ``goose-db`` and ``crush-db`` (one database each): the test
   fixtures scaled up (benchmarks/_interop_trees_b.py).
+* ``cursor-db`` (one ``state.vscdb``) and ``cursor-transcripts`` (agent transcripts): the Cursor
+  importer's test fixtures scaled up (benchmarks/_interop_trees_c.py).
 
 ``--only NAME`` (repeatable) runs only those workloads.
 
@@ -49,6 +51,7 @@ import _interop_agents as agents
 import _interop_trees as trees
 import _interop_trees_a as trees_a
 import _interop_trees_b as trees_b
+import _interop_trees_c as trees_c
 
 #: The real sessions: $JSONLTAPE_SAMPLES (as in the tests), else shared/samples beside the repo.
 SAMPLES = Path(
@@ -221,6 +224,12 @@ def main() -> None:
                 "crush",
                 lambda d, n, t: trees_b.crush_db(d / ".crush" / "crush.db", n, t),
             ),
+            (
+                "cursor-db",
+                "cursor",
+                lambda d, n, t: trees_c.cursor_db(d / "globalStorage" / "state.vscdb", n, t),
+            ),
+            ("cursor-transcripts", "cursor", trees_c.cursor_transcripts),
         ):
             if want(name):
                 make(work / name, n, args.turns)
