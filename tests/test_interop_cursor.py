@@ -26,7 +26,7 @@ from jsonltape.interop._cursor_store import Database
 
 from . import _cursor_db as cdb
 from ._agents import imported, run
-from ._importers import FIXTURES, age, copy_tree, nested, problems, raws, surface
+from ._importers import FIXTURES, JSON, age, copy_tree, nested, problems, raws, surface
 
 TRANSCRIPTS = FIXTURES / "cursor" / "projects"
 TID = "e13fc9ba-0000-4000-8000-000000000001"
@@ -460,3 +460,111 @@ def test_counting_a_composers_bubbles_reads_the_keys_index_only(tmp_path: Path) 
     finally:
         con.close()
     assert "COVERING INDEX" in plan, plan
+
+
+def test_usage_counts_a_cursor_reply_by_its_bubble_id_once_in_any_session(tmp_path: Path) -> None:
+    """The same composer imported into two roots (two machines, a copied tree) is one set of
+    responses, keyed ``cursor:<bubble id>`` (spec B.12)."""
+    from jsonltape.usage import response_of
+
+    db = _db(tmp_path / "src")
+    keys: list[set[str]] = []
+    for root in ("a", "b"):
+        session = _by_id(_ok(run("cursor", db, tmp_path / root)))[cdb.MAIN]
+        got = set()
+        for e in jsonltape.read(session):
+            r = response_of(e.data["id"] if e.seq == 0 else session.stem, False, e.type, e.seq,
+                            e.time, "00000000", e.data)  # fmt: skip
+            if r is not None:
+                got.add(r.rkey)
+        keys.append(got)
+    assert keys[0] == keys[1] == {"cursor:a3", "cursor:a5"}
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    fields=st.dictionaries(
+        st.sampled_from(
+            [
+                "type",
+                "text",
+                "thinking",
+                "toolFormerData",
+                "tokenCount",
+                "modelInfo",
+                "modelName",
+                "createdAt",
+            ]
+        ),
+        JSON
+        | st.sampled_from([1, 2])
+        | st.fixed_dictionaries(
+            {},
+            optional={
+                "name": JSON,
+                "toolCallId": JSON,
+                "params": JSON,
+                "rawArgs": JSON,
+                "status": JSON,
+                "result": JSON,
+                "text": JSON,
+                "inputTokens": JSON,
+                "outputTokens": JSON,
+            },
+        ),
+    ),
+    blob=st.booleans(),
+)
+def test_a_bubble_of_any_shape_imports_clean_or_is_one_verdict(
+    tmp_path_factory: pytest.TempPathFactory, fields: dict[str, object], blob: bool
+) -> None:
+    tmp = tmp_path_factory.mktemp("fuzz")
+    db = _db(tmp / "src", recent=False)
+    value = json.dumps(fields)
+    cdb.write(db, [(f"bubbleId:{cdb.MAIN}:a3", value.encode() if blob else value)])
+    age(db.parent.iterdir())
+    for r in run("cursor", db, tmp / "out"):
+        assert r.status == "imported", r.error
+        for session in r.sessions:
+            assert jsonltape.verify(session).state == "clean"
+            assert problems(session) == [], fields
+        for _n, why in r.problems:
+            assert "\n" not in why
+
+
+_BLOCK = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "tool_use", "tool_result", "thinking", "image"])},
+    optional={
+        k: JSON for k in ("text", "name", "input", "id", "tool_use_id", "content", "thinking")
+    },
+)
+_LINE = st.dictionaries(
+    st.sampled_from(["role", "message", "type"]),
+    JSON
+    | st.sampled_from(["user", "assistant", "turn_ended"])
+    | st.fixed_dictionaries({"content": JSON | st.lists(_BLOCK, max_size=3)}),
+)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(lines=st.lists(_LINE, min_size=1, max_size=6))
+def test_a_transcript_of_any_lines_imports_clean_each_problem_one_line(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[dict[str, object]]
+) -> None:
+    tmp = tmp_path_factory.mktemp("fuzz")
+    f = tmp / "agent-transcripts" / f"{TID}.jsonl"
+    f.parent.mkdir()
+    f.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    age([f])
+    for r in run("cursor", f, tmp / "out"):
+        assert r.status in ("imported", "error", "empty"), r.error
+        if r.status == "error":
+            assert r.error is not None and "\n" not in r.error and str(f) in r.error
+            continue
+        for session in r.sessions:
+            assert jsonltape.verify(session).state == "clean"
+            assert problems(session) == [], lines
+        for _n, why in r.problems:
+            assert "\n" not in why
