@@ -2,8 +2,8 @@
 source: tests/fixtures/interop/cursor/PROVENANCE.md names them): VS Code's ``ItemTable`` and
 Cursor's ``cursorDiskKV``, both ``(key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB)``, composer
 and bubble rows in the observed shapes, values as TEXT, as BLOB and as a JSON string of the JSON,
-an authentication token in ``ItemTable``, and the newest rows only in the ``-wal`` (Cursor
-running)."""
+an authentication token in ``ItemTable``, and the newest rows only in the ``-wal`` beside its
+``-shm`` (Cursor running)."""
 
 from __future__ import annotations
 
@@ -179,7 +179,7 @@ def build(dest: Path, *, recent: bool = True) -> Path:
         if recent:
             con.executemany("INSERT INTO cursorDiskKV VALUES (?, ?)", sub_rows())
         dest.parent.mkdir(parents=True, exist_ok=True)
-        for suffix in ("", "-wal"):  # a copy while Cursor holds it open: db and its log
+        for suffix in ("", "-wal", "-shm"):  # a copy while Cursor holds it open
             src = db.with_name(db.name + suffix)
             if src.exists() and src.stat().st_size:
                 shutil.copyfile(src, dest.with_name(dest.name + suffix))

@@ -139,6 +139,7 @@ def test_every_record_and_line_is_kept_verbatim_exactly_once(tmp_path: Path) -> 
 def test_the_database_is_never_written_and_nothing_appears_beside_it(tmp_path: Path) -> None:
     db = _db(tmp_path / "src")
     assert db.with_name("state.vscdb-wal").stat().st_size > 0  # the sub-agent is in the log
+    assert db.with_name("state.vscdb-shm").exists()
     before = _listing(db.parent)
     reports = run("cursor", db, tmp_path / "out")
     assert _by_id(imported(reports)).keys() == {cdb.MAIN, cdb.SUB, cdb.OLD}
@@ -568,3 +569,23 @@ def test_a_transcript_of_any_lines_imports_clean_each_problem_one_line(
             assert problems(session) == [], lines
         for _n, why in r.problems:
             assert "\n" not in why
+
+
+@pytest.mark.parametrize("cid", ["../../evil", "a/b", "x" * 200, "\u202eevil", " ", ""])
+def test_a_composer_id_that_is_not_an_id_is_one_verdict_and_nothing_leaves_the_root(
+    tmp_path: Path, cid: str
+) -> None:
+    db = _db(tmp_path / "src", recent=False)
+    hi = cdb.bubble(1, cdb.T0, text="hi")
+    value = cdb.composer(cid, "t", [("b1", hi)])
+    cdb.write(
+        db, [(f"composerData:{cid}", json.dumps(value)), (f"bubbleId:{cid}:b1", json.dumps(hi))]
+    )
+    age(db.parent.iterdir())
+    reports = run("cursor", db, tmp_path / "out")
+    errors = [r.error or "" for r in reports if r.status == "error"]
+    assert len(errors) == 1 and f"{f'composerData:{cid}'!r}" in errors[0], errors
+    assert "names no composer id" in errors[0] and "\n" not in errors[0]
+    made = [p.relative_to(tmp_path) for p in tmp_path.rglob("*.jsonl")]
+    assert all(p.parts[:2] == ("out", "cursor") and len(p.parts) == 3 for p in made), made
+    assert len(made) == 2  # the other composers

@@ -31,6 +31,7 @@ composer row and a count the keys' index answers, never a read of the bubbles.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,8 @@ _ROW = (("key", ("text",)), ("value", ("text", "blob")))
 COUNT = "SELECT count(*) FROM cursorDiskKV WHERE key >= ? AND key < ?"
 COLUMNS = {"cursorDiskKV": _ROW}
 _USER = 1
+#: What a composer id may be (Cursor's are uuids): it becomes a session id and a file name.
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 class CursorStoreError(StoreError):
@@ -115,8 +118,8 @@ class Database(SessionStore):
                 key, raw = checked(_ROW, "cursorDiskKV", row, raw=("value",),
                                    fallback=f"number {n} of composerData")  # fmt: skip
                 cid = key[len(COMPOSER) :]
-                if not cid or ":" in cid:
-                    raise RowError(f"cursorDiskKV row {key!r}: key names no composer")
+                if _ID.fullmatch(cid) is None:  # Cursor's are uuids; the id names files
+                    raise RowError(f"cursorDiskKV row {key!r}: key names no composer id")
                 data = value_of(key, bytes(raw))
             except RowError as exc:
                 out.append(str(exc))
