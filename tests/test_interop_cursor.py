@@ -93,7 +93,7 @@ def test_composers_and_transcripts_import_into_bodies_a_provider_accepts(tmp_pat
     text = by[cdb.MAIN].read_text()
     assert "regenerated" not in text
     sub = next(iter(jsonltape.read(by[cdb.SUB]))).data["meta"]["import"]
-    assert (sub["parent"], sub["spawned_by"]) == (cdb.MAIN, "toolu_task")
+    assert (sub["sidechain_of"], sub["spawned_by"]) == (cdb.MAIN, "toolu_task")
     old = [e.data["message"]["parts"][0]["content"] for e in _events(by[cdb.OLD], "user/message")]
     assert old == ["Rename shop to store."]
     transcript = list(jsonltape.read(by[TID]))
@@ -589,3 +589,13 @@ def test_a_composer_id_that_is_not_an_id_is_one_verdict_and_nothing_leaves_the_r
     made = [p.relative_to(tmp_path) for p in tmp_path.rglob("*.jsonl")]
     assert all(p.parts[:2] == ("out", "cursor") and len(p.parts) == 3 for p in made), made
     assert len(made) == 2  # the other composers
+
+
+def test_a_sub_agents_composer_hangs_under_its_parent_in_usage_reports(tmp_path: Path) -> None:
+    from jsonltape.usage._rules import session_links
+
+    by = _by_id(_ok(run("cursor", _db(tmp_path / "src"), tmp_path / "out")))
+    heads = {k: next(iter(jsonltape.read(p))).data for k, p in by.items()}
+    main = session_links(heads[cdb.MAIN]["id"], None, heads[cdb.MAIN]["meta"])
+    sub = session_links(heads[cdb.SUB]["id"], None, heads[cdb.SUB]["meta"])
+    assert main.up is None and sub.up == main.alias == f"src:cursor:{cdb.MAIN}"

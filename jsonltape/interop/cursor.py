@@ -199,7 +199,8 @@ class ComposerMapper(Mapper):
         self.time = parse_time(v.get("createdAt")) or self.time
         info: dict[str, Any] = {"session": v["composerId"]}
         sub = member(v, "subagentInfo")
-        for src, dst in (("parentComposerId", "parent"), ("toolCallId", "spawned_by"),
+        # a sub-agent's composer names its parent (``sidechain_of``: usage rolls it up there)
+        for src, dst in (("parentComposerId", "sidechain_of"), ("toolCallId", "spawned_by"),
                          ("subagentTypeName", "subagent_type")):  # fmt: skip
             if isinstance(sub.get(src), str) and sub[src]:
                 info[dst] = sub[src]
