@@ -238,7 +238,7 @@ def test_an_edited_prompt_is_a_rewrite_that_ends_as_a_fresh_import_of_the_new_ve
 def _bad_rows() -> st.SearchStrategy[tuple[str, object, str]]:
     """(which row, its bad value, what the verdict names)."""
     values = st.one_of(
-        st.just(42), st.just(None), st.just(b"\xff\xfe not utf-8"), st.just("{not json"),
+        st.just(42), st.just(b"\xff\xfe not utf-8"), st.just("{not json"),
         st.just("[1, 2]"), st.just(json.dumps(nested(600))), st.just(json.dumps(json.dumps(7))),
         st.binary(max_size=40).filter(lambda b: not _object(b)),
         st.text(max_size=40).filter(lambda t: not _object(t.encode("utf-8", "surrogatepass"))),
@@ -599,3 +599,19 @@ def test_a_sub_agents_composer_hangs_under_its_parent_in_usage_reports(tmp_path:
     main = session_links(heads[cdb.MAIN]["id"], None, heads[cdb.MAIN]["meta"])
     sub = session_links(heads[cdb.SUB]["id"], None, heads[cdb.SUB]["meta"])
     assert main.up is None and sub.up == main.alias == f"src:cursor:{cdb.MAIN}"
+
+
+def test_empty_composers_and_null_rows_are_no_sessions_and_no_errors(tmp_path: Path) -> None:
+    db = _db(tmp_path / "src", recent=False)
+    empty = "c0a1b2c3-0000-4000-8000-00000000e005"
+    cdb.write(db, [
+        (f"composerData:{empty}", json.dumps(cdb.composer(empty, "", []))),
+        ("composerData:c0a1b2c3-0000-4000-8000-00000000f006", None),
+        (f"bubbleId:{cdb.MAIN}:a3", None),  # as if missing: the headers still name it
+    ])  # fmt: skip
+    age(db.parent.iterdir())
+    reports = run("cursor", db, tmp_path / "out")
+    assert sorted(_by_id(_ok(reports))) == sorted([cdb.MAIN, cdb.OLD])
+    replies = [e.data["message"]["id"] for e in _events(_by_id(_ok(reports))[cdb.MAIN],
+                                                          "assistant/message")]  # fmt: skip
+    assert replies == ["a1", "a2", "a4", "a5"]

@@ -20,7 +20,9 @@ A composer renders as one ``{"type": "composer", composerId, createdAt?, subagen
 record (what never changes: the title, headers and times are rewritten in place), then one
 ``{"type": "bubble", "id": <bubbleId>, "bubble": <the value>}`` per message in the order of its
 headers (or of ``conversation[]``). A bubble the headers do not name is a dead branch (an edited
-or regenerated turn) and is not rendered; a header whose bubble row is missing renders nothing.
+or regenerated turn) and is not rendered; a header whose bubble row is missing (or NULL) renders
+nothing. A composer row that is NULL, or names no message, is no session (Cursor keeps one for
+every chat opened and never written to).
 Records from the last user bubble on are held back until the source is settled (Cursor
 rewrites a bubble while its reply streams).
 
@@ -58,7 +60,7 @@ COMPOSER = "composerData:"
 _BUBBLE = "bubbleId:"
 #: A bubble's value sits two levels down in its record (``{"bubble": {...}}``).
 VALUE_DEPTH = MAX_DEPTH - 2
-_ROW = (("key", ("text",)), ("value", ("text", "blob")))
+_ROW = (("key", ("text",)), ("value", ("text", "blob", "null")))
 #: How many bubbles a composer has: answered from the keys' index alone, no value read (a
 #: length of the values would read every bubble of a database of hundreds of MB at each import).
 COUNT = "SELECT count(*) FROM cursorDiskKV WHERE key >= ? AND key < ?"
@@ -96,15 +98,16 @@ class Database(SessionStore):
     def __init__(self, path: Path) -> None:
         super().__init__(path, COLUMNS, agent="Cursor", error=CursorStoreError)
 
-    def _rows(self, con: sqlite3.Connection, prefix: str) -> list[tuple[str, bytes]]:
-        """The rows whose key starts with ``prefix``, checked, in key order."""
-        out: list[tuple[str, bytes]] = []
+    def _rows(self, con: sqlite3.Connection, prefix: str) -> dict[str, bytes]:
+        """The rows whose key starts with ``prefix``, checked (a NULL value: no row)."""
+        out: dict[str, bytes] = {}
         for row in con.execute(
-            "SELECT key, value FROM cursorDiskKV WHERE key >= ? AND key < ? ORDER BY key",
+            "SELECT key, value FROM cursorDiskKV WHERE key >= ? AND key < ?",
             (prefix, _after(prefix)),
         ):
             key, value = checked(_ROW, "cursorDiskKV", row, raw=("value",))
-            out.append((key, bytes(value)))
+            if value is not None:
+                out[key] = bytes(value)
         return out
 
     def _sessions(self, con: sqlite3.Connection) -> list[Listing | str]:
@@ -120,10 +123,14 @@ class Database(SessionStore):
                 cid = key[len(COMPOSER) :]
                 if _ID.fullmatch(cid) is None:  # Cursor's are uuids; the id names files
                     raise RowError(f"cursorDiskKV row {key!r}: key names no composer id")
+                if raw is None:
+                    continue  # an emptied row: no conversation
                 data = value_of(key, bytes(raw))
             except RowError as exc:
                 out.append(str(exc))
                 continue
+            if not (data.get("fullConversationHeadersOnly") or data.get("conversation")):
+                continue  # a chat opened and never written to (Cursor keeps many)
             record: dict[str, Any] = {"type": "composer", "composerId": cid}
             created = data.get("createdAt")
             if type(created) is int:
@@ -143,12 +150,12 @@ class Database(SessionStore):
 
     def _records(self, con: sqlite3.Connection, session: Listing) -> tuple[list[bytes], int | None]:
         key = f"{COMPOSER}{session.sid}"
-        found = self._rows(con, key)
-        found = [(k, v) for k, v in found if k == key]
-        if not found:
+        row = con.execute("SELECT key, value FROM cursorDiskKV WHERE key = ?", (key,)).fetchone()
+        value = None if row is None else checked(_ROW, "cursorDiskKV", row, raw=("value",))[1]
+        if value is None:
             raise RowError(f"cursorDiskKV row {key!r} is gone (Cursor deleted the conversation)")
-        data = value_of(key, found[0][1])
-        bubbles = dict(self._rows(con, f"{_BUBBLE}{session.sid}:"))
+        data = value_of(key, bytes(value))
+        bubbles = self._rows(con, f"{_BUBBLE}{session.sid}:")
         lines = [_encode(session.record)]
         held: int | None = None
         for bid, value in _ordered(session.sid, data, bubbles):
