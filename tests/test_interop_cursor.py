@@ -331,7 +331,7 @@ def test_a_transcript_of_a_composer_in_the_database_is_skipped_said(
     reports = run("cursor", src, tmp_path / "out")
     skipped = [r for r in reports if r.path.endswith(f"{TID}.jsonl")]
     assert [r.status for r in skipped] == ["skipped"]
-    assert f"composer {TID}" in (skipped[0].error or skipped[0].why or "")
+    assert f"composer {TID}" in (skipped[0].error or "")
     shutil.rmtree(home / ".config")
     from jsonltape.interop import cursor
 
@@ -615,3 +615,13 @@ def test_empty_composers_and_null_rows_are_no_sessions_and_no_errors(tmp_path: P
     replies = [e.data["message"]["id"] for e in _events(_by_id(_ok(reports))[cdb.MAIN],
                                                           "assistant/message")]  # fmt: skip
     assert replies == ["a1", "a2", "a4", "a5"]
+
+
+def test_a_flat_transcript_beside_its_folder_form_is_skipped_said(tmp_path: Path) -> None:
+    src = copy_tree(TRANSCRIPTS, tmp_path / "projects")
+    folder = src / "home-u-shop" / "agent-transcripts"
+    shutil.copyfile(TRANSCRIPT, folder / TRANSCRIPT.name)  # the older layout left behind
+    reports = run("cursor", src, tmp_path / "out")
+    assert sorted(_by_id(_ok(reports))) == [TID]  # one session, not a second one silently
+    flat = [r for r in reports if r.path == str(folder / TRANSCRIPT.name)]
+    assert [r.status for r in flat] == ["skipped"] and f"{TID}/{TID}.jsonl" in (flat[0].error or "")

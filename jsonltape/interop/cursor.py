@@ -287,6 +287,9 @@ def _take(path: Path) -> bool | str:
                 "enough to map)")  # fmt: skip
     if not path.name.endswith(".jsonl"):
         return False
+    stem = path.name[: -len(".jsonl")]
+    if path.parent.name == _TRANSCRIPTS and (path.parent / stem / path.name).is_file():
+        return f"the same conversation's {stem}/{path.name} beside it is imported instead"
     return _in_database(path) or True
 
 
