@@ -26,7 +26,7 @@ files observe (spec Appendix B.20 names them). Two stores:
 
 A conversation in both stores (a transcript named by a composer id of the global
 ``state.vscdb`` in its default place) is imported from the database, which holds what the
-transcript drops; the transcript is skipped (said).
+transcript drops; the transcript is skipped, said (naming the database to import).
 """
 
 from __future__ import annotations
@@ -310,7 +310,8 @@ def _in_database(path: Path) -> str | None:
         if db.name == _DB and db.is_file():
             st = db.stat()
             if cid in _ids(db, (st.st_size, st.st_mtime_ns)):
-                return f"the conversation is composer {cid} of {db}, which is imported instead"
+                return (f"the conversation is composer {cid} of {db}, which holds more of it: "
+                        "import that database")  # fmt: skip
     return None
 
 
