@@ -178,6 +178,9 @@ def build(dest: Path, *, recent: bool = True) -> Path:
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         if recent:
             con.executemany("INSERT INTO cursorDiskKV VALUES (?, ?)", sub_rows())
+            # a token refreshed while Cursor runs: in the -wal too
+            con.execute("INSERT INTO ItemTable VALUES (?, ?)",
+                        ("cursorAuth/accessToken", (TOKEN + "-renewed").encode()))  # fmt: skip
         dest.parent.mkdir(parents=True, exist_ok=True)
         for suffix in ("", "-wal", "-shm"):  # a copy while Cursor holds it open
             src = db.with_name(db.name + suffix)
