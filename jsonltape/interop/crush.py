@@ -270,7 +270,6 @@ AGENTS = (
         "crush.db (in a project's .crush/)",
         _wanted,
         units=units,
-        in_place=False,
         projects=(".crush/crush.db",),
     ),
 )

@@ -302,6 +302,5 @@ AGENTS = (
         _wanted,
         units=units,
         skip=_migrated,
-        in_place=False,
     ),
 )

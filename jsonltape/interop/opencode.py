@@ -260,8 +260,10 @@ def _store(path: Path) -> list[Unit]:
     return units(path)
 
 
-def _never(path: Path) -> bool:
-    return False  # the argument is the store (a database, a tree, the data directory)
+def _wanted(path: Path) -> bool:
+    # an import takes the store as a whole (a database, a tree, the data directory); the
+    # read-only index finds the database in a tree (the JSON storage tree is import-only)
+    return path.name == "opencode.db"
 
 
 AGENTS = (
@@ -271,8 +273,7 @@ AGENTS = (
         OpenCodeMapper,
         (Home(("linux", "darwin", "win32"), "${XDG_DATA_HOME:-~/.local/share}/opencode"),),
         "opencode.db, storage/session/*/*.json",
-        _never,
+        _wanted,
         units=_store,
-        in_place=False,
     ),
 )

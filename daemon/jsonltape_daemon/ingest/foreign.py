@@ -44,7 +44,8 @@ from jsonltape._index_api import AGENTS, crc_of, encode_event
 from jsonltape.errors import FormatError, JsonltapeError
 from jsonltape.events import HeaderData, Line
 from jsonltape.interop import foreign as mapping
-from jsonltape_daemon.ingest.ingestor import _O_READ, Budget, Ingestor
+from jsonltape.interop._source import Unit
+from jsonltape_daemon.ingest.ingestor import _O_READ, Budget, Ingestor, SyncStats
 from jsonltape_daemon.ingest.rows import FileRow, Store
 from jsonltape_daemon.ingest.source import Damage, Header
 
@@ -59,6 +60,8 @@ __all__ = [
 
 MEMBER = "#"
 _BUDGET = Budget()
+#: Where SQLite writes a database's changes before the database file itself.
+_JOURNALS = ("-wal", "-journal")
 
 
 def member_path(path: str, session_id: str) -> str:
@@ -103,6 +106,25 @@ class _Mapped(NamedTuple):
     main: str
     sessions: dict[str, list[Line]]  #: session id -> synthetic lines, seq = index
     torn: tuple[int, int] | None  #: (source line, byte offset) of a line still being written
+    unit: bool = False  #: a unit's rendering (``key[0]``: its registry path), not a file
+
+
+class Stamp(NamedTuple):
+    """A unit's stand-in for a file's stat (what the registry keeps as its hint): the device and
+    inode of the file it lives in, and its own change counter (rows or bytes, newest change),
+    the one the importer's re-import decides "unchanged" by."""
+
+    st_dev: int
+    st_ino: int
+    st_size: int
+    st_mtime_ns: int
+
+
+def unit_path(anchor: str, unit: Unit) -> str:
+    """The registry path of a unit met at ``anchor`` (a wanted file): a session of a database
+    at ``DB#ID`` (its unit is named ``db-name#ID``), any other unit at the anchor itself."""
+    _head, sep, sid = unit.name.partition(MEMBER)
+    return member_path(anchor, sid) if sep else anchor
 
 
 def _line_ends(data: bytes) -> list[int]:
@@ -149,11 +171,31 @@ class ForeignFiles:
             return self.last
         scan = mapping.scan_file(self.source, path, raw=False)
         rendered = scan.data()  # a unit (a Gemini CLI legacy .json chat): its JSONL rendering
-        data = rendered if rendered is not None else os.pread(fd, st.st_size, 0)
-        ends = _line_ends(data)
+        return self._map(
+            key, scan, lambda: rendered if rendered is not None else os.pread(fd, st.st_size, 0),
+            False,
+        )  # fmt: skip
+
+    def mapped_unit(self, vpath: str, unit: Unit, stamp: Stamp) -> _Mapped:
+        """The mapping of a unit (cached while its stamp is unchanged); ``header`` and the calls
+        that follow read it for ``vpath`` and its members."""
+        key = (vpath, *stamp)
+        if self.last is not None and self.last.key == key:
+            return self.last
+        scan = mapping.scan_file(self.source, unit, raw=False)
+        return self._map(key, scan, lambda: scan.data() or b"", True)
+
+    def _map(
+        self,
+        key: tuple[str, int, int, int, int],
+        scan: mapping.ForeignScan,
+        data: Callable[[], bytes],
+        unit: bool,
+    ) -> _Mapped:
         sessions: dict[str, list[Line]] = {}
         reach: dict[str, int] = {}  # per session: a line of another one moves no cursor
         try:
+            ends = _line_ends(data())
             for sid, event in scan.events():
                 out = sessions.setdefault(sid, [])
                 if event.seq == 0:
@@ -174,7 +216,7 @@ class ForeignFiles:
                 )  # fmt: skip
                 out.append(Line(cursor - len(raw), raw, ev))
         except OSError as exc:
-            raise FormatError(exc.strerror or str(exc), path=path) from None
+            raise FormatError(exc.strerror or str(exc), path=key[0]) from None
         sessions = {sid: lines for sid, lines in sessions.items() if lines}
         torn = scan.report.torn
         self.last = _Mapped(
@@ -182,16 +224,24 @@ class ForeignFiles:
             scan.session_id,  # as the input names it (Kimi CLI's wire.jsonl: its session)
             sessions,
             (torn.line, torn.offset) if torn is not None else None,
+            unit,
         )
         return self.last
 
     # -- FileKind ------------------------------------------------------------------------
 
     def header(self, fd: int, path: str) -> Header:
-        real, member = split_member(path)
+        m = self.last
+        if m is not None and m.unit and path == m.key[0]:
+            real, member = path, None  # a unit, mapped by the ingestor before it asks
+        elif m is not None and m.unit and split_member(path)[0] == m.key[0]:
+            real, member = split_member(path)
+        else:
+            real, member = split_member(path)
+            m = None
         self._fd, self._lines, self._member = -1, [], member
         try:
-            m = self.mapped(fd, real)
+            m = m or self.mapped(fd, real)
         except JsonltapeError as exc:
             raise FormatError(exc.message, path=real) from None
         lines = m.sessions.get(member or m.main)
@@ -221,6 +271,10 @@ class ForeignFiles:
 
     def continues(self, fd: int, end: int, seq: int, crc: str | None, stop: int) -> bool:
         lines = self._current(fd)
+        if self.last is not None and self.last.unit:
+            # a unit's rows change in place (a database row updated, a document rewritten
+            # whole): the last event being the same says nothing of the ones before it
+            return False
         if not 0 <= seq < len(lines):
             return False
         off, raw, _event = lines[seq]
@@ -259,27 +313,143 @@ class ForeignIngestor(Ingestor):
             should_stop=should_stop,
             progress=progress,
         )
+        self.agent = AGENTS[source]
+        # a dot-name on the way to where the agent keeps sessions inside a project (Crush's
+        # .crush/crush.db, Aider's .aider.chat.history.md) is walked; other dot-names are not
+        self.dotted = frozenset(
+            part for where in self.agent.projects for part in where.split("/") if part[:1] == "."
+        )
+        self._done: set[str] = set()  #: files synced in this pass (with their members)
+
+    # -- which paths ------------------------------------------------------------------------
+
+    def rescan(self) -> SyncStats:
+        self._done = set()
+        return super().rescan()
+
+    def sync_paths(self, paths: Iterable[str]) -> SyncStats:
+        self._done = set()
+        return super().sync_paths({self.anchor(os.path.abspath(p)) for p in paths})
+
+    def hinted(self, path: str) -> bool:
+        return self._in_tree(self.anchor(path))
+
+    def anchor(self, path: str) -> str:
+        """The wanted file a change of ``path`` is a change of: a database for its ``-wal`` or
+        ``-journal`` (where SQLite writes first), else ``path``."""
+        wants = self.kind.wants
+        for suffix in _JOURNALS:
+            if path.endswith(suffix) and wants(path[: -len(suffix)]):
+                return path[: -len(suffix)]
+        return path
+
+    # -- one path ----------------------------------------------------------------------------
 
     def _sync_path(self, path: str, reg: FileRow | None) -> None:
         real, member = split_member(path)
         if member is not None:
-            self._sync_member(real, path, reg)
+            if real not in self._done and self.kind.wants(real) and os.path.lexists(real):
+                self._sync_path(real, self.store.file(real))  # with its members and units
+            if real not in self._done:
+                self._sync_member(real, path, reg)  # its file is gone: forgotten
             return
+        if not self.kind.wants(path) and os.path.lexists(path):
+            # no longer one of the agent's files (Cline's UI messages once the API history is
+            # written beside them): its rows go, with its members'
+            self._forget_all(path)
+            return
+        if self.agent.units is not None and os.path.lexists(path):
+            self._done.add(path)
+            try:
+                units = self.agent.units(Path(path))
+            except (OSError, JsonltapeError) as exc:
+                # its sessions' rows stay until it can be read again (a database caught in a
+                # checkpoint during each copy): the verdict is the file's
+                msg = exc.message if isinstance(exc, JsonltapeError) else str(exc)
+                self._record(path, self.store.file(path), None, "error", msg)
+                return
+            if units is not None:
+                self._sync_units(path, units)
+                return
+        self._done.add(path)
         super()._sync_path(path, reg)
         if reg is not None and self.store.file(path) == reg and os.path.lexists(path):
             return  # unchanged: so are its members (they share its stat)
         found: set[str] = set()
         m = self.kind.last
-        if m is not None and m.key[0] == path:
+        if m is not None and m.key[0] == path and not m.unit:
             found = {member_path(path, sid) for sid in m.sessions if sid != m.main}
-        prefix = path + MEMBER
-        known = {
-            p: r
-            for p, r in self.store.files(under=os.path.dirname(path)).items()
-            if p.startswith(prefix)
-        }
+        known = self._rows_of(path)
+        known.pop(path, None)
         for vpath in sorted(found | set(known)):
             self._sync_member(path, vpath, known.get(vpath))
+
+    def _rows_of(self, path: str) -> dict[str, FileRow]:
+        """The registry rows of a file: its own, its members' and its units'."""
+        prefix = path + MEMBER
+        return {
+            p: r
+            for p, r in self.store.files(under=os.path.dirname(path)).items()
+            if p == path or p.startswith(prefix)
+        }
+
+    def _forget_all(self, path: str) -> None:
+        for _p, r in sorted(self._rows_of(path).items()):
+            self._forget(r)
+
+    # -- units: sessions keyed by their own change counter -------------------------------------
+
+    def _sync_units(self, anchor: str, units: list[Unit]) -> None:
+        """Sync the sessions a wanted file holds as units (every session of a database, a task
+        folder): each by its unit's stamp, so a database whose ``-wal`` grew re-maps only the
+        sessions whose rows changed; a session gone from it is forgotten."""
+        found = {unit_path(anchor, u): u for u in units}
+        known = self._rows_of(anchor)
+        for p, r in sorted(known.items()):
+            owner = p if p in found else split_member(p)[0]
+            if owner not in found:
+                self._forget(r)  # deleted from the database (or the anchor's old verdict)
+        try:
+            st = os.lstat(anchor)
+        except OSError:
+            return  # gone meanwhile: the next sync forgets it
+        for vpath, unit in found.items():
+            stamp = Stamp(st.st_dev, st.st_ino, unit.size, unit.mtime_ns)
+            self._sync_unit(anchor, vpath, unit, stamp, known)
+
+    def _sync_unit(
+        self, anchor: str, vpath: str, unit: Unit, stamp: Stamp, known: dict[str, FileRow]
+    ) -> None:
+        reg = known.get(vpath)
+        if reg is not None and (reg.dev, reg.ino, reg.size, reg.mtime_ns) == stamp:
+            return  # unchanged: so are its members (they share its stamp)
+        try:
+            fd = os.open(anchor, _O_READ)
+        except OSError:
+            return  # gone meanwhile: the next sync forgets it
+        try:
+            try:
+                m = self.kind.mapped_unit(vpath, unit, stamp)
+            except JsonltapeError as exc:
+                # one verdict, kept until the unit changes (a row of the wrong type, a
+                # document caught half-way through a rewrite), naming the file and row; the
+                # next change maps it again
+                self._record(vpath, reg, stamp, "error", str(exc))
+                return
+            self._stats.files += 1
+            members = {member_path(vpath, sid) for sid in m.sessions if sid != m.main}
+            members |= {p for p in known if split_member(p)[0] == vpath}
+            for path in [vpath, *sorted(members)]:
+                row = self.store.file(path)
+                if path != vpath and split_member(path)[1] not in m.sessions:
+                    if row is not None:
+                        self._forget(row)  # that session is gone from the unit
+                    continue
+                self._sync_fd(fd, path, row, stamp)
+        except (OSError, JsonltapeError) as exc:
+            self._record(vpath, reg, None, "error", str(exc))
+        finally:
+            os.close(fd)
 
     def _sync_member(self, real: str, vpath: str, reg: FileRow | None) -> None:
         """``Ingestor._sync_path`` for a virtual path: stat and open the file it lives in."""

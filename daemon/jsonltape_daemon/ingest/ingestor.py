@@ -29,6 +29,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from jsonltape._index_api import checkpoint_at, crc_of
 from jsonltape.errors import CorruptError, FormatError
@@ -38,7 +39,7 @@ from jsonltape_daemon.ingest.rows import FileRow, MessageRow, SessionRow, Store
 from jsonltape_daemon.ingest.source import Damage, FileKind, JsonltapeFiles
 from jsonltape_daemon.ingest.surface import SurfaceMirror
 
-__all__ = ["Budget", "Ingestor", "SyncStats", "walk"]
+__all__ = ["Budget", "Ingestor", "Stat", "SyncStats", "walk"]
 
 _O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _CHUNK_LINES = 256
@@ -84,9 +85,27 @@ class _Stop(Exception):
     """Raised at a transaction boundary once a stop was requested."""
 
 
-def walk(root: str, wants: Callable[[str], bool] = lambda p: p.endswith(".jsonl")) -> list[str]:
+class Stat(Protocol):
+    """What the registry keeps of a file's stat (``os.stat_result`` has it): the hint that lets
+    an unchanged file be skipped, and the size the cursor is checked against."""
+
+    @property
+    def st_dev(self) -> int: ...
+    @property
+    def st_ino(self) -> int: ...
+    @property
+    def st_size(self) -> int: ...
+    @property
+    def st_mtime_ns(self) -> int: ...
+
+
+def walk(
+    root: str,
+    wants: Callable[[str], bool] = lambda p: p.endswith(".jsonl"),
+    dotted: frozenset[str] = frozenset(),
+) -> list[str]:
     """Every regular file under ``root`` that ``wants`` (given its path) takes; dot-names
-    skipped, symlinks not followed."""
+    skipped (except those in ``dotted``), symlinks not followed."""
     out: list[str] = []
     stack = [root]
     while stack:
@@ -97,7 +116,7 @@ def walk(root: str, wants: Callable[[str], bool] = lambda p: p.endswith(".jsonl"
             continue
         with entries:
             for e in entries:
-                if e.name.startswith("."):
+                if e.name.startswith(".") and e.name not in dotted:
                     continue
                 try:
                     if e.is_dir(follow_symlinks=False):
@@ -125,12 +144,15 @@ def storable(path: str) -> bool:
     return True
 
 
-def _hint(st: os.stat_result) -> tuple[int, int, int, int]:
+def _hint(st: Stat) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class Ingestor:
     """Sync a root into a :class:`Store`. Not thread-safe: one engine per store."""
+
+    #: Dot-names that are walked all the same (an agent's ``.crush`` directory in a project).
+    dotted: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -178,11 +200,15 @@ class Ingestor:
     def eligible(self, path: str) -> bool:
         return self._in_tree(path) and storable(path)
 
+    def hinted(self, path: str) -> bool:
+        """Whether a watcher's event for ``path`` concerns this tree (``sync_paths`` takes it)."""
+        return self._in_tree(path)
+
     def _in_tree(self, path: str) -> bool:
         rel = os.path.relpath(path, self.root)
         if rel.startswith("..") or not self.kind.wants(path):
             return False
-        return not any(part.startswith(".") for part in rel.split(os.sep))
+        return not any(p.startswith(".") and p not in self.dotted for p in rel.split(os.sep))
 
     def build_substrings(
         self, seconds: float | None = None, *, tx_seconds: float = 0.25
@@ -288,7 +314,7 @@ class Ingestor:
 
     def _rescan(self) -> None:
         regs = self.store.files(under=self.root)
-        on_disk = walk(self.root, self.kind.wants)
+        on_disk = walk(self.root, self.kind.wants, self.dotted)
         named: list[str] = []
         self.unnamed = []
         for p in on_disk:
@@ -366,7 +392,7 @@ class Ingestor:
         self,
         path: str,
         reg: FileRow | None,
-        st: os.stat_result | None,
+        st: Stat | None,
         status: str,
         error: str | None,
     ) -> None:
@@ -394,8 +420,11 @@ class Ingestor:
 
     # -- one file ------------------------------------------------------------------------
 
-    def _sync_fd(self, fd: int, path: str, reg: FileRow | None) -> None:
-        st = os.fstat(fd)
+    def _sync_fd(self, fd: int, path: str, reg: FileRow | None, st: Stat | None = None) -> None:
+        """Sync the session open at ``fd``; ``st`` stands for its stat when the session is not
+        the file (a unit of a database: its change counter, kept as the registry's hint)."""
+        if st is None:
+            st = os.fstat(fd)
         size = st.st_size
         try:
             head = self.kind.header(fd, path)
@@ -476,7 +505,7 @@ class Ingestor:
         return self.kind.continues(fd, off, reg.last_seq, reg.last_crc, hend)
 
     def _read(
-        self, fd: int, path: str, st: os.stat_result, sess: SessionRow, start: int, last_seq: int
+        self, fd: int, path: str, st: Stat, sess: SessionRow, start: int, last_seq: int
     ) -> None:
         size = st.st_size
         expected = last_seq + 1

@@ -81,6 +81,11 @@ class Mirror:
             add_stats(total, engine.sync_paths(todo))
         return total
 
+    def hinted(self, path: str) -> bool:
+        """Whether a watcher's event for ``path`` concerns one of the trees (a session file, a
+        foreign source's file or a database's ``-wal``); called on the watcher's thread."""
+        return any(engine.hinted(path) for engine in self.engines)
+
     def failed_files(self) -> list[FileRow]:
         """The files of these trees that the last sync could not read, and why."""
         return [

@@ -149,6 +149,7 @@ class Daemon:
                     poll_interval=cfg.poll_interval,
                     observer_factory=cfg.observer_factory,
                     log=self.log,
+                    wants=mirror.hinted,
                 )
                 for tree in (root, *(path for _kind, path in cfg.sources))
             ]

@@ -118,9 +118,14 @@ class Hints:
             return paths, rescan
 
 
+def _jsonl(path: str) -> bool:
+    return path.endswith(".jsonl")
+
+
 class _Handler(FileSystemEventHandler):
-    def __init__(self, hints: Hints) -> None:
+    def __init__(self, hints: Hints, wants: Callable[[str], bool]) -> None:
         self.hints = hints
+        self.wants = wants
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.is_directory:
@@ -130,7 +135,7 @@ class _Handler(FileSystemEventHandler):
             return
         for raw in (event.src_path, event.dest_path):
             path = os.fsdecode(raw)
-            if path.endswith(".jsonl"):
+            if path and self.wants(path):
                 self.hints.add(path)
 
 
@@ -149,9 +154,12 @@ class Watcher:
         poll_interval: float = 2.0,
         observer_factory: ObserverFactory | None = None,
         log: Callable[[str], None] = lambda _msg: None,
+        wants: Callable[[str], bool] = _jsonl,
     ) -> None:
         self.root = root
         self.hints = hints
+        #: which paths' events are hints (a foreign source's: its files, a database's -wal)
+        self.wants = wants
         self.poll = poll
         self.poll_interval = poll_interval
         self.factory: ObserverFactory = observer_factory or Observer
@@ -165,7 +173,9 @@ class Watcher:
             return
         observer = self.factory()
         try:
-            observer.schedule(_Handler(self.hints), self.root, recursive=True, event_filter=_EVENTS)
+            observer.schedule(
+                _Handler(self.hints, self.wants), self.root, recursive=True, event_filter=_EVENTS
+            )
             observer.start()
         except OSError as exc:
             if exc.errno not in _LIMIT_ERRNOS:
@@ -185,7 +195,9 @@ class Watcher:
 
     def _polling(self, why: str) -> None:
         observer = PollingObserver(timeout=self.poll_interval)
-        observer.schedule(_Handler(self.hints), self.root, recursive=True, event_filter=_EVENTS)
+        observer.schedule(
+            _Handler(self.hints, self.wants), self.root, recursive=True, event_filter=_EVENTS
+        )
         observer.start()
         self.observer = observer
         self.mode = "polling"
