@@ -10,6 +10,7 @@ document or run waits; bad rows are one verdict; nothing is ever written beside 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sqlite3
@@ -25,14 +26,15 @@ from jsonltape_daemon.ingest.rows import Store
 from jsonltape.interop import discover, foreign
 
 from ._agents import imported, run
-from ._agents_b import DATABASES, database, tree
+from ._agents_b import AGENTS as AGENTS_B
+from ._agents_b import DATABASES, DOCUMENTS, database, tree
 from .test_index_foreign import rebuild
 from .test_index_helpers import dump, fts_ok
 from .test_interop_agents_b import _damage, _listing
 from .test_interop_opencode import FIX, build_db
 
+AGENTS = (*(a for a in AGENTS_B if a != "aider"), "opencode")
 DBS = (*DATABASES, "opencode")
-AGENTS = DBS
 
 
 def src_tree(agent: str, dest: Path, keep: float = 1.0) -> Path:
@@ -283,7 +285,65 @@ def test_a_bad_row_is_one_verdict_on_its_session_until_it_is_fixed(
         assert {k for k in index_of(store)["files"]} == {k for k in good["files"]}
 
 
-@pytest.mark.parametrize("agent", ["crush"])
+@pytest.mark.parametrize("agent", DOCUMENTS)
+def test_a_task_document_caught_half_way_through_a_rewrite_waits_then_indexes(
+    tmp_path: Path, agent: str
+) -> None:
+    root = src_tree(agent, tmp_path / "src")
+    with indexed(agent, root, tmp_path / "index.db") as (store, engine):
+        whole = index_of(store)
+        doc = sorted(root.glob("tasks/*/api_conversation_history.json"))[0]
+        data = doc.read_bytes()
+        for cut in (1, len(data) // 3, len(data) - 2):
+            doc.write_bytes(data[:cut])
+            stats = engine.sync_paths([str(doc)])
+            assert stats.errors == 1  # one verdict naming the document, no traceback
+            row = store.file(str(doc))
+            assert row is not None and row.status == "error" and str(doc) in (row.error or "")
+        doc.write_bytes(data)
+        engine.sync_paths([str(doc)])
+        got = index_of(store)
+        assert got == rebuild(root, agent)
+        del got["files"], whole["files"]  # the stat hints are the rewritten document's
+        assert got == whole
+
+
+@pytest.mark.parametrize("agent", DOCUMENTS)
+def test_a_change_of_the_ui_messages_alone_is_a_change_of_the_task(
+    tmp_path: Path, agent: str
+) -> None:
+    """The watcher hints ``ui_messages.json`` (its usage records changed, the API history did
+    not): the task's session, anchored at its API history, is synced."""
+    root = src_tree(agent, tmp_path / "src", keep=0.5)
+    full = src_tree(agent, tmp_path / "full")
+    with indexed(agent, root, tmp_path / "index.db") as (store, engine):
+        task = sorted(root.glob("tasks/*"))[0]
+        ui = task / "ui_messages.json"
+        ui.write_bytes((full / ui.relative_to(root)).read_bytes())
+        assert engine.hinted(str(ui))
+        assert engine.sync_paths([str(ui)]).files == 1
+        assert index_of(store) == rebuild(root, agent)
+
+
+@pytest.mark.parametrize("agent", DOCUMENTS)
+def test_a_task_keeps_one_session_when_its_api_history_appears_beside_its_ui_messages(
+    tmp_path: Path, agent: str
+) -> None:
+    root = src_tree(agent, tmp_path / "src", keep=0.5)
+    task = sorted(root.glob("tasks/*"))[0]
+    api = task / "api_conversation_history.json"
+    data = api.read_bytes()
+    api.unlink()
+    with indexed(agent, root, tmp_path / "index.db") as (store, engine):
+        assert store.file(str(task / "ui_messages.json")) is not None
+        api.write_bytes(data)
+        engine.sync_paths([str(api)])
+        got = index_of(store)
+        assert got == rebuild(root, agent)
+        assert [p for p in got["sessions"] if p.startswith(str(task))] == [str(api)]
+
+
+@pytest.mark.parametrize("agent", (*DOCUMENTS, "crush"))
 def test_a_message_rewritten_before_the_last_is_indexed_as_rewritten(
     tmp_path: Path, agent: str
 ) -> None:
@@ -332,3 +392,18 @@ def test_a_crush_database_is_found_below_its_dot_directory_and_no_other(
         assert paths and all(p.startswith(str(root / ".crush" / "crush.db#")) for p in paths)
     finally:
         store.close()
+
+
+def test_a_replaced_task_document_never_leaves_a_twin_session(tmp_path: Path) -> None:
+    root = src_tree("cline", tmp_path / "src")
+    with indexed("cline", root, tmp_path / "index.db") as (store, engine):
+        doc = sorted(root.glob("tasks/*/api_conversation_history.json"))[0]
+        value = json.loads(doc.read_bytes())
+        tmp = doc.with_name(".swap")
+        tmp.write_text(json.dumps(value, indent=1))  # the same messages, other bytes
+        os.replace(tmp, doc)  # a new inode
+        engine.sync_paths([str(doc)])
+        got = index_of(store)
+        assert got == rebuild(root, "cline")
+        ids = [s[0] for s in got["sessions"].values()]
+        assert len(ids) == len(set(ids))

@@ -76,6 +76,10 @@ class Agent(NamedTuple):
     auto`` looks for these below the directories it searches."""
     prune: tuple[str, ...] = ()
     """Directories a tree walk does not enter (Cline's ``checkpoints``: shadow git repos)."""
+    documents: tuple[str, ...] = ()
+    """Files beside a wanted file that belong to the same session (Cline's
+    ``ui_messages.json`` beside ``api_conversation_history.json``): the read-only index takes a
+    change of one as a change of the session."""
 
 
 def jsonl(path: Path) -> bool:

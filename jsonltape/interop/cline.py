@@ -45,7 +45,7 @@ import msgspec
 
 from ._agent import Agent, Home
 from ._base import Mapper, Out
-from ._cline_store import units, wanted
+from ._cline_store import API, UI, units, wanted
 from ._parts import (
     ANTHROPIC,
     blob_part,
@@ -321,6 +321,8 @@ def _global_storage(extension: str) -> tuple[Home, ...]:
 
 
 _PATTERN = "tasks/*/api_conversation_history.json"
+#: A task folder's documents: a change of any is a change of its session (the read-only index).
+_DOCUMENTS = (API, UI, "history_item.json")
 AGENTS = (
     Agent(
         "cline",
@@ -333,8 +335,8 @@ AGENTS = (
         f"{_PATTERN}, sessions/*/*.messages.json",
         wanted,
         units=units,
-        in_place=False,
         prune=("checkpoints",),
+        documents=_DOCUMENTS,
     ),
     Agent(
         "roo-code",
@@ -344,8 +346,8 @@ AGENTS = (
         _PATTERN,
         wanted,
         units=units,
-        in_place=False,
         prune=("checkpoints",),
+        documents=_DOCUMENTS,
     ),
     Agent(
         "kilo-code",
@@ -355,7 +357,7 @@ AGENTS = (
         _PATTERN,
         wanted,
         units=units,
-        in_place=False,
         prune=("checkpoints",),
+        documents=_DOCUMENTS,
     ),
 )

@@ -336,11 +336,17 @@ class ForeignIngestor(Ingestor):
 
     def anchor(self, path: str) -> str:
         """The wanted file a change of ``path`` is a change of: a database for its ``-wal`` or
-        ``-journal`` (where SQLite writes first), else ``path``."""
+        ``-journal`` (where SQLite writes first), the session's wanted file for a document
+        beside it (:attr:`~jsonltape.interop._agent.Agent.documents`), else ``path``."""
         wants = self.kind.wants
         for suffix in _JOURNALS:
             if path.endswith(suffix) and wants(path[: -len(suffix)]):
                 return path[: -len(suffix)]
+        if os.path.basename(path) in self.agent.documents and not wants(path):
+            for name in self.agent.documents:
+                beside = os.path.join(os.path.dirname(path), name)
+                if wants(beside):
+                    return beside
         return path
 
     # -- one path ----------------------------------------------------------------------------
@@ -405,6 +411,10 @@ class ForeignIngestor(Ingestor):
         sessions whose rows changed; a session gone from it is forgotten."""
         found = {unit_path(anchor, u): u for u in units}
         known = self._rows_of(anchor)
+        for name in self.agent.documents:  # the session's rows when another file was its anchor
+            beside = os.path.join(os.path.dirname(anchor), name)
+            if beside != anchor:
+                known.update(self._rows_of(beside))
         for p, r in sorted(known.items()):
             owner = p if p in found else split_member(p)[0]
             if owner not in found:
