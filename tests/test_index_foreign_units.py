@@ -33,7 +33,7 @@ from .test_index_helpers import dump, fts_ok
 from .test_interop_agents_b import _damage, _listing
 from .test_interop_opencode import FIX, build_db
 
-AGENTS = (*(a for a in AGENTS_B if a != "aider"), "opencode")
+AGENTS = (*AGENTS_B, "opencode")
 DBS = (*DATABASES, "opencode")
 
 
@@ -376,6 +376,30 @@ def _same_length(text: str) -> str:
     at = text.index('"text"')
     at = text.index('"', text.index(":", at) + 1) + 1
     return text[:at] + ("Q" if text[at] != "Q" else "R") + text[at + 1 :]
+
+
+def test_a_half_written_aider_run_waits_then_joins_its_session(tmp_path: Path) -> None:
+    root = src_tree("aider", tmp_path / "src", keep=0.5)
+    full = src_tree("aider", tmp_path / "full")
+    with indexed("aider", root, tmp_path / "index.db") as (store, engine):
+        f = root / "shop" / ".aider.chat.history.md"
+        have, data = f.read_bytes(), (full / "shop" / ".aider.chat.history.md").read_bytes()
+        rest = data[len(have) :]
+        for cut in range(1, len(rest), max(1, len(rest) // 7)):
+            with open(f, "wb") as out:
+                out.write(data[: len(have) + cut])
+            engine.sync_paths([str(f)])
+            assert index_of(store) == rebuild(root, "aider")
+            states = {s[11] for s in index_of(store)["sessions"].values()}
+            assert "corrupt" not in states
+        f.write_bytes(data)
+        engine.sync_paths([str(f)])
+        got = index_of(store)
+        assert got == rebuild(root, "aider")
+        assert {s[11] for p, s in got["sessions"].items() if p.startswith(str(f))} <= {
+            "clean",
+            "open-turn",
+        }
 
 
 def test_a_crush_database_is_found_below_its_dot_directory_and_no_other(

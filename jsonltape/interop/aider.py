@@ -383,8 +383,6 @@ AGENTS = (
         NAME,
         _wanted,
         reader=history,
-        # a dot-file in a repository, which the index never watches (it skips dot-names)
-        in_place=False,
-        projects=(NAME,),
+        projects=(NAME,),  # a dot-file: the read-only index walks this dot-name too
     ),
 )
