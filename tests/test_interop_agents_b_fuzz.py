@@ -59,29 +59,36 @@ def test_an_aider_history_cut_at_every_byte_imports_or_is_one_verdict(tmp_path: 
 
 
 _DOCS = ("api_conversation_history.json", "ui_messages.json")
+#: A task folder's document and what goes into it (the whole of it, or one element).
+TASK_CASES = {
+    "agent": st.sampled_from(["cline", "roo-code", "kilo-code"]),
+    "which": st.sampled_from(_DOCS),
+    "value": _json,
+    "wrap": st.booleans(),
+}
+
+
+def rewrite(doc: Path, value: object, wrap: bool) -> None:
+    """Write ``value`` as the document, or (``wrap``) in place of its middle element, the
+    rest of the document as the agent wrote it."""
+    found = json.loads(doc.read_bytes())
+    if wrap:
+        found[len(found) // 2] = value
+    else:
+        found = value
+    doc.write_text(json.dumps(found))
 
 
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    agent=st.sampled_from(["cline", "roo-code", "kilo-code"]),
-    which=st.sampled_from(_DOCS),
-    value=_json,
-    wrap=st.booleans(),
-)
+@given(**TASK_CASES)
 def test_any_json_in_a_task_folder_imports_or_is_one_verdict(
     tmp_path_factory: object, agent: str, which: str, value: object, wrap: bool
 ) -> None:
     base = Path(tmp_path_factory.mktemp("task"))  # type: ignore[attr-defined]
     root = tree(agent, base / "src")
-    task = sorted(root.glob("tasks/*"))[0]
-    doc = json.loads((task / which).read_bytes())
-    if wrap:  # one element replaced: the rest of the document as the agent wrote it
-        doc[len(doc) // 2] = value
-    else:
-        doc = value
-    (task / which).write_text(json.dumps(doc))
+    rewrite(sorted(root.glob("tasks/*"))[0] / which, value, wrap)
     _one_verdict(list(import_paths(agent, [root], base / "out", settle=0)))
 
 
@@ -95,6 +102,29 @@ _CELL = (
 )
 
 
+def spoil(con: sqlite3.Connection, data: st.DataObject) -> str | None:
+    """Put any value in any column of the first row of a drawn table; the column, or None
+    when SQLite itself refuses the row (NOT NULL, a unique key)."""
+    table = data.draw(st.sampled_from(["messages", "sessions"]))
+    columns = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+    column = data.draw(st.sampled_from(columns))
+    value = data.draw(_CELL)
+    con.execute("PRAGMA foreign_keys=OFF")
+    con.execute("PRAGMA ignore_check_constraints=ON")
+    for trigger in [
+        r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='trigger'")
+    ]:
+        con.execute(f"DROP TRIGGER {trigger}")
+    try:
+        con.execute(
+            f'UPDATE {table} SET "{column}" = ? WHERE rowid = (SELECT min(rowid) FROM {table})',
+            (value,),
+        )
+    except sqlite3.IntegrityError:
+        return None
+    return str(column)
+
+
 @settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -106,23 +136,8 @@ def test_any_value_in_any_column_of_a_row_imports_or_is_one_verdict(
     db = base / ("sessions.db" if agent == "goose" else "crush.db")
     con = database(agent, db)
     try:
-        table = data.draw(st.sampled_from(["messages", "sessions"]))
-        columns = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
-        column = data.draw(st.sampled_from(columns))
-        value = data.draw(_CELL)
-        con.execute("PRAGMA foreign_keys=OFF")
-        con.execute("PRAGMA ignore_check_constraints=ON")
-        for trigger in [
-            r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='trigger'")
-        ]:
-            con.execute(f"DROP TRIGGER {trigger}")
-        try:
-            con.execute(
-                f'UPDATE {table} SET "{column}" = ? WHERE rowid = (SELECT min(rowid) FROM {table})',
-                (value,),
-            )
-        except sqlite3.IntegrityError:
-            return  # NOT NULL or a unique key: a row SQLite itself refuses
+        if spoil(con, data) is None:
+            return  # a row SQLite itself refuses
     finally:
         con.close()
     _one_verdict(list(import_paths(agent, [db], base / "out", settle=0)))

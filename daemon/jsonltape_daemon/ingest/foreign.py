@@ -45,7 +45,7 @@ from jsonltape.errors import FormatError, JsonltapeError
 from jsonltape.events import HeaderData, Line
 from jsonltape.interop import foreign as mapping
 from jsonltape.interop._source import Unit
-from jsonltape_daemon.ingest.ingestor import _O_READ, Budget, Ingestor, SyncStats
+from jsonltape_daemon.ingest.ingestor import _DATA_ERRORS, _O_READ, Budget, Ingestor, SyncStats
 from jsonltape_daemon.ingest.rows import FileRow, Store
 from jsonltape_daemon.ingest.source import Damage, Header
 
@@ -118,6 +118,12 @@ class Stamp(NamedTuple):
     st_ino: int
     st_size: int
     st_mtime_ns: int
+
+
+def _int64(n: int) -> int:
+    """A change counter as an index column holds it (a row's time past year 2262 in
+    nanoseconds is not a time, only a mark): folded into 64 bits."""
+    return n if -(2**63) <= n < 2**63 else n & (2**63 - 1)
 
 
 def unit_path(anchor: str, unit: Unit) -> str:
@@ -368,7 +374,7 @@ class ForeignIngestor(Ingestor):
             self._done.add(path)
             try:
                 units = self.agent.units(Path(path))
-            except (OSError, JsonltapeError) as exc:
+            except (OSError, JsonltapeError, *_DATA_ERRORS) as exc:
                 # its sessions' rows stay until it can be read again (a database caught in a
                 # checkpoint during each copy): the verdict is the file's
                 msg = exc.message if isinstance(exc, JsonltapeError) else str(exc)
@@ -424,7 +430,7 @@ class ForeignIngestor(Ingestor):
         except OSError:
             return  # gone meanwhile: the next sync forgets it
         for vpath, unit in found.items():
-            stamp = Stamp(st.st_dev, st.st_ino, unit.size, unit.mtime_ns)
+            stamp = Stamp(st.st_dev, st.st_ino, _int64(unit.size), _int64(unit.mtime_ns))
             self._sync_unit(anchor, vpath, unit, stamp, known)
 
     def _sync_unit(
@@ -456,8 +462,12 @@ class ForeignIngestor(Ingestor):
                         self._forget(row)  # that session is gone from the unit
                     continue
                 self._sync_fd(fd, path, row, stamp)
-        except (OSError, JsonltapeError) as exc:
-            self._record(vpath, reg, None, "error", str(exc))
+        except OSError as exc:
+            self._record(vpath, reg, None, "error", exc.strerror or str(exc))
+        except (JsonltapeError, *_DATA_ERRORS) as exc:
+            # whatever a row holds (a time no index column can hold, a header value out of
+            # range) is this session's verdict, said once: the rest is indexed
+            self._record(vpath, reg, stamp, "error", f"cannot index this session: {exc}")
         finally:
             os.close(fd)
 
