@@ -1,0 +1,128 @@
+"""The in-place index of databases, task folders and Aider histories beyond one SQLite index:
+on PostgreSQL (the same rows as in SQLite, after the first sync and after a WAL-only change),
+in usage reports (a response indexed in place and imported counts once, spec Appendix B.12),
+and in a real ``jsonltape daemon run`` subprocess whose watchdog sees a change that lives only in
+a database's ``-wal``."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from jsonltape_daemon.engines.postgres.store import PgStore
+from jsonltape_daemon.engines.sqlite.schema import connect
+from jsonltape_daemon.engines.sqlite.search import Filters, search
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.ingest.foreign import ForeignIngestor
+from jsonltape_daemon.ingest.mirror import Mirror
+
+from jsonltape.interop import import_paths
+
+from .test_daemon import _cli, indexed_events, wait_for
+from .test_index_foreign_units import (
+    db_of,
+    full_db,
+    grow_db,
+    grow_files,
+    src_tree,
+    writer,
+)
+from .test_index_helpers import dump
+from .test_interop_agents_b import _listing
+from .test_pg_store import assert_same, pg_dump
+from .test_usage_index import _daily
+
+
+@pytest.mark.parametrize("agent", ["goose", "crush", "opencode", "cline", "aider"])
+def test_postgresql_holds_the_rows_sqlite_holds_before_and_after_a_wal_only_change(
+    tmp_path: Path, pg_db: str, agent: str
+) -> None:
+    root = src_tree(agent, tmp_path / "src", keep=0.5)
+    full = src_tree(agent, tmp_path / "full")
+    local = SqliteStore(tmp_path / "index.db")
+    pg = PgStore(pg_db, "laptop")
+    with contextlib.ExitStack() as stack:
+        stack.callback(local.close)
+        stack.callback(pg.close)
+        engines = [ForeignIngestor(s, root, agent) for s in (local, pg)]
+        for e in engines:
+            assert e.rescan().errors == 0
+        assert_same(pg_dump(pg_db, "laptop"), dump(local.con))
+        grow_files(agent, root, full)
+        if agent in ("goose", "crush", "opencode"):
+            con = stack.enter_context(contextlib.closing(writer(db_of(agent, root))))
+            grow_db(con, full_db(agent, tmp_path / "whole"))
+            hint = f"{db_of(agent, root)}-wal"
+            for e in engines:
+                assert e.sync_paths([hint]).errors == 0
+        for e in engines:
+            e.rescan()
+        assert_same(pg_dump(pg_db, "laptop"), dump(local.con))
+
+
+def test_a_response_indexed_in_place_and_imported_is_counted_once(tmp_path: Path) -> None:
+    src = src_tree("goose", tmp_path / "goose")
+    root = tmp_path / "root"
+    root.mkdir()
+    index = tmp_path / "index.db"
+    store = SqliteStore(index)
+    try:
+        Mirror(store, str(root), [("goose", str(src))]).rescan()
+        once = _daily(index)
+        (n, counted) = store.con.execute("SELECT count(*), sum(counted) FROM usage").fetchone()
+        assert n > 0 and counted == n
+        reports = list(import_paths("goose", [src], root, settle=0))
+        assert {r.status for r in reports} == {"imported"}
+        Mirror(store, str(root), [("goose", str(src))]).rescan()
+        again = store.con.execute("SELECT count(*), sum(counted) FROM usage").fetchone()
+        assert again == (2 * n, n)  # each response twice, counted once
+        assert _daily(index) == once
+    finally:
+        store.close()
+
+
+def _hits(index: Path, query: str) -> int:
+    try:
+        con = connect(index, readonly=True)
+    except Exception:  # not there yet
+        return 0
+    try:
+        return len(search(con, query, Filters(), limit=5))
+    finally:
+        con.close()
+
+
+def test_the_daemon_subprocess_sees_a_message_that_lives_only_in_the_wal(tmp_path: Path) -> None:
+    src = src_tree("crush", tmp_path / "project")
+    db = db_of("crush", src)
+    root = tmp_path / "root"
+    root.mkdir()
+    index = tmp_path / "index.db"
+    proc = _cli("daemon", "run", str(root), "--index", str(index), "--source", f"crush:{src}")
+    try:
+        wait_for(lambda: indexed_events(index) > 0 or proc.poll() is not None, timeout=60)
+        assert proc.poll() is None
+        assert _hits(index, "zebrafinch") == 0
+        with contextlib.closing(writer(db)) as con:  # Crush, running: its WAL kept
+            before = db.read_bytes()
+            con.execute(
+                "INSERT INTO messages (id, session_id, role, parts, model, created_at,"
+                " updated_at) VALUES ('m-new', 'f306c145-4c83-492c-b575-739c30bbced4', 'user',"
+                " ?, '', 1755891900, 1755891900)",
+                ('[{"type":"text","data":{"text":"what about the zebrafinch flag"}}]',),
+            )
+            listing = _listing(src)
+            start = time.monotonic()
+            # well before the daemon's 60 s rescan: the watcher's event for the -wal did it
+            wait_for(lambda: _hits(index, "zebrafinch") > 0, timeout=30)
+            assert time.monotonic() - start < 30
+            assert db.read_bytes() == before  # the change is in the WAL only
+            assert _listing(src) == listing  # the daemon wrote nothing beside the database
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err.decode()
+    assert b"Traceback" not in out + err
