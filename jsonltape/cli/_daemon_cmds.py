@@ -149,8 +149,8 @@ def _daemon_options(fn: Any) -> Any:
                 multiple=True,
                 metavar="KIND:PATH",
                 help="Also mirror an agent's session tree, read-only (claude-code:PATH, "
-                "codex:PATH, ...: an agent whose sessions are files of its own, the README's "
-                "table). Repeatable.",
+                "goose:PATH, ...: an agent the README's table marks in place; a database's "
+                "-wal is watched for it). Repeatable.",
             ),
         ]
     ):

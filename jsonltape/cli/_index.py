@@ -105,8 +105,8 @@ class _Bar:
     multiple=True,
     metavar="KIND:PATH",
     help="Also mirror an agent's session tree in place, read-only (claude-code:PATH, "
-    "codex:PATH, ...: an agent whose sessions are files of its own, the README's table). "
-    "Repeatable.",
+    "goose:PATH, ...: an agent the README's table marks in place; its logs, documents, task "
+    "folders and databases are read without writing beside them). Repeatable.",
 )
 @origin_option
 @click.option("--json", "as_json", is_flag=True, help="Print the sync statistics as JSON.")
