@@ -76,6 +76,11 @@ class Agent(NamedTuple):
     auto`` looks for these below the directories it searches."""
     prune: tuple[str, ...] = ()
     """Directories a tree walk does not enter (Cline's ``checkpoints``: shadow git repos)."""
+    keyed: bool = False
+    """Whether the read-only index keys each of a wanted file's units by the unit's own change
+    counter (:attr:`Unit.size`, :attr:`Unit.mtime_ns`) rather than the file's stat: a
+    database's sessions (a change lands in its ``-wal`` first), a task folder's documents. A
+    unit that is the file itself (a whole-file JSON chat) is keyed by the file's stat."""
     documents: tuple[str, ...] = ()
     """Files beside a wanted file that belong to the same session (Cline's
     ``ui_messages.json`` beside ``api_conversation_history.json``): the read-only index takes a

@@ -270,6 +270,7 @@ AGENTS = (
         "crush.db (in a project's .crush/)",
         _wanted,
         units=units,
+        keyed=True,
         projects=(".crush/crush.db",),
     ),
 )

@@ -301,6 +301,7 @@ AGENTS = (
         "sessions.db, *.jsonl (before Goose 1.10)",
         _wanted,
         units=units,
+        keyed=True,
         skip=_migrated,
     ),
 )

@@ -275,5 +275,6 @@ AGENTS = (
         "opencode.db, storage/session/*/*.json",
         _wanted,
         units=_store,
+        keyed=True,
     ),
 )

@@ -28,8 +28,9 @@ files are opened read-only and the mapping reads through its own read-only handl
   row and session row. :class:`ForeignIngestor` syncs members together with their file.
 * Damage: a last source line still being written is left for later (the session is
   ``torn-tail``); bad lines inside the file are mapped to ``import/raw`` events, never damage.
-* Units (a database's sessions, a task folder, a whole-file document: what the agent's
-  ``units`` gives for a wanted file): each is a session at its own registry path (``DB#ID``
+* Units of an agent that declares ``keyed`` (a database's sessions, a task folder: what the
+  agent's ``units`` gives for a wanted file, whose own stat does not tell their changes): each
+  is a session at its own registry path (``DB#ID``
   for a database's, else the file), keyed by the unit's change counter (:class:`Stamp`) instead
   of the file's stat, mapped through its rendering and reingested at every change; a unit gone
   from its file is forgotten. A watcher event for a database's ``-wal`` or a task's other
@@ -376,7 +377,7 @@ class ForeignIngestor(Ingestor):
             # written beside them): its rows go, with its members'
             self._forget_all(path)
             return
-        if self.agent.units is not None and os.path.lexists(path):
+        if self.agent.keyed and self.agent.units is not None and os.path.lexists(path):
             self._done.add(path)
             try:
                 units = self.agent.units(Path(path))
