@@ -251,6 +251,35 @@ def test_a_session_deleted_from_the_database_or_the_database_gone_forgets_its_ro
 
 
 @pytest.mark.parametrize("agent", DBS)
+def test_a_database_that_cannot_be_listed_is_one_verdict_and_comes_back_whole(
+    tmp_path: Path, agent: str
+) -> None:
+    root = src_tree(agent, tmp_path / "src")
+    db = db_of(agent, root)
+    with indexed(agent, root, tmp_path / "index.db") as (store, engine):
+        good = index_of(store)
+        data = db.read_bytes()
+        other = tmp_path / "other.db"  # a database, not the agent's: another program's
+        with contextlib.closing(sqlite3.connect(other)) as con:
+            con.execute("CREATE TABLE notes (body TEXT)")
+            con.commit()
+        remove_db(db)
+        os.replace(other, db)
+        assert engine.sync_paths([str(db)]).errors == 1
+        rows = store.files(under=str(root))
+        assert [(p, r.status) for p, r in rows.items() if p.startswith(str(db))] == [
+            (str(db), "error")
+        ]
+        assert "\n" not in (rows[str(db)].error or "")
+        assert index_of(store) == rebuild(root, agent)
+        db.write_bytes(data)
+        engine.sync_paths([str(db)])
+        got = index_of(store)
+        assert got == rebuild(root, agent)
+        assert got["sessions"] == good["sessions"] and got["events"] == good["events"]
+
+
+@pytest.mark.parametrize("agent", DBS)
 def test_a_bad_row_is_one_verdict_on_its_session_until_it_is_fixed(
     tmp_path: Path, agent: str
 ) -> None:

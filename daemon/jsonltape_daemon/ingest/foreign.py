@@ -382,10 +382,12 @@ class ForeignIngestor(Ingestor):
             try:
                 units = self.agent.units(Path(path))
             except (OSError, JsonltapeError, *_DATA_ERRORS) as exc:
-                # its sessions' rows stay until it can be read again (a database caught in a
-                # checkpoint during each copy): the verdict is the file's
+                # not a database of the agent's (any more), or one that cannot be read now (a
+                # checkpoint during each copy): the verdict is the file's, and its sessions go
+                # as a rebuild would not have them; the next change lists it again
                 msg = exc.message if isinstance(exc, JsonltapeError) else str(exc)
-                self._record(path, self.store.file(path), None, "error", msg)
+                self._forget_all(path)
+                self._record(path, None, None, "error", msg)
                 return
             if units is not None:
                 self._sync_units(path, units)
