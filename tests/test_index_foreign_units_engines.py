@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sqlite3
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from jsonltape_daemon.ingest.mirror import Mirror
 from jsonltape.interop import import_paths
 
 from .test_daemon import _cli, indexed_events, wait_for
+from .test_index_foreign import rebuild
 from .test_index_foreign_units import (
     db_of,
     full_db,
@@ -126,3 +128,63 @@ def test_the_daemon_subprocess_sees_a_message_that_lives_only_in_the_wal(tmp_pat
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err.decode()
     assert b"Traceback" not in out + err
+
+
+def _copies(db: Path, n: int) -> None:
+    """``n`` more Goose sessions: copies of the fixture's session, rows and usage with them."""
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as con:
+        (sid,) = con.execute("SELECT id FROM sessions").fetchone()
+        for k in range(n):
+            for table, key in (("sessions", "id"), ("messages", "session_id"),
+                               ("usage_ledger", "session_id")):  # fmt: skip
+                cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+                values = [
+                    f"{c} || '-{k}'" if c in (key, "message_id") else
+                    "NULL" if c == "id" and table != "sessions" else c
+                    for c in cols
+                ]  # fmt: skip
+                con.execute(
+                    f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(values)}"
+                    f" FROM {table} WHERE {key} = ?",
+                    (sid,),
+                )
+
+
+def test_a_sync_killed_anywhere_while_it_reingests_a_database_converges_to_a_rebuild(
+    tmp_path: Path,
+) -> None:
+    src = src_tree("goose", tmp_path / "goose")
+    db = db_of("goose", src)
+    _copies(db, 200)
+    root = tmp_path / "root"
+    root.mkdir()
+    index = tmp_path / "index.db"
+    with contextlib.closing(SqliteStore(index)) as store:
+        Mirror(store, str(root), [("goose", str(src))]).rescan()
+    sync = ("sync", str(root), "--index", str(index), "--source", f"goose:{src}")
+
+    def touch(n: int) -> None:
+        with contextlib.closing(writer(db)) as con:  # Goose touches every session
+            con.execute(
+                "UPDATE messages SET content_json = json_insert(content_json, '$[#]',"
+                " json_object('type', 'text', 'text', ?))",
+                (f"edit {n}",),
+            )
+            con.execute("UPDATE sessions SET updated_at = datetime(updated_at, '+1 minute')")
+
+    touch(0)
+    t = time.monotonic()
+    _cli(*sync).communicate(timeout=120)
+    whole = time.monotonic() - t  # start-up, then every session reingested
+    for n, share in enumerate((0.3, 0.5, 0.65, 0.8, 0.95), 1):
+        touch(n)
+        proc = _cli(*sync)
+        time.sleep(whole * share)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+        with contextlib.closing(SqliteStore(index)) as store:
+            Mirror(store, str(root), [("goose", str(src))]).rescan()
+            got = dump(store.con)
+        want = rebuild(src, "goose")
+        assert {p: r for p, r in got["files"].items() if "goose" in p} == want["files"]
+        assert [e for e in got["events"] if e[0] in want["sessions"]] == want["events"]
