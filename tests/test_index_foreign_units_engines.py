@@ -7,8 +7,11 @@ a database's ``-wal``."""
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -188,3 +191,34 @@ def test_a_sync_killed_anywhere_while_it_reingests_a_database_converges_to_a_reb
         want = rebuild(src, "goose")
         assert {p: r for p, r in got["files"].items() if "goose" in p} == want["files"]
         assert [e for e in got["events"] if e[0] in want["sessions"]] == want["events"]
+
+
+def test_cli_sync_source_mirrors_a_crush_project_and_aider_histories_read_only(
+    tmp_path: Path,
+) -> None:
+    crush = src_tree("crush", tmp_path / "crush")
+    aider = src_tree("aider", tmp_path / "aider")
+    (tmp_path / "root").mkdir()
+    before = {**_listing(crush), **_listing(aider)}
+    idx = str(tmp_path / "index.db")
+    sync = ("sync", str(tmp_path / "root"), "--index", idx, "--source", f"crush:{crush}",
+            "--source", f"aider:{aider}", "--json")  # fmt: skip
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "jsonltape", *args], capture_output=True, text=True, timeout=120
+        )
+
+    def found(word: str) -> bool:
+        out = run("search", word, "--index", idx, "--json")
+        return out.returncode == 0 and word in out.stdout
+
+    first = run(*sync)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["errors"] == 0
+    assert found("codebase") and found("Spinner")  # Crush's first prompt, Aider's
+    assert json.loads(run(*sync).stdout)["events"] == 0
+    rebuilt = run("index", "rebuild", "--index", idx)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert found("codebase") and found("Spinner")
+    assert {**_listing(crush), **_listing(aider)} == before  # nothing written in the sources
