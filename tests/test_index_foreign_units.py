@@ -77,6 +77,27 @@ def remove_db(db: Path) -> None:
         Path(f"{db}{suffix}").unlink(missing_ok=True)
 
 
+def copy_session(con: sqlite3.Connection, sid: str, new: str, keys: dict[str, str]) -> None:
+    """Copy a session's rows as session ``new``: ``keys`` names each table and its column that
+    holds the session id; other ids are made unique (an integer key left to SQLite)."""
+    for table, key in keys.items():
+        values = []
+        for _n, col, kind, _null, _default, pk in con.execute(f"PRAGMA table_info({table})"):
+            if col == key:
+                values.append("?")
+            elif pk and kind.upper() == "INTEGER":
+                values.append("NULL")
+            elif col in ("id", "message_id"):
+                values.append(f"{col} || ?")
+            else:
+                values.append(col)
+        args = [new if v == "?" else f"-{new}" for v in values if "?" in v]
+        con.execute(
+            f"INSERT INTO {table} SELECT {', '.join(values)} FROM {table} WHERE {key} = ?",
+            (*args, sid),
+        )
+
+
 def writer(db: Path) -> sqlite3.Connection:
     """The agent, still running: its connection keeps the WAL and never checkpoints."""
     con = sqlite3.connect(db, isolation_level=None)
@@ -208,7 +229,7 @@ def test_a_change_in_the_wal_re_maps_only_the_sessions_it_touched(
         units = [p for p in paths if p.startswith(f"{db}#")]
         assert units
         target = units[-1]
-        sid = split_member(target)[1]
+        sid = str(split_member(target)[1]).removeprefix(f"{agent}-")
         touch = {
             "goose": "UPDATE messages SET content_json = json_insert(content_json, '$[#]',"
             " json_object('type', 'text', 'text', 'and more'))"
@@ -234,7 +255,7 @@ def test_a_session_deleted_from_the_database_or_the_database_gone_forgets_its_ro
     db = db_of(agent, root)
     with indexed(agent, root, tmp_path / "index.db") as (store, engine):
         in_db = sorted(p for (p,) in store.con.execute("SELECT path FROM sessions") if "#" in p)
-        sid = split_member(in_db[0])[1]
+        sid = str(split_member(in_db[0])[1]).removeprefix(f"{agent}-")
         with contextlib.closing(writer(db)) as con:
             sessions = "session" if agent == "opencode" else "sessions"
             for table in ("part", "message") if agent == "opencode" else ("messages",):
@@ -460,3 +481,19 @@ def test_a_replaced_task_document_never_leaves_a_twin_session(tmp_path: Path) ->
         assert got == rebuild(root, "cline")
         ids = [s[0] for s in got["sessions"].values()]
         assert len(ids) == len(set(ids))
+
+
+def test_a_database_session_id_holding_slashes_is_indexed_at_a_valid_path_and_stays_put(
+    tmp_path: Path,
+) -> None:
+    root = src_tree("crush", tmp_path / "src")
+    db = db_of("crush", root)
+    with contextlib.closing(writer(db)) as con:
+        (sid,) = con.execute("SELECT id FROM sessions ORDER BY id LIMIT 1").fetchone()
+        copy_session(con, sid, "../../evil/x", {"sessions": "id", "messages": "session_id"})
+    with indexed("crush", root, tmp_path / "index.db") as (store, engine):
+        paths = [p for (p,) in store.con.execute("SELECT path FROM sessions")]
+        assert len(paths) == 3
+        assert all(os.path.dirname(p) == str(db.parent) for p in paths), paths
+        assert engine.rescan().transactions == 0  # the row stays where it is
+        assert index_of(store) == rebuild(root, "crush")

@@ -28,6 +28,7 @@ from jsonltape.interop import import_paths
 from .test_daemon import _cli, indexed_events, wait_for
 from .test_index_foreign import rebuild
 from .test_index_foreign_units import (
+    copy_session,
     db_of,
     full_db,
     grow_db,
@@ -137,20 +138,9 @@ def _copies(db: Path, n: int) -> None:
     """``n`` more Goose sessions: copies of the fixture's session, rows and usage with them."""
     with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as con:
         (sid,) = con.execute("SELECT id FROM sessions").fetchone()
+        keys = {"sessions": "id", "messages": "session_id", "usage_ledger": "session_id"}
         for k in range(n):
-            for table, key in (("sessions", "id"), ("messages", "session_id"),
-                               ("usage_ledger", "session_id")):  # fmt: skip
-                cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
-                values = [
-                    f"{c} || '-{k}'" if c in (key, "message_id") else
-                    "NULL" if c == "id" and table != "sessions" else c
-                    for c in cols
-                ]  # fmt: skip
-                con.execute(
-                    f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(values)}"
-                    f" FROM {table} WHERE {key} = ?",
-                    (sid,),
-                )
+            copy_session(con, sid, f"{sid}-{k}", keys)
 
 
 def test_a_sync_killed_anywhere_while_it_reingests_a_database_converges_to_a_rebuild(

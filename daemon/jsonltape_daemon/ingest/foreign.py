@@ -30,7 +30,7 @@ files are opened read-only and the mapping reads through its own read-only handl
   ``torn-tail``); bad lines inside the file are mapped to ``import/raw`` events, never damage.
 * Units of an agent that declares ``keyed`` (a database's sessions, a task folder: what the
   agent's ``units`` gives for a wanted file, whose own stat does not tell their changes): each
-  is a session at its own registry path (``DB#ID``
+  is a session at its own registry path (``DB#SESSION-ID``
   for a database's, else the file), keyed by the unit's change counter (:class:`Stamp`) instead
   of the file's stat, mapped through its rendering and reingested at every change; a unit gone
   from its file is forgotten. A watcher event for a database's ``-wal`` or a task's other
@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from jsonltape._index_api import AGENTS, crc_of, encode_event
+from jsonltape._index_api import AGENTS, crc_of, encode_event, session_id_for
 from jsonltape.errors import FormatError, JsonltapeError
 from jsonltape.events import HeaderData, Line
 from jsonltape.interop import foreign as mapping
@@ -133,11 +133,14 @@ def _int64(n: int) -> int:
     return n if -(2**63) <= n < 2**63 else n & (2**63 - 1)
 
 
-def unit_path(anchor: str, unit: Unit) -> str:
+def unit_path(anchor: str, unit: Unit, source: str) -> str:
     """The registry path of a unit met at ``anchor`` (a wanted file): a session of a database
-    at ``DB#ID`` (its unit is named ``db-name#ID``), any other unit at the anchor itself."""
-    _head, sep, sid = unit.name.partition(MEMBER)
-    return member_path(anchor, sid) if sep else anchor
+    (its unit is named ``db-name#ID``) at ``DB#SESSION-ID``, the jsonltape session id the import
+    gives it (validated: the database's own id may hold any character, a ``/`` included), any
+    other unit at the anchor itself."""
+    if MEMBER not in unit.name:
+        return anchor
+    return member_path(anchor, session_id_for(source, unit.name))
 
 
 def _line_ends(data: bytes) -> list[int]:
@@ -424,7 +427,7 @@ class ForeignIngestor(Ingestor):
         """Sync the sessions a wanted file holds as units (every session of a database, a task
         folder): each by its unit's stamp, so a database whose ``-wal`` grew re-maps only the
         sessions whose rows changed; a session gone from it is forgotten."""
-        found = {unit_path(anchor, u): u for u in units}
+        found = {unit_path(anchor, u, self.kind.source): u for u in units}
         known = self._rows_of(anchor)
         for name in self.agent.documents:  # the session's rows when another file was its anchor
             beside = os.path.join(os.path.dirname(anchor), name)
