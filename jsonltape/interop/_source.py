@@ -34,6 +34,8 @@ from typing import Any, BinaryIO, NamedTuple
 
 import msgspec
 
+from .._gate import outside_strings
+
 __all__ = [
     "MAX_DEPTH",
     "SourceLine",
@@ -199,9 +201,7 @@ def too_deep(raw: bytes, limit: int = MAX_DEPTH) -> str | None:
 
 def _depth(raw: bytes) -> int:
     """The deepest nesting of arrays and objects in ``raw``, what strings hold left out."""
-    if b"\\" in raw:  # an escaped backslash, then an escaped quote: neither ends a string
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    outside = b"".join(raw.split(b'"')[::2])
+    outside = outside_strings(raw)
     return max(accumulate(array("b", outside.translate(_STEP, _NOT_BRACKET))), default=0)
 
 
