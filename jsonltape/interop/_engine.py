@@ -23,7 +23,7 @@ import msgspec
 from .. import reader
 from ..errors import FormatError, InvalidEventError, JsonltapeError
 from ..events import ParentRef
-from ..writer import Tape
+from ..writer import Tape, close_all
 from ..writer import open as open_tape
 from ._agent import Agent
 from ._base import MAPPER_VERSION, Mapper, Spec, Target, safe_id
@@ -286,8 +286,7 @@ class _Sink:
             items.clear()
 
     def close(self) -> None:
-        for tape in self.tapes.values():
-            tape.close()
+        close_all(self.tapes.values())  # a multi-run source's sessions sync together
 
     def discard_empty(self) -> None:
         """After a failure: remove the sessions this run created that hold only a header
