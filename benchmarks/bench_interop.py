@@ -21,6 +21,9 @@ fast path reads only the end of each imported session) and again after touching 
   fixtures scaled up (benchmarks/_interop_trees_b.py).
 * ``cursor-db`` (one ``state.vscdb``) and ``cursor-transcripts`` (agent transcripts): the Cursor
   importer's test fixtures scaled up (benchmarks/_interop_trees_c.py).
+* ``aider-history``: a real Aider history as it is, ``--aider-history FILE`` (Aider's own,
+  Aider-AI/aider@5dc9490 ``tests/fixtures/chat-history.md``: 4.2 MB, 1,133 runs; only its
+  first 4 runs are in tests/fixtures), in a repository of its own.
 
 ``--only NAME`` (repeatable) runs only those workloads.
 
@@ -173,6 +176,7 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=100)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", action="append", default=[], help="run only this workload")
+    ap.add_argument("--aider-history", type=Path, help="a real .aider.chat.history.md")
     args = ap.parse_args()
     print(
         f"{platform.machine()}, {os.cpu_count()} cpus, Python {sys.version.split()[0]}, "
@@ -234,6 +238,11 @@ def main() -> None:
             if want(name):
                 make(work / name, n, args.turns)
                 measure(name, source, work / name, work)
+        if want("aider-history") and args.aider_history is not None:
+            repo = work / "aider-history" / "repo"
+            repo.mkdir(parents=True)
+            shutil.copyfile(args.aider_history, repo / ".aider.chat.history.md")
+            measure("aider-history", "aider", repo.parent, work)
         for name in _ISSUE32:
             if want(name):
                 _issue32(name, n, args.turns, work)
