@@ -45,6 +45,7 @@ from ._session import (
     open_session,
 )
 from ._surface import SurfaceFold
+from ._together import at_once
 from .errors import InvalidEventError, JsonltapeError, SessionExistsError
 from .events import Event, ParentRef, Replace, Retract
 
@@ -494,29 +495,14 @@ class Tape:
         return f"<Tape {str(self.path)!r} id={self.session_id} next_seq={self._s.next_seq}>"
 
 
-#: Closes :func:`close_all` runs at once: enough to share journal commits, few threads.
-_CLOSERS = 8
-
-
 def close_all(tapes: Iterable[Tape]) -> None:
     """Close several tapes, as :meth:`Tape.close` each (every one flushed and synced, then its
-    final checkpoint synced), their syncs running at once: concurrent syncs on one file
-    system share its journal commits (300 small files here: 440-730 µs a file one after the
-    other, 100-190 µs eight at a time). Every tape is closed even when one fails; the first
-    error is raised once all have returned."""
-    tapes = list(tapes)
-    if len(tapes) < 2:
-        for tape in tapes:
-            tape.close()
-        return
-    from concurrent.futures import ThreadPoolExecutor  # here: `import jsonltape` stays lean
-
-    with ThreadPoolExecutor(
-        min(_CLOSERS, len(tapes)), thread_name_prefix="jsonltape-close"
-    ) as pool:
-        futures = [pool.submit(tape.close) for tape in tapes]
-    for future in futures:
-        future.result()  # the first failure, in the tapes' order
+    final checkpoint synced), several at once (:func:`jsonltape._together.at_once`: their
+    syncs share journal commits). Every tape is closed even when one fails; the first error
+    is raised once all have returned."""
+    for result in at_once([tape.close for tape in tapes]):
+        if isinstance(result, Exception):
+            raise result
 
 
 def _load_keys(fd: int, end: int) -> dict[str, int]:

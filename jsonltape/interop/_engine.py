@@ -15,12 +15,14 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from .. import reader
+from .._together import at_once
 from ..errors import FormatError, InvalidEventError, JsonltapeError
 from ..events import ParentRef
 from ..writer import Tape, close_all
@@ -187,8 +189,9 @@ class _Sink:
 
     def _next_seq(self, name: str) -> int:
         """The seq the next appended event gets. A session not yet created is created only once
-        its header is fixed (see :meth:`Target.fix`), or at the end: its first event is 1."""
-        if not self._ready(name, False):
+        its header is fixed (see :meth:`Target.fix`), or at the end: its first event is 1. It is
+        created when its events are written (:meth:`write`), with the others ready then."""
+        if name not in self.tapes and not self.state(name).exists:
             return 1
         return self._tape(name).next_seq
 
@@ -204,29 +207,52 @@ class _Sink:
 
     def _tape(self, name: str) -> Tape:
         tape = self.tapes.get(name)
-        if tape is not None:
-            return tape
-        out = self.mapper.outs[name]
-        target = out.target.header
+        if tape is None:
+            tape = self._opened(name, self._opener(name)())
+        return tape
+
+    def open_all(self, names: list[str]) -> None:
+        """Open the writers of ``names`` as :meth:`_tape` does, several at once (the sessions a
+        write creates: a source of many runs has dozens; their syncs share journal commits).
+        Every one that opened is kept, to be closed, when another fails."""
+        if "" in names:
+            self._tape("")  # a child session's header names the main one's: it comes first
+        todo = [n for n in dict.fromkeys(names) if n not in self.tapes]
+        failed: Exception | None = None
+        for name, result in zip(todo, at_once([self._opener(n) for n in todo]), strict=True):
+            if isinstance(result, Exception):
+                failed = failed or result
+            else:
+                self._opened(name, result)
+        if failed is not None:
+            raise failed
+
+    def _opener(self, name: str) -> Callable[[], Tape]:
+        """What opens the writer of ``name``: its session, or a new one (with the main session
+        opened first when it is the parent: its header crc is referenced)."""
+        target = self.mapper.outs[name].target.header
         st = self.state(name)
         if st.exists:
-            tape = open_tape(st.path, durability="manual")
-        else:
-            if target.child_of_main:
-                self._tape("")  # the parent must exist first (its header crc is referenced)
-            tape = open_tape(
-                st.path,
-                create=True,
-                session_id=target.session_id,
-                title=target.title,
-                cwd=target.cwd,
-                agent=target.agent,
-                parent=self._parent(target),
-                meta=self._meta(target),
-                created=self._created(name, target),
-                durability="manual",
-            )
-            self.created.append(str(st.path))
+            return partial(open_tape, st.path, durability="manual")
+        if target.child_of_main:
+            self._tape("")
+        return partial(
+            open_tape,
+            st.path,
+            create=True,
+            session_id=target.session_id,
+            title=target.title,
+            cwd=target.cwd,
+            agent=target.agent,
+            parent=self._parent(target),
+            meta=self._meta(target),
+            created=self._created(name, target),
+            durability="manual",
+        )
+
+    def _opened(self, name: str, tape: Tape) -> Tape:
+        if not self.state(name).exists:
+            self.created.append(str(tape.path))
         self.tapes[name] = tape
         return tape
 
@@ -266,9 +292,10 @@ class _Sink:
     def write(self, *, final: bool = False) -> None:
         """Append the batched specs; a session whose header is not fixed yet waits (``final``:
         nothing more comes, write everything)."""
-        for name, items in self.batch.items():
-            if not items or not self._ready(name, final):
-                continue
+        ready = [n for n, items in self.batch.items() if items and self._ready(n, final)]
+        self.open_all(ready)
+        for name in ready:
+            items = self.batch[name]
             tape = self._tape(name)
             expected = tape.next_seq
             try:
@@ -586,12 +613,15 @@ def _mark(
             "bytes": src.torn[2],
         }
     key = f"{mapper.source}:{mapper.name}:sync:{src.lines}:{int(settled)}:{stat[1]}"
-    for name in mapper.outs:
-        if name != "" and name not in sink.tapes and not sink.batch.get(name):
-            continue  # a sidechain with nothing written (and nothing to write)
-        if key in sink.state(name).keys:
-            continue
-        sink._tape(name)
+    names = [
+        name
+        for name in mapper.outs
+        # not a sidechain with nothing written (and nothing to write), nor marked already
+        if (name == "" or name in sink.tapes or sink.batch.get(name))
+        and key not in sink.state(name).keys
+    ]
+    sink.open_all(names)
+    for name in names:
         batch = sink.batch.setdefault(name, [])
         batch.append(({"type": "import/sync", "data": data, "key": key, "ignorable": True}, _MARK))
 
