@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -101,25 +102,24 @@ def _hits(index: Path, query: str) -> int:
         con.close()
 
 
-def test_the_daemon_subprocess_sees_a_message_that_lives_only_in_the_wal(tmp_path: Path) -> None:
-    src = src_tree("crush", tmp_path / "project")
-    db = db_of("crush", src)
+def daemon_sees_a_wal_only_write(
+    tmp_path: Path, source: str, db: Path, write: Callable[[sqlite3.Connection], None]
+) -> None:
+    """A real ``daemon run --source SOURCE`` indexes its tree, then sees what ``write`` puts
+    in ``db``'s ``-wal`` only (a message holding "zebrafinch"), through its watcher, writing
+    nothing beside the database."""
+    src = Path(source.partition(":")[2])
     root = tmp_path / "root"
     root.mkdir()
     index = tmp_path / "index.db"
-    proc = _cli("daemon", "run", str(root), "--index", str(index), "--source", f"crush:{src}")
+    proc = _cli("daemon", "run", str(root), "--index", str(index), "--source", source)
     try:
         wait_for(lambda: indexed_events(index) > 0 or proc.poll() is not None, timeout=60)
         assert proc.poll() is None
         assert _hits(index, "zebrafinch") == 0
-        with contextlib.closing(writer(db)) as con:  # Crush, running: its WAL kept
+        with contextlib.closing(writer(db)) as con:  # the agent, running: its WAL kept
             before = db.read_bytes()
-            con.execute(
-                "INSERT INTO messages (id, session_id, role, parts, model, created_at,"
-                " updated_at) VALUES ('m-new', 'f306c145-4c83-492c-b575-739c30bbced4', 'user',"
-                " ?, '', 1755891900, 1755891900)",
-                ('[{"type":"text","data":{"text":"what about the zebrafinch flag"}}]',),
-            )
+            write(con)
             listing = _listing(src)
             start = time.monotonic()
             # well before the daemon's 60 s rescan: the watcher's event for the -wal did it
@@ -132,6 +132,20 @@ def test_the_daemon_subprocess_sees_a_message_that_lives_only_in_the_wal(tmp_pat
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err.decode()
     assert b"Traceback" not in out + err
+
+
+def test_the_daemon_subprocess_sees_a_message_that_lives_only_in_the_wal(tmp_path: Path) -> None:
+    src = src_tree("crush", tmp_path / "project")
+
+    def write(con: sqlite3.Connection) -> None:
+        con.execute(
+            "INSERT INTO messages (id, session_id, role, parts, model, created_at,"
+            " updated_at) VALUES ('m-new', 'f306c145-4c83-492c-b575-739c30bbced4', 'user',"
+            " ?, '', 1755891900, 1755891900)",
+            ('[{"type":"text","data":{"text":"what about the zebrafinch flag"}}]',),
+        )
+
+    daemon_sees_a_wal_only_write(tmp_path, f"crush:{src}", db_of("crush", src), write)
 
 
 def _copies(db: Path, n: int) -> None:

@@ -237,13 +237,6 @@ def test_a_legacy_text_transcript_is_left_out_with_one_line(tmp_path: Path) -> N
     assert len(said) == 1 and "legacy Cursor text transcript" in said[0], said
 
 
-def test_sync_source_cursor_says_to_import_instead(tmp_path: Path) -> None:
-    from jsonltape_daemon.ingest.foreign import parse_source
-
-    with pytest.raises(ValueError, match="Cursor sessions cannot be indexed in place"):
-        parse_source(f"cursor:{tmp_path}")
-
-
 def test_sqlite_reads_of_the_database_go_through_the_keys_index(tmp_path: Path) -> None:
     """Listing composers reads their rows and counts each one's bubbles by key range, not by
     scanning the table: the work grows with the composers, not with every row of the file."""

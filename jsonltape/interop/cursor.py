@@ -26,7 +26,9 @@ files observe (spec Appendix B.20 names them). Two stores:
 
 A conversation in both stores (a transcript named by a composer id of the global
 ``state.vscdb`` in its default place) is imported from the database, which holds what the
-transcript drops; the transcript is skipped, said (naming the database to import).
+transcript drops; the transcript is skipped, said (naming the database to import). The read-only
+index (``sync --source cursor:PATH``) asks the same question at each sync, so a conversation
+is indexed once: the answer follows the database's ``-wal`` too, where Cursor writes first.
 """
 
 from __future__ import annotations
@@ -307,16 +309,29 @@ def _in_database(path: Path) -> str | None:
     same conversation (a composer of the transcript's id), which is imported."""
     cid = path.name[: -len(".jsonl")]
     for db in homes_of(AGENTS[0]):
-        if db.name == _DB and db.is_file():
-            st = db.stat()
-            if cid in _ids(db, (st.st_size, st.st_mtime_ns)):
-                return (f"the conversation is composer {cid} of {db}, which holds more of it: "
-                        "import that database")  # fmt: skip
+        if db.name == _DB and db.is_file() and cid in _ids(db, _changes(db)):
+            return (f"the conversation is composer {cid} of {db}, which holds more of it: "
+                    "import that database")  # fmt: skip
     return None
 
 
+def _changes(db: Path) -> tuple[int, ...]:
+    """What moves when the database's rows do: its own stat and its ``-wal``'s (Cursor writes
+    there first, the database file's stat may stay put until a checkpoint; a long-running
+    index asks again at each sync)."""
+    out: list[int] = []
+    for f in (db, db.with_name(db.name + "-wal")):
+        try:
+            st = f.stat()
+        except FileNotFoundError:
+            out += (0, 0, 0)
+            continue
+        out += (st.st_ino, st.st_size, st.st_mtime_ns)
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=4)
-def _ids(db: Path, stamp: tuple[int, int]) -> frozenset[str]:
+def _ids(db: Path, changes: tuple[int, ...]) -> frozenset[str]:
     return composer_ids(db)
 
 
@@ -338,6 +353,6 @@ AGENTS = (
         wanted,
         units=units,
         skip=skip,
-        in_place=False,
+        keyed=True,
     ),
 )
