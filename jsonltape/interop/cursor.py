@@ -34,7 +34,9 @@ is indexed once: the answer follows the database's ``-wal`` too, where Cursor wr
 from __future__ import annotations
 
 import functools
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -308,26 +310,40 @@ def _in_database(path: Path) -> str | None:
     """Why a transcript is left out: the global ``state.vscdb`` in its default place holds the
     same conversation (a composer of the transcript's id), which is imported."""
     cid = path.name[: -len(".jsonl")]
-    for db in homes_of(AGENTS[0]):
-        if db.name == _DB and db.is_file() and cid in _ids(db, _changes(db)):
+    for db in _dbs(tuple(os.environ.get(v) for v in _HOME_VARS)):
+        changes = _changes(db)
+        if changes is not None and cid in _ids(db, changes):
             return (f"the conversation is composer {cid} of {db}, which holds more of it: "
                     "import that database")  # fmt: skip
     return None
 
 
-def _changes(db: Path) -> tuple[int, ...]:
+#: The variables the default places' templates name (what :func:`_dbs` is keyed by).
+_HOME_VARS = ("HOME", "USERPROFILE", "XDG_CONFIG_HOME", "APPDATA")
+
+
+@functools.lru_cache(maxsize=4)
+def _dbs(env: tuple[str | None, ...]) -> tuple[Path, ...]:
+    """The default places of the global ``state.vscdb`` with the variables ``env`` holds
+    (expanded once: the read-only index asks for every transcript at every sync)."""
+    return tuple(db for db in homes_of(AGENTS[0]) if db.name == _DB)
+
+
+def _changes(db: Path) -> tuple[int, ...] | None:
     """What moves when the database's rows do: its own stat and its ``-wal``'s (Cursor writes
     there first, the database file's stat may stay put until a checkpoint; a long-running
-    index asks again at each sync)."""
-    out: list[int] = []
-    for f in (db, db.with_name(db.name + "-wal")):
-        try:
-            st = f.stat()
-        except FileNotFoundError:
-            out += (0, 0, 0)
-            continue
-        out += (st.st_ino, st.st_size, st.st_mtime_ns)
-    return tuple(out)
+    index asks again at each sync); None when it is not a file."""
+    try:
+        st = os.stat(db)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    try:
+        wal = os.stat(f"{db}-wal")
+    except OSError:
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, wal.st_ino, wal.st_size, wal.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=4)
