@@ -186,8 +186,11 @@ def _ordered(cid: str, data: dict[str, Any], bubbles: dict[str, bytes]) -> list[
 
 
 def units(path: Path) -> list[Unit] | None:
-    """The composers of a ``state.vscdb`` (None for anything else)."""
-    return Database(path).units() if path.is_file() and is_sqlite(path) else None
+    """The composers of a ``state.vscdb`` (None for anything else: an agent transcript is
+    known by its name, unopened, as the read-only index asks at every sync)."""
+    if path.name.endswith(".jsonl") or not (path.is_file() and is_sqlite(path)):
+        return None
+    return Database(path).units()
 
 
 def composer_ids(path: Path) -> frozenset[str]:
