@@ -2,7 +2,10 @@
 (databases, task folders, Aider histories), against importing the same tree in the same run.
 
 Per workload (bench_interop.py's generators: ``opencode-db``, ``goose-db``, ``crush-db``,
-``cline-tasks``, ``aider-tree``), alternated ``--rounds`` times:
+``cursor-db``, ``cursor-transcripts``, ``cline-tasks``, ``aider-tree``, and ``codex-tree`` as
+the baseline of logs; ``cursor-db-300mb`` is ``cursor-db`` with 300 MB of rows no import reads
+beside its composers, as a real ``state.vscdb`` holds: the private copy of database and
+``-wal`` grows with the file, not with the sessions), alternated ``--rounds`` times:
 
 * **first sync**: a fresh SQLite index of the tree in place (``ForeignIngestor.rescan``), and
   the import of the same tree into a fresh root (``import_paths``): the ratio in-place/import;
@@ -10,8 +13,9 @@ Per workload (bench_interop.py's generators: ``opencode-db``, ``goose-db``, ``cr
   a stat per task document, per history);
 * **one message**: one session grows by one message the way its agent writes it (a row
   updated in the database's WAL by a connection kept open, a task's API history rewritten whole
-  with one more message, a run appended to one history) and the watcher's hint for the path the
-  agent wrote (the ``-wal``, the document, the history) is synced: its time, the units re-mapped
+  with one more message, a run or a prompt and its reply appended to one history or
+  transcript) and the watcher's hint for the path the agent wrote (the ``-wal``, the document,
+  the history, the transcript) is synced: its time, the units re-mapped
   (``files``: 1 for a database or a task folder, not every session of the database; an Aider
   history is mapped once and each of its runs synced from that mapping), the events written.
 
@@ -44,6 +48,7 @@ from jsonltape.interop import import_paths
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _interop_trees as trees
 import _interop_trees_b as trees_b
+import _interop_trees_c as trees_c
 
 #: workload -> (source, make(tree, sessions, turns), the path a one-message change writes)
 Make = Callable[[Path, int, int], None]
@@ -53,17 +58,42 @@ def _aider(d: Path, n: int, t: int) -> None:
     trees_b.aider_tree(d, max(1, n // 20), t)
 
 
+def _cursor(pad_mb: int) -> Make:
+    def make(d: Path, n: int, t: int) -> None:
+        db = d / "globalStorage" / "state.vscdb"
+        trees_c.cursor_db(db, n, t)
+        if pad_mb:  # what else Cursor keeps there (checkpoints, agentKv blobs): never read
+            with sqlite3.connect(db) as con:
+                blob = os.urandom(1 << 16)
+                con.executemany(
+                    "INSERT INTO cursorDiskKV VALUES (?, ?)",
+                    ((f"agentKv:blob:{k:08}", blob) for k in range(pad_mb * 16)),
+                )
+            sqlite3.connect(db).close()  # the last connection closed: the -wal checkpointed
+
+    return make
+
+
 WORKLOADS: dict[str, tuple[str, Make]] = {
     "opencode-db": ("opencode", lambda d, n, t: trees.opencode_db(d / "opencode.db", n, t)),
     "goose-db": ("goose", lambda d, n, t: trees_b.goose_db(d / "sessions.db", n, t)),
     "crush-db": ("crush", lambda d, n, t: trees_b.crush_db(d / ".crush" / "crush.db", n, t)),
+    "cursor-db": ("cursor", _cursor(0)),
+    "cursor-db-300mb": ("cursor", _cursor(300)),
+    "cursor-transcripts": ("cursor", trees_c.cursor_transcripts),
+    # a JSONL agent's logs, the baseline of Cursor's transcripts (one more line: its last again)
+    "codex-tree": ("codex", trees.codex_tree),
     "cline-tasks": ("cline", trees_b.cline_tree),
     "aider-tree": ("aider", _aider),
 }
 
 #: One more message in one session, as each database's agent writes it (its own change marks
 #: moved: OpenCode a new part, Goose a message's content and the session's updated_at, Crush a
-#: message's parts and updated_at).
+#: message's parts and updated_at, Cursor a bubble row and its composer's headers and
+#: lastUpdatedAt).
+_LAST_COMPOSER = (
+    "(SELECT max(key) FROM cursorDiskKV WHERE key >= 'composerData:' AND key < 'composerData;')"
+)
 _GROW_SQL = {
     "opencode-db": [
         "INSERT INTO part SELECT id || 'z', message_id, session_id, time_created,"
@@ -81,11 +111,21 @@ _GROW_SQL = {
         " 'data', json_object('text', 'one more'))), updated_at = updated_at + 1"
         " WHERE rowid = (SELECT max(rowid) FROM messages)",
     ],
+    "cursor-db": [
+        "INSERT INTO cursorDiskKV SELECT 'bubbleId:' || substr(key, 14) || ':one-more',"
+        " json_object('_v', 3, 'type', 2, 'text', 'one more') FROM cursorDiskKV"
+        f" WHERE key = {_LAST_COMPOSER}",
+        "UPDATE cursorDiskKV SET value = json_set(json_insert(value,"
+        " '$.fullConversationHeadersOnly[#]', json_object('bubbleId', 'one-more', 'type', 2)),"
+        " '$.lastUpdatedAt', json_extract(value, '$.lastUpdatedAt') + 1)"
+        f" WHERE key = {_LAST_COMPOSER}",
+    ],
 }
+_GROW_SQL["cursor-db-300mb"] = _GROW_SQL["cursor-db"]
 
 
 def _db(tree: Path) -> Path:
-    return next(p for p in tree.rglob("*.db"))
+    return next(p for p in tree.rglob("*") if p.name.endswith((".db", ".vscdb")))
 
 
 def grow(name: str, tree: Path) -> tuple[str, sqlite3.Connection | None]:
@@ -103,6 +143,18 @@ def grow(name: str, tree: Path) -> tuple[str, sqlite3.Connection | None]:
         api.append({**api[-2], "ts": api[-1].get("ts", 0) + 1000})
         doc.write_text(json.dumps(api))
         return str(doc), None
+    if name == "cursor-transcripts":
+        transcript = sorted(tree.rglob("*.jsonl"))[0]
+        with open(transcript, "a", encoding="utf-8") as f:
+            f.write('{"role":"user","message":{"content":"one more question"}}\n')
+            f.write('{"role":"assistant","message":{"content":"One more answer."}}\n')
+        return str(transcript), None
+    if name == "codex-tree":
+        rollout = sorted(tree.rglob("*.jsonl"))[0]
+        last = rollout.read_bytes().splitlines(keepends=True)[-1]
+        with open(rollout, "ab") as f:
+            f.write(last)
+        return str(rollout), None
     history = sorted(tree.rglob(".aider.chat.history.md"))[0]
     with open(history, "a", encoding="utf-8") as f:
         f.write("\n# aider chat started at 2031-01-01 10:00:00\n\n#### one more question\n\n")
@@ -160,7 +212,7 @@ def bench(name: str, sessions: int, turns: int, rounds: int, work: Path) -> None
         store.close()
     first, imp = statistics.median(firsts), statistics.median(imports)
     print(
-        f"{name:12} {events:9,} events | first sync {first:6.2f} s, import {imp:6.2f} s: "
+        f"{name:15} {events:9,} events | first sync {first:6.2f} s, import {imp:6.2f} s: "
         f"{first / imp:4.2f}x | unchanged {statistics.median(unchanged) * 1000:7.1f} ms | "
         f"one message {one * 1000:7.1f} ms ({stats.files} synced, {stats.events:,} events)"
     )
