@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from jsonltape_daemon.engines.postgres.store import PgStore
 from jsonltape_daemon.engines.sqlite.store import SqliteStore
 from jsonltape_daemon.ingest import foreign
@@ -28,6 +30,7 @@ from ._importers import copy_tree
 from .test_index_foreign import rebuild
 from .test_index_foreign_units import writer
 from .test_index_foreign_units_engines import daemon_sees_a_wal_only_write
+from .test_index_foreign_units_fuzz import _verdicts
 from .test_index_helpers import dump, fts_ok
 from .test_interop_agents_b import _listing
 from .test_pg_store import assert_same, pg_dump
@@ -101,6 +104,19 @@ def indexed(root: Path, at: Path) -> Iterator[tuple[SqliteStore, ForeignIngestor
         store.close()
 
 
+@contextlib.contextmanager
+def followed(
+    tmp_path: Path,
+) -> Iterator[tuple[Path, Path, sqlite3.Connection, SqliteStore, ForeignIngestor]]:
+    """The tree indexed once while Cursor runs: its connection open, its WAL kept."""
+    root, db = tree(tmp_path)
+    with (
+        contextlib.closing(writer(db)) as con,
+        indexed(root, tmp_path / "index.db") as (store, engine),
+    ):
+        yield root, db, con, store, engine
+
+
 def test_sync_source_takes_cursor_and_still_refuses_an_agent_declared_not_in_place(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -114,11 +130,7 @@ def test_sync_source_takes_cursor_and_still_refuses_an_agent_declared_not_in_pla
 def test_a_wal_only_turn_re_maps_that_composer_alone_and_equals_a_fresh_index(
     tmp_path: Path,
 ) -> None:
-    root, db = tree(tmp_path)
-    with (
-        contextlib.closing(writer(db)) as con,
-        indexed(root, tmp_path / "index.db") as (store, engine),
-    ):
+    with followed(tmp_path) as (root, db, con, store, engine):
         first = composers(store)
         assert sorted(first) == sorted([cdb.MAIN, cdb.SUB, cdb.OLD])
         assert dump(store.con) == rebuild(root, "cursor")
@@ -185,6 +197,27 @@ def test_a_composer_deleted_or_the_database_gone_forgets_its_rows(tmp_path: Path
         engine.sync_paths([str(db)])
         assert composers(store) == {}
         assert dump(store.con) == rebuild(root, "cursor")
+
+
+def test_a_bad_composer_row_in_the_wal_is_one_verdict_naming_file_table_key_and_column(
+    tmp_path: Path,
+) -> None:
+    with followed(tmp_path) as (root, db, con, store, engine):
+        con.execute(
+            "INSERT INTO cursorDiskKV VALUES (?, ?)", (f"composerData:{cdb.MAIN}", b"{not json")
+        )
+        con.execute("INSERT INTO cursorDiskKV VALUES (?, ?)", ("composerData:../evil", b"{}"))
+        stats = engine.sync_paths([f"{db}-wal"])
+        assert stats.errors == 2
+        errors = sorted(e for (e,) in store.con.execute("SELECT error FROM files") if e)
+        assert len(errors) == 2 and all(e.startswith(f"{db}: cursorDiskKV row '") for e in errors)
+        assert "'composerData:../evil': key names no composer id" in errors[0]
+        assert f"'composerData:{cdb.MAIN}': value is not JSON" in errors[1]
+        assert cdb.MAIN not in composers(store)  # as a rebuild: nothing of it is indexed
+        assert dump(store.con) == rebuild(root, "cursor")
+        assert engine.rescan().transactions == 0  # said once
+        add_turn(con, cdb.SUB, 1, "still followed")  # the other composers are
+        assert engine.sync_paths([f"{db}-wal"]).files == 1
 
 
 def test_a_transcript_the_default_database_holds_is_indexed_once_from_it_as_imported(
@@ -265,3 +298,57 @@ def test_the_daemon_subprocess_sees_a_bubble_that_lives_only_in_the_wal(tmp_path
         add_turn(con, cdb.MAIN, 1, "what about the zebrafinch flag")
 
     daemon_sees_a_wal_only_write(tmp_path, f"cursor:{src}", db, write)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+    max_leaves=10,
+)
+#: Anything Cursor's untyped value column can hold: nothing, bytes, text, a number, JSON as
+#: TEXT or as a BLOB, a composer with headers of any shape.
+_VALUES = st.one_of(
+    st.none(),
+    st.binary(max_size=40),
+    st.text(max_size=40),
+    st.integers(),
+    _JSON.map(json.dumps),
+    _JSON.map(lambda v: json.dumps(v).encode()),
+    st.lists(_JSON, max_size=3).map(
+        lambda h: json.dumps({"fullConversationHeadersOnly": h, "lastUpdatedAt": 1})
+    ),
+)
+_KEYS = st.one_of(
+    st.sampled_from(
+        [f"composerData:{cdb.MAIN}", f"bubbleId:{cdb.MAIN}:a3", f"bubbleId:{cdb.SUB}:new"]
+    ),
+    st.text(max_size=24).map(lambda t: f"composerData:{t}"),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(key=_KEYS, value=_VALUES)
+def test_any_value_under_any_key_written_while_followed_is_one_verdict_at_most(
+    tmp_path_factory: pytest.TempPathFactory, key: str, value: object
+) -> None:
+    root, db = tree(tmp_path_factory.mktemp("cursor"))
+    store = SqliteStore(":memory:")
+    try:
+        engine = ForeignIngestor(store, root, "cursor")
+        engine.rescan()
+        with contextlib.closing(writer(db)) as con:
+            con.execute("INSERT INTO cursorDiskKV VALUES (?, ?)", (key, value))
+            if key.startswith("bubbleId:"):  # Cursor moves its composer's mark with a bubble
+                cid = key.split(":")[1]
+                con.execute(
+                    "UPDATE cursorDiskKV SET value = json_set(value, '$.lastUpdatedAt',"
+                    " json_extract(value, '$.lastUpdatedAt') + 1) WHERE key = ?",
+                    (f"composerData:{cid}",),
+                )
+            engine.sync_paths([f"{db}-wal"])
+            _verdicts(store, root, "cursor")
+            assert engine.rescan().transactions == 0  # a verdict is said once
+    finally:
+        store.close()
