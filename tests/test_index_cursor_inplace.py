@@ -29,7 +29,7 @@ from ._cursor import TID, TRANSCRIPTS, build_db, by_id, ok
 from ._importers import copy_tree
 from .test_index_foreign import rebuild
 from .test_index_foreign_units import writer
-from .test_index_foreign_units_engines import daemon_sees_a_wal_only_write
+from .test_index_foreign_units_engines import counted_once, daemon_sees_a_wal_only_write
 from .test_index_foreign_units_fuzz import _verdicts
 from .test_index_helpers import dump, fts_ok
 from .test_interop_agents_b import _listing
@@ -266,6 +266,13 @@ def test_a_transcript_the_default_database_holds_is_indexed_once_from_it_as_impo
             assert [p for sid, p in got if sid == f"cursor-{TID}"] == [str(transcript)]
     finally:
         store.close()
+
+
+def test_a_reply_indexed_in_place_and_imported_is_counted_once(tmp_path: Path) -> None:
+    src, _db = tree(tmp_path)
+    # the replies with tokens: two of the main composer, one of its sub-agent's (the legacy
+    # text transcript is skipped by the import, said)
+    assert counted_once(tmp_path, "cursor", src) == 3
 
 
 def test_postgresql_holds_the_rows_sqlite_holds_before_and_after_a_wal_only_change(
