@@ -23,9 +23,11 @@ from jsonltape_daemon.engines.sqlite.store import SqliteStore
 from jsonltape_daemon.ingest import foreign
 from jsonltape_daemon.ingest.foreign import ForeignIngestor, parse_source
 
+from jsonltape.interop import foreign as mapping
+
 from . import _cursor_db as cdb
 from ._agents import run
-from ._cursor import TID, TRANSCRIPTS, build_db, by_id, ok
+from ._cursor import TID, TRANSCRIPT, TRANSCRIPTS, build_db, by_id, ok
 from ._importers import copy_tree
 from .test_index_foreign import rebuild
 from .test_index_foreign_units import writer
@@ -357,5 +359,26 @@ def test_any_value_under_any_key_written_while_followed_is_one_verdict_at_most(
             engine.sync_paths([f"{db}-wal"])
             _verdicts(store, root, "cursor")
             assert engine.rescan().transactions == 0  # a verdict is said once
+    finally:
+        store.close()
+
+
+def test_a_transcript_grown_byte_by_byte_while_followed_is_never_damaged(tmp_path: Path) -> None:
+    data = TRANSCRIPT.read_bytes()
+    f = tmp_path / "projects" / "home-u-shop" / "agent-transcripts" / TID / f"{TID}.jsonl"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(b"")
+    store = SqliteStore(":memory:")
+    try:
+        engine = ForeignIngestor(store, tmp_path / "projects", "cursor")
+        for cut in range(len(data) + 1):
+            with open(f, "ab") as out:  # appended as Cursor appends, one byte at a time
+                out.write(data[cut - 1 : cut] if cut else b"")
+            engine.sync_paths([str(f)])
+            _verdicts(store, tmp_path / "projects", "cursor")
+            states = {r[0] for r in store.con.execute("SELECT state FROM sessions")}
+            assert "corrupt" not in states  # a line still being written is never damage
+        (events,) = store.con.execute("SELECT events FROM sessions").fetchone()
+        assert events == len(list(mapping.scan("cursor", f, raw=False)))
     finally:
         store.close()
