@@ -81,6 +81,10 @@ class Agent(NamedTuple):
     counter (:attr:`Unit.size`, :attr:`Unit.mtime_ns`) rather than the file's stat: a
     database's sessions (a change lands in its ``-wal`` first), a task folder's documents. A
     unit that is the file itself (a whole-file JSON chat) is keyed by the file's stat."""
+    skip_inputs: Callable[[], tuple[Path, ...]] | None = None
+    """Files outside a tree whose change can change what :attr:`skip` says of a file in it
+    (Cursor's default ``state.vscdb``: a transcript whose conversation it holds is skipped):
+    the read-only index rescans its tree when one of them (or its ``-wal``) changes."""
     documents: tuple[str, ...] = ()
     """Files beside a wanted file that belong to the same session (Cline's
     ``ui_messages.json`` beside ``api_conversation_history.json``): the read-only index takes a

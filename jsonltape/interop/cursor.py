@@ -310,7 +310,7 @@ def _in_database(path: Path) -> str | None:
     """Why a transcript is left out: the global ``state.vscdb`` in its default place holds the
     same conversation (a composer of the transcript's id), which is imported."""
     cid = path.name[: -len(".jsonl")]
-    for db in _dbs(tuple(os.environ.get(v) for v in _HOME_VARS)):
+    for db in default_dbs():
         changes = _changes(db)
         if changes is not None and cid in _ids(db, changes):
             return (f"the conversation is composer {cid} of {db}, which holds more of it: "
@@ -320,6 +320,12 @@ def _in_database(path: Path) -> str | None:
 
 #: The variables the default places' templates name (what :func:`_dbs` is keyed by).
 _HOME_VARS = ("HOME", "USERPROFILE", "XDG_CONFIG_HOME", "APPDATA")
+
+
+def default_dbs() -> tuple[Path, ...]:
+    """Where the global ``state.vscdb`` is by default on this machine (what a transcript is
+    skipped for)."""
+    return _dbs(tuple(os.environ.get(v) for v in _HOME_VARS))
 
 
 @functools.lru_cache(maxsize=4)
@@ -370,5 +376,6 @@ AGENTS = (
         units=units,
         skip=skip,
         keyed=True,
+        skip_inputs=default_dbs,
     ),
 )

@@ -345,10 +345,22 @@ class ForeignIngestor(Ingestor):
 
     def sync_paths(self, paths: Iterable[str]) -> SyncStats:
         self._done = set()
-        return super().sync_paths({self.anchor(os.path.abspath(p)) for p in paths})
+        anchors = {self.anchor(os.path.abspath(p)) for p in paths}
+        if any(self._skip_input(p) for p in anchors):
+            return self.rescan()  # what `skip` says of any file of the tree may have changed
+        return super().sync_paths(anchors)
 
     def hinted(self, path: str) -> bool:
-        return self._in_tree(self.anchor(path))
+        anchor = self.anchor(path)
+        return self._in_tree(anchor) or self._skip_input(anchor)
+
+    def _skip_input(self, path: str) -> bool:
+        """Whether ``path`` (an anchor) is a file outside the tree that the agent's ``skip``
+        reads (:attr:`~jsonltape.interop._agent.Agent.skip_inputs`)."""
+        inputs = self.agent.skip_inputs
+        if inputs is None or self._in_tree(path):
+            return False
+        return any(path == str(p) for p in inputs())
 
     def anchor(self, path: str) -> str:
         """The wanted file a change of ``path`` is a change of: a database for its ``-wal`` or
