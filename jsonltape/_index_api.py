@@ -28,12 +28,14 @@ if TYPE_CHECKING:
     from ._scan import TOO_DEEP, read_header, witness_after
     from .interop._engine import SOURCES, session_id_for
     from .interop._registry import AGENTS
+    from .interop._source import Unit
 
 __all__ = [
     "AGENTS",
     "SOURCES",
     "TOO_DEEP",
     "Bad",
+    "Unit",
     "checkpoint_at",
     "crc_of",
     "data_dir",
@@ -67,6 +69,7 @@ _HOME = {
     "SOURCES": "jsonltape.interop._engine",
     "session_id_for": "jsonltape.interop._engine",
     "AGENTS": "jsonltape.interop._registry",
+    "Unit": "jsonltape.interop._source",
 }
 
 

@@ -47,11 +47,10 @@ from typing import NamedTuple
 
 import msgspec
 
-from jsonltape._index_api import AGENTS, crc_of, encode_event, session_id_for
+from jsonltape._index_api import AGENTS, Unit, crc_of, encode_event, session_id_for
 from jsonltape.errors import FormatError, JsonltapeError
 from jsonltape.events import HeaderData, Line
 from jsonltape.interop import foreign as mapping
-from jsonltape.interop._source import Unit
 from jsonltape_daemon.ingest.ingestor import _DATA_ERRORS, _O_READ, Budget, Ingestor, SyncStats
 from jsonltape_daemon.ingest.rows import FileRow, Store
 from jsonltape_daemon.ingest.source import Damage, Header
