@@ -4,8 +4,11 @@ place, and an import whose session cannot be created leaves none of the others b
 
 from __future__ import annotations
 
+import builtins
+import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +86,42 @@ def test_an_import_whose_run_session_cannot_be_created_leaves_no_session_behind(
     for session in again.sessions:
         report = jsonltape.verify(session)
         assert (report.state, report.committed_bytes) == ("clean", report.size)
+
+
+def _source_opens(tmp_path: Path, runs: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many times importing a history of ``runs`` runs opens the history file."""
+    repo = tmp_path / f"repo-{runs}"
+    repo.mkdir()
+    source = repo / ".aider.chat.history.md"
+    source.write_text(
+        "".join(f"# aider chat started at 2024-08-05 19:{m:02d}:02\n\n#### hi {m}\n\nhello\n"
+                for m in range(runs)),
+        encoding="utf-8",
+    )  # fmt: skip
+    opened: list[str] = []
+    real_open, real_os_open = builtins.open, os.open
+
+    def counting_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        opened.append(os.fspath(file) if isinstance(file, (str, os.PathLike)) else "")
+        return real_open(file, *args, **kwargs)
+
+    def counting_os_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        opened.append(os.fspath(path))
+        return real_os_open(path, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(builtins, "open", counting_open)
+        m.setattr(os, "open", counting_os_open)
+        (report,) = import_paths("aider", [repo], tmp_path / f"root-{runs}", settle=0)
+    assert report.status == "imported" and len(report.sessions) == runs
+    return sum(1 for p in opened if os.path.abspath(p) == os.path.abspath(source))
+
+
+def test_an_import_opens_its_source_as_often_for_many_runs_as_for_few(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every session's header records the source's first-line SHA-256: it was read again, the
+    # file opened, for each run (1,134 times for Aider's own history)
+    few = _source_opens(tmp_path, 2, monkeypatch)
+    many = _source_opens(tmp_path, 3 * RUNS, monkeypatch)
+    assert 1 <= few == many

@@ -15,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +266,19 @@ class _Sink:
         mtime_ms = self.inp.stat()[1] // 1_000_000
         return mtime_ms if mtime_ms > 0 else None
 
+    @cached_property
+    def _provenance(self) -> dict[str, Any]:
+        """What every session this import creates says of the source: the same for all of
+        them, so read once (its first line's SHA was read again, with the file opened, for
+        each of a multi-run source's sessions)."""
+        return {
+            "source": self.source,
+            "file": os.path.abspath(self.inp.path),
+            "name": self.inp.name,
+            "first_line_sha256": self.inp.first_line_sha(),
+            "mapper": MAPPER_VERSION,
+        }
+
     def _parent(self, target: Target) -> ParentRef | None:
         if not target.child_of_main:
             return None
@@ -277,13 +290,7 @@ class _Sink:
     def _meta(self, target: Target) -> dict[str, Any]:
         meta = dict(target.meta)
         info = dict(meta.get("import") or {})
-        info.update(
-            source=self.source,
-            file=os.path.abspath(self.inp.path),
-            name=self.inp.name,
-            first_line_sha256=self.inp.first_line_sha(),
-            mapper=MAPPER_VERSION,
-        )
+        info.update(self._provenance)
         if target.created is not None:
             info["created"] = target.created
         meta["import"] = info
