@@ -5,6 +5,7 @@ place, and an import whose session cannot be created leaves none of the others b
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import threading
 from pathlib import Path
@@ -15,6 +16,8 @@ import pytest
 import jsonltape
 from jsonltape._together import WIDTH, at_once
 from jsonltape.interop import import_paths
+
+from .conftest import SAMPLES
 
 RUNS = 12
 
@@ -125,3 +128,55 @@ def test_an_import_opens_its_source_as_often_for_many_runs_as_for_few(
     few = _source_opens(tmp_path, 2, monkeypatch)
     many = _source_opens(tmp_path, 3 * RUNS, monkeypatch)
     assert 1 <= few == many
+
+
+def _claude_code_with_sidechains(tmp_path: Path, count: int) -> Path:
+    """A Claude Code session (the sample's main thread) that ran ``count`` sub-agents, each a
+    copy of the sample's first sidechain with ids of its own: ``count`` sidechain sessions."""
+    lines = (SAMPLES / "claude-code-v1.0.108-japanese.jsonl").read_text().splitlines()
+    block = lines[15:22]
+    assert json.loads(block[0])["isSidechain"] and not json.loads(block[0])["parentUuid"]
+    out = list(lines[:15])
+    for k in range(count):
+        copy = "\n".join(block)
+        for rec in block:
+            uuid = json.loads(rec)["uuid"]
+            copy = copy.replace(uuid, f"{uuid[:-4]}{k:04d}")
+        out.extend(copy.replace("toolu_01", f"toolu_{k:04d}").splitlines())
+    src = tmp_path / f"src-{count}" / "7d2c9a10-1b2c-4d3e-8f40-5a6b7c8d9e0f.jsonl"
+    src.parent.mkdir()
+    src.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return src
+
+
+def _main_session_opens(tmp_path: Path, count: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    src = _claude_code_with_sidechains(tmp_path, count)
+    opened: list[str] = []
+    real_os_open = os.open
+
+    def counting_os_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        opened.append(os.path.basename(os.fspath(path)))
+        return real_os_open(path, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "open", counting_os_open)
+        (report,) = import_paths("claude-code", [src], tmp_path / f"root-{count}", settle=0)
+    assert report.status == "imported", report.error
+    assert len(report.sessions) == count + 1
+    main = min(report.sessions, key=len)  # the sidechains are named after it
+    main_crc = next(iter(jsonltape.reader.lines(main))).event.crc
+    for session in report.sessions:
+        head = jsonltape.reader.header(session)
+        if session != main:  # each sidechain forks the main session's header, by its crc
+            assert head.parent is not None and head.parent.crc == main_crc
+    return opened.count(os.path.basename(main))
+
+
+def test_an_import_opens_the_main_session_as_often_for_many_sidechains_as_for_few(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each sidechain's header names the main session's header crc: the main session's first
+    # line was read again (the file opened) for every sub-agent the session ran
+    assert _main_session_opens(tmp_path, 2, monkeypatch) == _main_session_opens(
+        tmp_path, 3 * RUNS, monkeypatch
+    )

@@ -284,8 +284,10 @@ class _Sink:
             return None
         main = self.mapper.outs[""].target
         mpath = self.path_of(main)
-        crc = self.state("").crc0 or next(iter(reader.lines(mpath))).event.crc
-        return ParentRef(session=main.session_id, seq=0, path=mpath.name, crc=crc)
+        st = self.state("")
+        if st.crc0 is None:  # created by this import: its header is read once, not per child
+            st.crc0 = next(iter(reader.lines(mpath))).event.crc
+        return ParentRef(session=main.session_id, seq=0, path=mpath.name, crc=st.crc0)
 
     def _meta(self, target: Target) -> dict[str, Any]:
         meta = dict(target.meta)
