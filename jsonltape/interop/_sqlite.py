@@ -7,12 +7,23 @@ column), never a hang, a traceback or a change to the user's files.
   one) every row is in the database file, which is opened ``immutable=1`` (no lock, no ``-shm``
   or ``-wal`` created). An agent that is running (or crashed) keeps its latest rows only in the
   ``-wal`` (Crush writes there all the time): then the database and its ``-wal`` are copied into
-  a private directory (0700, removed when the reader goes) and the copy is opened, which reads
-  the WAL as SQLite does. Opening the user's files ``mode=ro`` instead would still write the
-  ``-shm`` (a reader records its read marks there) and create it when it is missing. A copy
-  is taken again when the database changed while it was copied (a checkpoint moved pages from
-  the ``-wal`` into it); pages the agent appends to the ``-wal`` during the copy are fine
-  (SQLite reads up to the last commit whose checksums hold).
+  a private directory (0700, removed when the reader goes) and the copy is opened ``mode=ro``,
+  which reads the WAL as SQLite does (rebuilding its index in a new ``-shm`` beside the copy)
+  and never checkpoints it into the copied database file. Opening the user's files ``mode=ro``
+  instead would still write the ``-shm`` (a reader records its read marks there) and create it
+  when it is missing. A copy is taken again when the database changed while it was copied (a
+  checkpoint moved pages from the ``-wal`` into it); pages the agent appends to the ``-wal``
+  during the copy are fine (SQLite reads up to the last commit whose checksums hold).
+* **The copied database file is kept for the next read** (per process, the last
+  :data:`KEPT` databases, in a 0700 directory removed at exit), so a running agent's change
+  costs a copy of its ``-wal``, not of a database of hundreds of MB. A kept copy is reused (hard
+  linked into the reader's own directory, beside a fresh copy of the ``-wal``) only while the
+  user's database file has the same device, inode, size and change time as when it was copied
+  *and* its ``-wal`` is of the same generation (the header's checkpoint sequence and salts,
+  which SQLite changes at every restart of the WAL): within one generation every page a
+  checkpoint writes into the database is still a frame of the ``-wal``, read from there, so the
+  kept bytes and the current ``-wal`` read as the user's files do; a WAL of another generation
+  may lack pages the database now holds, and is never read with a kept copy.
 * **Only real tables, with the columns read.** A name that is a view (which may be a
   recursive query that never ends), a virtual table or a column computed when read (generated)
   refuses the database, in one line, before a row is read.
@@ -28,12 +39,15 @@ column), never a hang, a traceback or a change to the user's files.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sqlite3
 import tempfile
+import threading
 import urllib.parse
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -46,6 +60,7 @@ from ._source import Unit, rendering, too_deep
 __all__ = [
     "BASE_STEPS",
     "INT",
+    "KEPT",
     "OPTIONAL",
     "OPTIONAL_INT",
     "STEPS_PER_PAGE",
@@ -69,6 +84,10 @@ BASE_STEPS = 20_000_000
 _TICK = 100
 #: Copies of a live database taken before giving up (it changed during each).
 _COPIES = 5
+#: Databases whose copied file a process keeps for its next read (the least recently read goes).
+KEPT = 4
+#: Where a WAL header keeps its checkpoint sequence and salts (sqlite.org/fileformat2.html).
+_WAL_GENERATION = slice(12, 24)
 _T = TypeVar("_T")
 _decode = msgspec.json.decode
 _NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -186,7 +205,9 @@ class SqliteSource:
         if live and self._copy is None:
             self._copy = self._snapshot()
         if self._copy is not None:
-            uri = f"file:{urllib.parse.quote(str(self._copy))}"
+            # Read-only: SQLite never checkpoints the -wal into the copy, whose database file
+            # stays the user's bytes (it may be a kept one, hard linked).
+            uri = f"file:{urllib.parse.quote(str(self._copy))}?mode=ro"
         else:
             uri = f"file:{urllib.parse.quote(str(db.resolve()))}?immutable=1"
         con = sqlite3.connect(uri, uri=True)
@@ -203,16 +224,26 @@ class SqliteSource:
         return con
 
     def _snapshot(self) -> Path:
-        """Copy the database and its ``-wal`` into a private directory; the copy's path."""
+        """Copy the database (or link its kept copy) and its ``-wal`` into a private directory;
+        the copy's path."""
         where = Path(tempfile.mkdtemp(prefix="jsonltape-db-"))  # 0700
         weakref.finalize(self, shutil.rmtree, where, True)
         db = self.path
+        wal = db.with_name(db.name + "-wal")
         copy = where / "source.db"
         for _ in range(_COPIES):
             before = _stamp(db)
-            for suffix in ("", "-wal"):
-                _copy_file(db.with_name(db.name + suffix), copy.with_name(copy.name + suffix))
-            if _stamp(db) == before:
+            generation = _wal_generation(wal)
+            kept = _kept.take(before, generation, copy)
+            if not kept:
+                _copy_file(db, copy)
+            _copy_file(wal, copy.with_name(copy.name + "-wal"))
+            if (
+                _stamp(db) == before
+                and _wal_generation(copy.with_name(copy.name + "-wal")) == generation
+            ):
+                if not kept:
+                    _kept.keep(before, generation, copy)
                 return copy
             for suffix in ("", "-wal", "-shm"):
                 copy.with_name(copy.name + suffix).unlink(missing_ok=True)
@@ -345,20 +376,88 @@ def _table_problem(
     return None
 
 
-def _stamp(path: Path) -> tuple[int, int, int]:
+def _stamp(path: Path) -> tuple[int, int, int, int]:
     st = os.stat(path)
-    return st.st_ino, st.st_size, st.st_mtime_ns
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _copy_file(src: Path, dst: Path) -> None:
-    """Copy ``src`` (never through a symlink) to the new file ``dst``; a missing ``src`` (a
-    ``-wal`` checkpointed away meanwhile) copies nothing."""
+def _wal_generation(wal: Path) -> bytes:
+    """The ``-wal``'s checkpoint sequence and salts (empty: no ``-wal``, or too short)."""
+    try:
+        fd = os.open(wal, _NOFOLLOW)
+    except FileNotFoundError:
+        return b""
+    with open(fd, "rb") as f:
+        return f.read(_WAL_GENERATION.stop)[_WAL_GENERATION]
+
+
+class _Kept:
+    """The copied database files a process keeps (see the module docs): at most :data:`KEPT`,
+    each under the user's file's stamp and its ``-wal``'s generation when it was copied."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._where: Path | None = None
+        self._files: OrderedDict[tuple[int, int], tuple[tuple[int, int, int, int], bytes, Path]]
+        self._files = OrderedDict()
+        self._made = 0
+
+    def take(self, stamp: tuple[int, int, int, int], generation: bytes, dst: Path) -> bool:
+        """Link the copy kept for ``stamp`` and ``generation`` to ``dst``; whether there was one."""
+        with self._lock:
+            found = self._files.get(stamp[:2])
+            if found is None or found[:2] != (stamp, generation):
+                return False
+            self._files.move_to_end(stamp[:2])
+            try:
+                os.link(found[2], dst)
+            except OSError:  # a file system without hard links: copy instead
+                return False
+            return True
+
+    def keep(self, stamp: tuple[int, int, int, int], generation: bytes, copy: Path) -> None:
+        """Keep ``copy`` (a database file just copied, never written) for the next read."""
+        with self._lock:
+            if self._where is None:
+                self._where = Path(tempfile.mkdtemp(prefix="jsonltape-kept-"))  # 0700
+                atexit.register(shutil.rmtree, self._where, True)
+            self._made += 1
+            kept = self._where / f"{self._made}.db"
+            try:
+                os.link(copy, kept)
+                os.chmod(kept, 0o400)
+            except OSError:
+                kept.unlink(missing_ok=True)
+                return
+            old = self._files.pop(stamp[:2], None)
+            self._files[stamp[:2]] = (stamp, generation, kept)
+            if old is not None:
+                old[2].unlink(missing_ok=True)
+            while len(self._files) > KEPT:
+                self._files.popitem(last=False)[1][2].unlink(missing_ok=True)
+
+
+_kept = _Kept()
+
+
+def _copy_file(src: Path, dst: Path) -> int:
+    """Copy ``src`` (never through a symlink) to the new file ``dst``; the bytes copied. A
+    missing ``src`` (a ``-wal`` checkpointed away meanwhile) copies nothing."""
     try:
         fd = os.open(src, _NOFOLLOW)
     except FileNotFoundError:
-        return
+        return 0
     with open(fd, "rb") as f, open(dst, "xb") as out:
-        shutil.copyfileobj(f, out, 1 << 20)
+        done = 0
+        try:
+            # In the kernel (a reflink where the file system shares extents).
+            while n := os.copy_file_range(f.fileno(), out.fileno(), 1 << 30):
+                done += n
+        except OSError:  # not supported here (or across file systems): read and write
+            pass
+        while chunk := f.read(1 << 20):
+            done += out.write(chunk)
+        return done
 
 
 # -- the rows -------------------------------------------------------------------------------
