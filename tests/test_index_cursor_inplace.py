@@ -35,6 +35,7 @@ from .test_index_foreign_units_engines import counted_once, daemon_sees_a_wal_on
 from .test_index_foreign_units_fuzz import _verdicts
 from .test_index_helpers import dump, fts_ok
 from .test_interop_agents_b import _listing
+from .test_interop_sqlite_snapshot import count_copies
 from .test_pg_store import assert_same, pg_dump
 
 
@@ -130,8 +131,9 @@ def test_sync_source_takes_cursor_and_still_refuses_an_agent_declared_not_in_pla
 
 
 def test_a_wal_only_turn_re_maps_that_composer_alone_and_equals_a_fresh_index(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    copied = count_copies(monkeypatch)
     with followed(tmp_path) as (root, db, con, store, engine):
         first = composers(store)
         assert sorted(first) == sorted([cdb.MAIN, cdb.SUB, cdb.OLD])
@@ -141,8 +143,11 @@ def test_a_wal_only_turn_re_maps_that_composer_alone_and_equals_a_fresh_index(
         add_turn(con, cdb.MAIN, 1, "and the discount code too")
         before = _listing(root)
         assert db.read_bytes() == main and os.path.getsize(f"{db}-wal") > 0  # in the WAL only
+        assert db.name in {name for name, _n in copied}  # the first sync copied the database
+        copied.clear()
         stats = engine.sync_paths([f"{db}-wal"])  # the watcher's hint: the WAL, not the db
         assert stats.files == 1 and stats.errors == 0  # that composer alone was mapped
+        assert {name for name, _n in copied} == {f"{db.name}-wal"}  # its -wal, not the db again
         assert _listing(root) == before  # nothing written, no file created beside the source
         got = dump(store.con)
         assert got == rebuild(root, "cursor")
@@ -254,9 +259,12 @@ def test_a_transcript_the_default_database_holds_is_indexed_once_from_it_as_impo
                 json.dumps(cdb.composer(TID, "Files", [("b1", {"type": 1})])),
             ))  # fmt: skip
             assert (db.stat().st_size, db.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+            copied = count_copies(monkeypatch)
             for e in engines:  # the watcher's event for the database's -wal, given to both
                 assert e.hinted(f"{db}-wal")
                 assert e.sync_paths([f"{db}-wal"]).errors == 0
+            # The database file is copied once at most: the transcripts' question reuses it.
+            assert [name for name, _n in copied].count(db.name) <= 1
             got = [(sid, p) for sid, p in store.con.execute("SELECT id, path FROM sessions")]
             twins = [p for sid, p in got if sid == f"cursor-{TID}"]
             assert twins == [f"{db}#cursor-{TID}"]  # once, from the database

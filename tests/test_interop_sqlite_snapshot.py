@@ -12,7 +12,6 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +63,9 @@ def _writer(db: Path) -> sqlite3.Connection:
     return con
 
 
-@pytest.fixture
-def copied(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int]]]:
-    """Every file the reads copy, by name, with the bytes copied (the real copy runs)."""
+def count_copies(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every file the reads copy from now on, by name, with the bytes copied (the real copy
+    runs)."""
     log: list[tuple[str, int]] = []
     real = _sqlite._copy_file
 
@@ -76,7 +75,12 @@ def copied(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int]]]:
         return n
 
     monkeypatch.setattr(_sqlite, "_copy_file", counting)
-    yield log
+    return log
+
+
+@pytest.fixture
+def copied(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    return count_copies(monkeypatch)
 
 
 # Rewrites of a few bytes keep the database's size, so a checkpoint, a restarted WAL and a
