@@ -227,7 +227,8 @@ class SqliteSource:
         """Copy the database (or link its kept copy) and its ``-wal`` into a private directory;
         the copy's path."""
         where = Path(tempfile.mkdtemp(prefix="jsonltape-db-"))  # 0700
-        weakref.finalize(self, shutil.rmtree, where, True)
+        holding: list[sqlite3.Connection] = []
+        weakref.finalize(self, _discard, where, holding)
         db = self.path
         wal = db.with_name(db.name + "-wal")
         copy = where / "source.db"
@@ -244,6 +245,12 @@ class SqliteSource:
             ):
                 if not kept:
                     _kept.keep(before, generation, copy)
+                # Held open while the reader lives: the next connection to a read-only copy
+                # that none holds rebuilds the WAL index, reading the whole -wal again (100
+                # connections to a 125 MB -wal: 5.1 s, 8 ms held).
+                uri = f"file:{urllib.parse.quote(str(copy))}?mode=ro"
+                holding.append(sqlite3.connect(uri, uri=True, check_same_thread=False))
+                holding[0].execute("PRAGMA schema_version").fetchone()
                 return copy
             for suffix in ("", "-wal", "-shm"):
                 copy.with_name(copy.name + suffix).unlink(missing_ok=True)
@@ -379,6 +386,12 @@ def _table_problem(
 def _stamp(path: Path) -> tuple[int, int, int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _discard(where: Path, holding: list[sqlite3.Connection]) -> None:
+    for con in holding:
+        con.close()
+    shutil.rmtree(where, True)
 
 
 def _wal_generation(wal: Path) -> bytes:
