@@ -17,7 +17,9 @@ beside its composers, as a real ``state.vscdb`` holds: the private copy of datab
   transcript) and the watcher's hint for the path the agent wrote (the ``-wal``, the document,
   the history, the transcript) is synced: its time, the units re-mapped
   (``files``: 1 for a database or a task folder, not every session of the database; an Aider
-  history is mapped once and each of its runs synced from that mapping), the events written.
+  history is mapped once and each of its runs synced from that mapping), the events written;
+  and **the next** message the same way, the first writer still open (a database's file is
+  then read through the copy kept from the first: only its ``-wal`` is copied).
 
 Run:
 
@@ -128,14 +130,15 @@ def _db(tree: Path) -> Path:
     return next(p for p in tree.rglob("*") if p.name.endswith((".db", ".vscdb")))
 
 
-def grow(name: str, tree: Path) -> tuple[str, sqlite3.Connection | None]:
-    """One more message in one session; the path the agent wrote and the writer kept open."""
+def grow(name: str, tree: Path, n: int = 1) -> tuple[str, sqlite3.Connection | None]:
+    """One more message in one session (the ``n``-th); the path the agent wrote and the writer
+    kept open."""
     if name in _GROW_SQL:
         db = _db(tree)
         con = sqlite3.connect(db, isolation_level=None)
         con.execute("PRAGMA wal_autocheckpoint=0")
         for sql in _GROW_SQL[name]:
-            con.execute(sql)
+            con.execute(sql.replace("one-more", f"one-more-{n}"))
         return f"{db}-wal", con
     if name == "cline-tasks":
         doc = sorted(tree.rglob("api_conversation_history.json"))[0]
@@ -203,8 +206,15 @@ def bench(name: str, sessions: int, turns: int, rounds: int, work: Path) -> None
         t = time.perf_counter()
         stats = engine.sync_paths([hint])
         one = time.perf_counter() - t
-        if con is not None:
-            con.close()
+        # The next message while the agent still runs (its -wal not checkpointed): a database
+        # is then read through the copy of its file kept from the first (B.18.1).
+        hint, con2 = grow(name, tree, 2)
+        t = time.perf_counter()
+        assert engine.sync_paths([hint]).errors == 0
+        two = time.perf_counter() - t
+        for c in (con, con2):
+            if c is not None:
+                c.close()
         # a database's or task's one unit; an Aider history is mapped once, and each of its
         # runs (member sessions) synced from that mapping
         assert stats.errors == 0 and (stats.files == 1 or name == "aider-tree"), stats
@@ -214,7 +224,8 @@ def bench(name: str, sessions: int, turns: int, rounds: int, work: Path) -> None
     print(
         f"{name:15} {events:9,} events | first sync {first:6.2f} s, import {imp:6.2f} s: "
         f"{first / imp:4.2f}x | unchanged {statistics.median(unchanged) * 1000:7.1f} ms | "
-        f"one message {one * 1000:7.1f} ms ({stats.files} synced, {stats.events:,} events)"
+        f"one message {one * 1000:7.1f} ms ({stats.files} synced, {stats.events:,} events), "
+        f"the next {two * 1000:7.1f} ms"
     )
 
 
