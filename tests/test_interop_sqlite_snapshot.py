@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -251,3 +253,33 @@ def test_a_copy_the_kernel_refuses_midway_ends_as_the_same_bytes(
     assert _sqlite._copy_file(src, tmp_path / "dst") == src.stat().st_size
     assert (tmp_path / "dst").read_bytes() == src.read_bytes()
     assert len(calls) == 2
+
+
+def test_the_kept_copies_and_the_readers_copies_are_removed_when_the_process_exits(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "live.db"
+    writer = _writer(db)
+    try:
+        writer.execute("INSERT INTO t (body) VALUES ('in the wal')")
+        code = (
+            "import sys\n"
+            "from pathlib import Path\n"
+            "from jsonltape.interop import _sqlite\n"
+            "s = _sqlite.SqliteSource(Path(sys.argv[1]), {'t': []}, agent='T')\n"
+            "s.read(lambda con: con.execute('SELECT id FROM t').fetchall())\n"
+            "print(_sqlite._kept._where)\n"
+            "print(s._copy.parent)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-P", "-c", code, str(db)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        kept, reader = (Path(line) for line in done.stdout.split())
+        assert kept.name.startswith("jsonltape-kept-") and reader.name.startswith("jsonltape-db-")
+        assert not kept.exists() and not reader.exists()
+    finally:
+        writer.close()
