@@ -344,12 +344,14 @@ def test_a_session_an_earlier_mapping_wrote_is_not_appended_to(
 ) -> None:
     """These fixes map the same lines to other events: a replay over a session the earlier
     mapping (version 1) wrote would mix both, so the import refuses it."""
-    from jsonltape.interop import _base, _engine
+    from jsonltape.interop import _base, _engine, _sink
 
     src = tmp_path / "src" / f"{SESSION}.jsonl"
-    monkeypatch.setattr(_engine, "MAPPER_VERSION", 1)
+    for module in (_engine, _sink):  # the engine's markers, the sessions' headers
+        monkeypatch.setattr(module, "MAPPER_VERSION", 1)
     import_finished("claude-code", src, _old_claude_session(2025), tmp_path / "root")
-    monkeypatch.setattr(_engine, "MAPPER_VERSION", _base.MAPPER_VERSION)
+    for module in (_engine, _sink):
+        monkeypatch.setattr(module, "MAPPER_VERSION", _base.MAPPER_VERSION)
     src.write_text(_old_claude_session(2025) + _claude({"type": "summary", "summary": "more"}))
     os.utime(src, (HOUR_AGO, HOUR_AGO))
     report = import_file("claude-code", src, tmp_path / "root")
