@@ -74,7 +74,7 @@ def serve(
         raise CliError("--root goes with a local index (a team index is pushed by daemons)", 2)
     config = web.Config(t, host=host, port=port, token=token, root=sessions_root)
     try:
-        web.run(config, open_browser=open_browser, say=say)
+        web.run(config, open_browser=open_browser, say=say, exiting=True)
     except KeyboardInterrupt:  # pragma: no cover - uvicorn handles Ctrl-C itself
         pass
     say("jsonltape serve: stopped")

@@ -82,10 +82,14 @@ def run(
     *,
     open_browser: bool = False,
     say: Callable[[str], None] = lambda text: print(text, flush=True),
+    exiting: bool = False,
 ) -> None:
     """Serve ``config`` until interrupted (Ctrl-C or SIGTERM end it cleanly). SIGUSR1
     (``jsonltape sync``) asks the index mirror to rescan, as it asks a daemon; SIGUSR2
-    (``jsonltape daemon stop``) stops the mirror, and serving goes on."""
+    (``jsonltape daemon stop``) stops the mirror, and serving goes on. ``exiting``: the caller
+    ends the process when this returns (the ``serve`` command); after a stop by signal, SIGINT
+    and SIGTERM then stay ignored instead of restored, so a Ctrl-C more cannot turn the clean
+    stop into an abort on the way out."""
     # SIGTERM (systemd, kill) stops it as Ctrl-C does, from now on: uvicorn shuts down and
     # then raises the signal again, which would otherwise end the process on the spot, before
     # the index mirror stops and removes its pid file
@@ -99,6 +103,8 @@ def run(
     try:
         _serve(config, open_browser, say, keeper, stop)
     finally:
+        if exiting and stop.fired:
+            previous.update((sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM))
         _install(previous)
 
 
