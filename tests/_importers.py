@@ -40,8 +40,9 @@ def age(paths: Iterable[Path], seconds: float = 7200) -> None:
         os.utime(p, (t, t), follow_symlinks=False)
 
 
-def copy_tree(src: Path, dst: Path, *, seconds: float | None = 7200) -> Path:
-    """A copy of a fixture tree (or file) at ``dst``, every file changed ``seconds`` ago."""
+def copy_tree(src: Path, dst: Path, *, seconds: float = 7200) -> Path:
+    """A copy of a fixture tree (or file) at ``dst``, every file changed ``seconds`` ago (0: a
+    source being written now; a checkout's own mtimes would make the test depend on its age)."""
     if src.is_dir():
         shutil.copytree(src, dst, symlinks=True)
         files = [p for p in dst.rglob("*") if p.is_file()]
@@ -49,8 +50,7 @@ def copy_tree(src: Path, dst: Path, *, seconds: float | None = 7200) -> Path:
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
         files = [dst]
-    if seconds is not None:
-        age(files, seconds)
+    age(files, seconds)
     return dst
 
 

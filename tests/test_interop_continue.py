@@ -239,7 +239,7 @@ def test_the_session_is_rebuilt_record_for_record_from_the_import(
 
 
 def test_a_session_still_being_saved_holds_its_last_item_until_settled(tmp_path: Path) -> None:
-    sessions = copy_tree(TREE, tmp_path / "sessions", seconds=None)
+    sessions = copy_tree(TREE, tmp_path / "sessions", seconds=0)
     src, root = sessions / RICH, tmp_path / "root"
     live = import_file("continue", src, root)
     assert live.status == "imported" and live.held is not None

@@ -212,7 +212,7 @@ def test_a_json_beside_its_jsonl_is_skipped_as_vs_code_reads_the_log(tmp_path: P
 
 
 def test_a_log_still_being_written_holds_its_last_request_until_settled(tmp_path: Path) -> None:
-    tree = copy_tree(TREE, tmp_path / "User", seconds=None)
+    tree = copy_tree(TREE, tmp_path / "User", seconds=0)
     src, root = tree / LOG, tmp_path / "root"
     live = import_file("copilot-vscode", src, root)
     assert live.status == "imported" and live.held is not None
