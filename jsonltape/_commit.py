@@ -27,6 +27,7 @@ import msgspec
 from . import _framing, _fs
 from ._gate import encoder
 from ._prepare import now_ms
+from ._staged import StagedHold, publish
 from .errors import ConcurrentModificationError, JsonltapeError, WriterFailedError
 from .events import Event, FlushData, Span, TurnRef
 
@@ -91,6 +92,12 @@ class WriterState:
     #: (offset, covered seq, open turn) of a checkpoint a deferred sync left due.
     ckpt_due: tuple[int, int, TurnRef | None] | None = None
     flusher: threading.Thread | None = None
+    #: A staged session's hold while the session has no name yet (:mod:`._staged`): the first
+    #: flush, at close, syncs once and gives it its name.
+    staged: StagedHold | None = None
+    #: Whether that publication syncs the directory (:func:`~jsonltape.writer.close_all` syncs
+    #: each directory once for all the tapes it closed).
+    sync_dir: bool = True
     mutex: threading.RLock = field(default_factory=threading.RLock)
     cond: threading.Condition = field(init=False)
 
@@ -245,7 +252,10 @@ class Committer:
         if identity:
             # One lstat of the path answers both: when it names our inode, its size is ours.
             try:
-                st = os.stat(s.path, follow_symlinks=False)
+                st = os.stat(
+                    s.path if s.staged is None or s.staged.tmp is None else s.staged.tmp,
+                    follow_symlinks=False,
+                )
                 same = (st.st_dev, st.st_ino) == s.ident
             except FileNotFoundError:
                 same = False
@@ -364,6 +374,9 @@ class Committer:
         ``defer``: leave the checkpoint due, to go out with the next write (durability
         "always": one write and one sync per append, like a bare write+fdatasync loop)."""
         s = self.s
+        if s.staged is not None:
+            self._publish(marker)
+            return
         s.deadline = None
         while s.syncing:  # let a background round finish and place its checkpoint
             s.cond.wait()
@@ -393,6 +406,36 @@ class Committer:
         s.pending = 0
         if final:
             self._sync()
+
+    def _publish(self, marker: bool) -> None:
+        """A staged session's flush: everything, a checkpoint at its end, synced once under the
+        temp name, then the session's name given. No reader saw the file before it has its
+        name, so the one sync makes true what the checkpoint claims."""
+        s = self.s
+        hold = s.staged
+        assert hold is not None
+        self.drain()
+        self._check_unchanged(identity=True)
+        covered = s.next_seq - 1
+        if s.pending or marker:
+            self._stage_checkpoint(covered, s.turn, closed=marker)
+            self.drain()
+        self._sync()
+        try:
+            publish(s.path, hold, s.ops, sync_dir=s.sync_dir)
+        except JsonltapeError as exc:
+            s.failed = exc
+            raise
+        except OSError as exc:
+            s.failed = exc
+            raise WriterFailedError(
+                f"cannot give the staged session its name: {exc.strerror or exc}; nothing of "
+                "it was saved",
+                path=s.path,
+            ) from exc
+        s.staged = None
+        s.pending = 0
+        s.durable_seq = covered
 
     def emit_due(self) -> None:
         """Queue the checkpoint a deferred sync left due (its bytes were synced already)."""

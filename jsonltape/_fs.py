@@ -246,9 +246,11 @@ def open_for_read(path: Path) -> int:
     return fd
 
 
-def create_exclusive(path: Path, mode: int = 0o600) -> int:
-    """Create a new file ``mode`` regardless of umask; fail if anything exists at ``path``."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode)
+def create_exclusive(path: Path, mode: int = 0o600, *, append: bool = False) -> int:
+    """Create a new file ``mode`` regardless of umask; fail if anything exists at ``path``
+    (``append``: opened for appending, as a writer's session descriptor is)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    fd = os.open(path, (flags | os.O_APPEND) if append else flags, mode)
     os.fchmod(fd, mode)
     return fd
 

@@ -1,27 +1,12 @@
-"""A session file's writer lock and its atomic creation.
+"""A session file's atomic creation, and the opening of an existing one for its writer.
 
-Exclusion rests on two locks, taken in this order and released in the reverse one:
-
-1. ``.<name>.lock`` beside the session: ``flock`` through filelock's UnixFileLock (never the
-   soft fallback). Other tools look at this file, and it is what a waiter queues on.
-2. ``flock(LOCK_EX)`` on a descriptor of the session file itself, retried until the same
-   deadline. This is the lock that cannot be taken away: deleting or replacing the lock file
-   (``git clean -X``, a cleanup script, a checkout) gives a second writer a fresh lock file,
-   but not the session's inode, which stays locked as long as its writer lives.
-
-Both are ``flock`` locks: they belong to an open file description, so they die with their
-holder (a killed writer never leaves a stale lock) and are unaffected by other descriptors
-this process opens or closes on the same file (unlike POSIX ``fcntl`` locks). That holds on
-Linux and on macOS/BSD, where flock comes from; on NFS Linux emulates flock with byte-range
-locks, which jsonltape does not rely on. A forked child inherits the descriptions: the writer
-forgets its tapes in the child, closes its copies without unlocking (:meth:`SessionLock.forget`),
-and releases with an explicit ``LOCK_UN`` so no inherited copy can keep a session locked.
-Readers take no lock at all.
+Exclusion is :mod:`._lock`'s: a lock file and an flock on the session file itself.
 
 Creation writes the header into an owner-only temp file, locks that file, syncs it and
 hard-links it to the final name, which fails instead of replacing anything; then the directory
 is synced. A session file therefore always starts with a complete header, and is locked from
-the moment it has a name.
+the moment it has a name. A staged creation (:mod:`._staged`) writes the whole session under
+the temp name and gives it its name when it is closed.
 
 A writer that gives up while opening (missing file, not a session, a failed create, ...)
 removes the lock file again if it created it and it is still the one it holds, so a refused
@@ -34,11 +19,8 @@ only the tail, cuts a torn tail into a sidecar and closes a turn a crash left op
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import math
 import os
-import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,10 +29,11 @@ from typing import Any
 
 import msgspec
 
-from . import _fs, _repair
-from ._commit import Committer, WriterState
+from . import _fs, _repair, _staged
+from ._commit import Committer, Hold, WriterState
 from ._framing import CHUNK
 from ._fs import publish, write_all
+from ._lock import SessionLock, lock_path, lock_session, storage_error
 from ._prepare import check_time, encode_event, now_ms
 from ._scan import TailScan, scan_tail
 from .errors import (
@@ -59,10 +42,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidEventError,
     JsonltapeError,
-    LockedError,
     SessionExistsError,
-    StorageError,
-    UnsafeFileError,
 )
 from .events import MINOR, SURFACE_TYPES, VERSION, Event, HeaderData, ParentRef, TurnRef
 from .ids import new_session_id, validate_session_id
@@ -80,16 +60,6 @@ __all__ = [
     "open_session",
     "storage_error",
 ]
-
-#: Seconds between tries for a session file another writer has locked (filelock's default).
-_POLL = 0.05
-#: OS errors about what sits at the lock file's name: a policy refusal, not an I/O failure.
-_UNSAFE_LOCK = {errno.ELOOP: "is a symlink", errno.EISDIR: "is a directory"}
-
-
-def lock_path(path: Path) -> Path:
-    """The lock file of a session: a dot-file beside it (``.<name>.lock``)."""
-    return path.with_name(f".{path.name}.lock")
 
 
 def check_lock_timeout(value: object) -> None:
@@ -147,167 +117,6 @@ def check_header_args(**members: object) -> None:
         )
 
 
-def storage_error(exc: OSError, what: str, path: Path) -> StorageError:
-    """A :class:`StorageError` for an OS error while ``what`` (keeps the errno)."""
-    return StorageError(f"{what}: {exc.strerror or exc}", errno=exc.errno, path=path)
-
-
-class SessionLock:
-    """A writer's hold on one session: its lock file plus an flock on the session file.
-
-    Made by :func:`lock_session` or :func:`create_file`; :meth:`release` ends the hold,
-    :meth:`abandon` ends it after a failed open (removing a lock file this writer created).
-    """
-
-    def __init__(self, path: Path, timeout: float) -> None:
-        # Imported here, when a lock is taken: filelock's import is ~20 ms (its core, logging,
-        # secrets/hashlib), which a process that loads the writer without writing (`export`,
-        # a type annotation) does not pay.
-        import filelock
-
-        self.path = path
-        self._deadline = time.monotonic() + timeout
-        self._fd = -1  # the session descriptor carrying the flock, once held
-        self._held_inode: tuple[int, int] | None = None
-        lp = lock_path(path)
-        existed = os.path.lexists(lp)
-        self._file_lock = filelock.FileLock(
-            lp,
-            timeout=timeout,
-            mode=0o600,
-            thread_local=False,
-            fallback_to_soft=False,
-            on_acquired=self._note_inode,
-        )
-        try:
-            self._file_lock.acquire()
-        except filelock.Timeout as exc:
-            raise LockedError(
-                f"another writer holds this session (lock file {lp}); "
-                "wait for it to finish or pass a lock timeout",
-                path=path,
-            ) from exc
-        except OSError as exc:
-            reason = _UNSAFE_LOCK.get(exc.errno or 0)
-            if reason is None and exc.strerror != os.strerror(exc.errno or 0):
-                reason = f"is refused by the lock library ({exc.strerror})"  # a planted link
-            if reason is not None:
-                raise UnsafeFileError(
-                    f"the lock file {lp} {reason}; jsonltape only uses a regular file there",
-                    path=path,
-                ) from exc
-            raise storage_error(exc, f"cannot create or open the lock file {lp}", path) from exc
-        #: The lock file's (dev, inode) when this writer created it, else None.
-        self._created = None if existed else self._held_inode
-
-    def _note_inode(self, fd: int) -> None:
-        st = os.fstat(fd)
-        self._held_inode = (st.st_dev, st.st_ino)
-
-    def hold(self, fd: int) -> None:
-        """Take the flock on session descriptor ``fd`` (retried until the deadline) and keep
-        ``fd`` open for as long as the hold lasts; ``fd`` belongs to this lock from now on,
-        even when this raises."""
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError as exc:
-                if time.monotonic() >= self._deadline:
-                    os.close(fd)
-                    raise LockedError(
-                        "another writer holds the session file itself, though its lock file "
-                        f"{lock_path(self.path)} was removed or replaced; wait for that writer "
-                        "to finish or pass a lock timeout",
-                        path=self.path,
-                    ) from exc
-            except OSError as exc:
-                os.close(fd)
-                raise storage_error(exc, "cannot lock the session file", self.path) from exc
-            time.sleep(min(_POLL, max(0.0, self._deadline - time.monotonic())))
-        if self._fd >= 0:
-            self._unlock()
-        self._fd = fd
-
-    @property
-    def fd(self) -> int:
-        """The locked session descriptor (-1 before :meth:`hold`)."""
-        return self._fd
-
-    def _unlock(self) -> None:
-        fd, self._fd = self._fd, -1
-        try:
-            # Explicitly: a copy inherited by a forked child must not keep the lock alive.
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-
-    def release(self) -> None:
-        """End the hold: the session file's flock first, then the lock file (a waiter that
-        gets the lock file then finds the session free). Idempotent."""
-        try:
-            if self._fd >= 0:
-                self._unlock()
-        finally:
-            if self._file_lock.is_locked:
-                self._file_lock.release()
-
-    def abandon(self) -> None:
-        """:meth:`release` after a failed open, first removing the lock file if this writer
-        created it and the name still points at the inode it holds."""
-        lp = lock_path(self.path)
-        try:
-            if self._created is not None and self._file_lock.is_locked:
-                st = os.lstat(lp)
-                if (st.st_dev, st.st_ino) == self._created:
-                    os.unlink(lp)
-        except OSError:
-            pass  # removed already, or never ours: nothing to clean up
-        finally:
-            self.release()
-
-    def forget(self) -> None:
-        """In a forked child: close this process's copy without unlocking (the parent still
-        holds the lock through its own copy)."""
-        fd, self._fd = self._fd, -1
-        if fd >= 0:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-def lock_session(path: Path, timeout: float) -> SessionLock:
-    """Lock an existing session for writing, or raise :class:`LockedError` after ``timeout``.
-
-    The file is checked (exists, regular, not a symlink, owner-only) before the lock file is
-    touched, so a refused path leaves no lock file behind.
-    """
-    fd = _fs.open_for_read(path)
-    try:
-        _fs.check_file(path, os.fstat(fd))
-    except BaseException:
-        os.close(fd)
-        raise
-    try:
-        lock = SessionLock(path, timeout)
-    except BaseException:
-        os.close(fd)
-        raise
-    try:
-        lock.hold(fd)
-        st = os.stat(path, follow_symlinks=False)
-        if not os.path.samestat(st, os.fstat(fd)):
-            # Replaced between our open and our lock: we hold the old file, not the session.
-            raise ConcurrentModificationError(
-                "the session file was replaced while it was being opened; try again", path=path
-            )
-    except BaseException:
-        lock.abandon()
-        raise
-    return lock
-
-
 def create_file(
     path: Path,
     *,
@@ -324,34 +133,10 @@ def create_file(
     """Create a session; return (header, fd open for append, held lock, header line, created
     ms). Everything is validated before the lock is taken; nothing is left behind on failure.
     """
-    sid = validate_session_id(session_id) if session_id is not None else new_session_id()
-    try:
-        now = check_time(created, now_ms())
-    except JsonltapeError as exc:
-        raise exc.at(field="$.data.created") from exc.__cause__
-    data: dict[str, Any] = {
-        "format": "jsonltape",
-        "version": VERSION,
-        "minor": MINOR,
-        "id": sid,
-        "created": now,
-    }
-    for name, value in (("title", title), ("cwd", cwd), ("agent", agent)):
-        if value is not None:
-            data[name] = value
-    if parent is not None:
-        data["parent"] = msgspec.to_builtins(parent)
-    if meta is not None:
-        data["meta"] = dict(meta)
-    line, _event = encode_event(0, "session/start", now, data, None, None, None, False)
-    header = msgspec.convert(data, type=HeaderData)
+    header, line, now = _header(session_id, title, cwd, agent, parent, meta, created)
     if os.path.lexists(path):
         raise SessionExistsError("session file already exists", path=path)
-    try:
-        _fs.make_dirs(path.parent)
-    except OSError as exc:
-        raise storage_error(exc, "cannot create the session's directory", path) from exc
-    _fs.check_dir(path.parent)
+    _make_dir(path)
     lock = SessionLock(path, lock_timeout)
     tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
     try:
@@ -387,6 +172,48 @@ def create_file(
     return header, fd, lock, line, now
 
 
+def _header(
+    session_id: str | None,
+    title: str | None,
+    cwd: str | None,
+    agent: str | None,
+    parent: ParentRef | None,
+    meta: Mapping[str, Any] | None,
+    created: int | None,
+) -> tuple[HeaderData, bytes, int]:
+    """A new session's header: (its data, its line, its creation time in ms)."""
+    sid = validate_session_id(session_id) if session_id is not None else new_session_id()
+    try:
+        now = check_time(created, now_ms())
+    except JsonltapeError as exc:
+        raise exc.at(field="$.data.created") from exc.__cause__
+    data: dict[str, Any] = {
+        "format": "jsonltape",
+        "version": VERSION,
+        "minor": MINOR,
+        "id": sid,
+        "created": now,
+    }
+    for name, value in (("title", title), ("cwd", cwd), ("agent", agent)):
+        if value is not None:
+            data[name] = value
+    if parent is not None:
+        data["parent"] = msgspec.to_builtins(parent)
+    if meta is not None:
+        data["meta"] = dict(meta)
+    line, _event = encode_event(0, "session/start", now, data, None, None, None, False)
+    return msgspec.convert(data, type=HeaderData), line, now
+
+
+def _make_dir(path: Path) -> None:
+    """Make and check the directory a new session goes into."""
+    try:
+        _fs.make_dirs(path.parent)
+    except OSError as exc:
+        raise storage_error(exc, "cannot create the session's directory", path) from exc
+    _fs.check_dir(path.parent)
+
+
 @dataclass(eq=False, slots=True)
 class Opened:
     """A session this writer created or opened, locked, ready for a Tape to compose."""
@@ -404,7 +231,7 @@ class Opened:
 def _state(
     path: Path,
     fd: int,
-    lock: SessionLock,
+    lock: Hold,
     ops: _fs.FileOps,
     *,
     header_line: bytes,
@@ -467,9 +294,15 @@ def create_session(
     lock_timeout: float,
     ops: _fs.FileOps | None = None,
     created: int | None = None,
+    staged: bool = False,
 ) -> Opened:
-    """Create a new session (:func:`create_file`) and return its writer state."""
+    """Create a new session (:func:`create_file`, or :func:`_staged.stage` when ``staged``)
+    and return its writer state."""
     ops = ops or _fs.FileOps()
+    if staged:
+        return _create_staged(
+            path, _header(session_id, title, cwd, agent, parent, meta, created), durability, ops
+        )
     header, fd, lock, line, now = create_file(
         path,
         session_id=session_id,
@@ -497,6 +330,42 @@ def create_session(
         group_ms=group_ms,
         span_from=len(line),
     )
+    return Opened(state, header)
+
+
+def _create_staged(
+    path: Path, made: tuple[HeaderData, bytes, int], durability: str, ops: _fs.FileOps
+) -> Opened:
+    """A staged session (:mod:`._staged`) with the header ``made``, not named until closed."""
+    if durability != "manual":
+        raise InvalidArgumentError(
+            "a staged session is synced once, when it is closed: durability must be 'manual'",
+            field="staged",
+        )
+    header, line, now = made
+    if os.path.lexists(path):
+        raise SessionExistsError("session file already exists", path=path)
+    _make_dir(path)
+    try:
+        fd, hold = _staged.stage(path, line, ops)
+    except OSError as exc:
+        raise storage_error(exc, "cannot create the session file", path) from exc
+    state = _state(
+        path,
+        fd,
+        hold,
+        ops,
+        header_line=line,
+        size=len(line),
+        next_seq=1,
+        last_time=now,
+        turn=None,
+        durability=durability,
+        group_events=1,
+        group_ms=1.0,
+        span_from=len(line),
+    )
+    state.staged = hold
     return Opened(state, header)
 
 

@@ -77,7 +77,7 @@ def recording_tape(
             meta=None,
             durability=durability,
             group_events=group_events,
-            group_ms=group_ms,  # type: ignore[arg-type]
+            group_ms=group_ms,
             lock_timeout=0,
             ops=ops,
         )

@@ -23,6 +23,7 @@ CASES = {
         + ["--big-mb", "2", "--rounds", "1"],
         "| (d) open+repair torn 1 MB vs 2 MB session |",
     ),
+    "bench_create.py": (["--sessions", "20", "--rounds", "1"], "staged vs usual:"),
     "bench_fsync_gap.py": (["--appends", "10", "--rounds", "1"], "| jsonltape always |"),
     "bench_fold.py": (["--events", "2000", "--repeat", "1"], "fold peak Python memory"),
     "bench_follow.py": (["--events", "2000", "--rounds", "1"], "| (a) follow 2,000 events"),
@@ -47,7 +48,7 @@ def test_benchmark_script_runs_and_prints_its_table(script: str, tmp_path: Path)
         if require_pg():
             pytest.fail("no PostgreSQL server, and CI requires one (tests/_pg.py)")
         pytest.skip("no PostgreSQL server binaries (install Debian's postgresql)")
-    if script in ("bench_core.py", "bench_fsync_gap.py", "bench_startup.py"):
+    if script in ("bench_core.py", "bench_create.py", "bench_fsync_gap.py", "bench_startup.py"):
         args = [*args, "--dir", str(tmp_path)]
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *args],

@@ -77,11 +77,12 @@ def test_an_import_whose_run_session_cannot_be_created_leaves_no_session_behind(
     names = sorted(Path(s).name for s in first.sessions)
     assert len(names) == RUNS
     root = tmp_path / "root"
-    blocker = root / "aider" / f".{names[which]}.lock"
-    blocker.mkdir(parents=True)  # that session's lock file cannot be made
+    blocker = root / "aider" / names[which]
+    blocker.mkdir(parents=True)  # that session's name is taken: it cannot be created
     (report,) = import_paths("aider", [repo], root, settle=0)
     assert report.status == "error"
     assert report.error is not None and names[which] in report.error
+    # neither the other runs' sessions nor their temp files are left
     assert sorted(p.name for p in (root / "aider").iterdir()) == [blocker.name]
     blocker.rmdir()
     (again,) = import_paths("aider", [repo], root, settle=0)  # nothing was left locked

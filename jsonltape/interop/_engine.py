@@ -22,14 +22,14 @@ import msgspec
 
 from ..errors import FormatError, JsonltapeError
 from ._agent import Agent
-from ._base import MAPPER_VERSION, Mapper, Spec, safe_id
+from ._base import MAPPER_VERSION, Mapper, safe_id
 from ._discover import Item, SourceError, name_of
 from ._discover import as_input as _as_input
 from ._discover import discover as _discover
 from ._inputs import FileInput, Input, LogInput, UnitInput
 from ._registry import AGENTS
 from ._rewrite import continue_log, points_of
-from ._sink import Sink
+from ._sink import MARK, Sink
 from ._source import SourceReader, Unit
 from ._state import State as _State
 from ._state import last_sync as _last_sync
@@ -279,7 +279,7 @@ def _import(
         report.open_turn = open_turn
         if sink.appended or any(sink.batch.values()) or final not in stops:
             _mark(sink, mapper, src, (size, mtime_ns), settled, open_turn)
-        sink.write(final=True)
+        sink.finish()
     except BaseException:
         sink.close()
         sink.discard_empty()
@@ -436,10 +436,7 @@ def _mark(
     for name in names:
         batch = sink.batch.setdefault(name, [])
         mark = data if name == "" else rest
-        batch.append(({"type": "import/sync", "data": mark, "key": key, "ignorable": True}, _MARK))
-
-
-_MARK = Spec("", 0, "import/sync", {}, "", 0)
+        batch.append(({"type": "import/sync", "data": mark, "key": key, "ignorable": True}, MARK))
 
 
 def discover(

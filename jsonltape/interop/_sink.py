@@ -10,11 +10,10 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
-from .. import reader
 from .._together import at_once
 from ..errors import InvalidEventError
 from ..events import ParentRef
-from ..writer import Tape, close_all
+from ..writer import Tape, close_all, remove_stale_temps
 from ..writer import open as open_tape
 from ._base import MAPPER_VERSION, Mapper, Spec, Target
 from ._discover import SourceError
@@ -22,7 +21,13 @@ from ._inputs import Input
 from ._model import unique_key
 from ._state import State as _State
 
-__all__ = ["Sink"]
+__all__ = ["MARK", "Sink"]
+
+#: The spec of every ``import/sync`` marker (:func:`._engine._mark` queues them).
+MARK = Spec("", 0, "import/sync", {}, "", 0)
+
+#: The directories this process swept of dead imports' temp files (:meth:`Sink._sweep`).
+_SWEPT: set[Path] = set()
 
 
 class Sink:
@@ -93,6 +98,13 @@ class Sink:
             tape = self._opened(name, self._opener(name)())
         return tape
 
+    def _sweep(self) -> None:
+        """Once per process and directory, before creating sessions there: remove what an
+        import that died left of its staged sessions (temp files no live writer holds)."""
+        if self.dir not in _SWEPT:
+            _SWEPT.add(self.dir)
+            remove_stale_temps(self.dir)
+
     def open_all(self, names: list[str]) -> None:
         """Open the writers of ``names`` as :meth:`_tape` does, several at once (the sessions a
         write creates: a source of many runs has dozens; their syncs share journal commits).
@@ -116,6 +128,7 @@ class Sink:
         st = self.state(name)
         if st.exists:
             return partial(open_tape, st.path, durability="manual")
+        self._sweep()
         if target.child_of_main:
             self._tape("")
         return partial(
@@ -130,6 +143,7 @@ class Sink:
             meta=self._meta(target),
             created=self._created(name, target),
             durability="manual",
+            staged=True,  # written in one go: named, whole and synced once, at close
         )
 
     def _opened(self, name: str, tape: Tape) -> Tape:
@@ -167,8 +181,8 @@ class Sink:
         main = self.mapper.outs[""].target
         mpath = self.path_of(main)
         st = self.state("")
-        if st.crc0 is None:  # created by this import: its header is read once, not per child
-            st.crc0 = next(iter(reader.lines(mpath))).event.crc
+        if st.crc0 is None:  # created by this import (staged: it has no name before close)
+            st.crc0 = self._tape("").header_crc
         return ParentRef(session=main.session_id, seq=0, path=mpath.name, crc=st.crc0)
 
     def _meta(self, target: Target) -> dict[str, Any]:
@@ -203,7 +217,26 @@ class Sink:
             self.appended += len(items)
             items.clear()
 
+    def finish(self) -> None:
+        """Write everything and close every writer (the sessions created, staged, get their
+        names), the file's own session's ``import/sync`` marker last of all. A re-import trusts
+        that marker for where the source was imported up to, so what it covers must be saved
+        before it is: the other sessions are closed first, and a kill in between leaves a
+        source a re-import maps again (its sessions' keys make that add nothing twice)."""
+        main = self.batch.get("")
+        marker = main.pop() if main and main[-1][1] is MARK else None
+        self.write(final=True)
+        if marker is not None and any(n for n in {*self.tapes, *self.batch} if n):
+            if "" in self.tapes:
+                self.tapes[""].flush()  # a staged main session gets its name: children name it
+            close_all([t for n, t in self.tapes.items() if n])
+        if marker is not None:
+            self.batch.setdefault("", []).append(marker)
+            self.write(final=True)
+        self.close()
+
     def close(self) -> None:
+        """Close every writer (idempotent; :meth:`finish` is the orderly end)."""
         close_all(self.tapes.values())  # a multi-run source's sessions sync together
 
     def discard_empty(self) -> None:
