@@ -22,8 +22,9 @@ from jsonltape.errors import InvalidArgumentError, SessionNotFoundError
 from jsonltape_daemon.engines.sqlite.failures import storage_errors
 from jsonltape_daemon.engines.sqlite.store import SqliteStore, remove_db
 from jsonltape_daemon.errors import IndexStateError
+from jsonltape_daemon.ingest.files import SyncStats, walk
 from jsonltape_daemon.ingest.foreign import IN_PLACE, engine_for
-from jsonltape_daemon.ingest.ingestor import Ingestor, SyncStats, walk
+from jsonltape_daemon.ingest.ingestor import Ingestor
 from jsonltape_daemon.ingest.mirror import Mirror, add_stats
 from jsonltape_daemon.ingest.rows import FileRow
 from jsonltape_daemon.search.reader import open_reader

@@ -51,7 +51,8 @@ from jsonltape._index_api import AGENTS, Unit, crc_of, encode_event, session_id_
 from jsonltape.errors import FormatError, JsonltapeError
 from jsonltape.events import HeaderData, Line
 from jsonltape.interop import foreign as mapping
-from jsonltape_daemon.ingest.ingestor import _DATA_ERRORS, _O_READ, Budget, Ingestor, SyncStats
+from jsonltape_daemon.ingest.files import DATA_ERRORS, O_READ, Budget, SyncStats
+from jsonltape_daemon.ingest.ingestor import Ingestor
 from jsonltape_daemon.ingest.rows import FileRow, Store
 from jsonltape_daemon.ingest.source import Damage, Header
 
@@ -395,7 +396,7 @@ class ForeignIngestor(Ingestor):
             self._done.add(path)
             try:
                 units = self.agent.units(Path(path))
-            except (OSError, JsonltapeError, *_DATA_ERRORS) as exc:
+            except (OSError, JsonltapeError, *DATA_ERRORS) as exc:
                 # not a database of the agent's (any more), or one that cannot be read now (a
                 # checkpoint during each copy): the verdict is the file's, and its sessions go
                 # as a rebuild would not have them; the next change lists it again
@@ -463,7 +464,7 @@ class ForeignIngestor(Ingestor):
         if reg is not None and (reg.dev, reg.ino, reg.size, reg.mtime_ns) == stamp:
             return  # unchanged: so are its members (they share its stamp)
         try:
-            fd = os.open(anchor, _O_READ)
+            fd = os.open(anchor, O_READ)
         except OSError:
             return  # gone meanwhile: the next sync forgets it
         try:
@@ -487,7 +488,7 @@ class ForeignIngestor(Ingestor):
                 self._sync_fd(fd, path, row, stamp)
         except OSError as exc:
             self._record(vpath, reg, None, "error", exc.strerror or str(exc))
-        except (JsonltapeError, *_DATA_ERRORS) as exc:
+        except (JsonltapeError, *DATA_ERRORS) as exc:
             # whatever a row holds (a time no index column can hold, a header value out of
             # range) is this session's verdict, said once: the rest is indexed
             self._record(vpath, reg, stamp, "error", f"cannot index this session: {exc}")
@@ -498,7 +499,7 @@ class ForeignIngestor(Ingestor):
         """``Ingestor._sync_path`` for a virtual path: stat and open the file it lives in."""
         try:
             st = os.lstat(real)
-            fd = os.open(real, _O_READ) if stat.S_ISREG(st.st_mode) else -1
+            fd = os.open(real, O_READ) if stat.S_ISREG(st.st_mode) else -1
         except OSError:
             fd = -1
         if fd < 0:

@@ -28,120 +28,33 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Protocol
 
 from jsonltape._index_api import checkpoint_at, crc_of
 from jsonltape.errors import CorruptError, FormatError
 from jsonltape.events import SURFACE_TYPES, Line
 from jsonltape.usage import response_of, session_links
+from jsonltape_daemon.ingest.files import (
+    DATA_ERRORS,
+    O_READ,
+    UNNAMED,
+    Budget,
+    Stat,
+    SyncStats,
+    storable,
+    walk,
+)
 from jsonltape_daemon.ingest.rows import FileRow, MessageRow, SessionRow, Store
 from jsonltape_daemon.ingest.source import Damage, FileKind, JsonltapeFiles
 from jsonltape_daemon.ingest.surface import SurfaceMirror
 
-__all__ = ["Budget", "Ingestor", "Stat", "SyncStats", "walk"]
+__all__ = ["UNNAMED", "Budget", "Ingestor", "Stat", "SyncStats", "walk"]
 
-_O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _CHUNK_LINES = 256
 _SUBSTRING_STEP = 128  # messages per substring-indexing statement
 
 
-@dataclass(frozen=True)
-class Budget:
-    """Bounds of one write transaction: rows and seconds of held write lock."""
-
-    rows: int = 1000
-    seconds: float = 0.05
-
-
-@dataclass
-class SyncStats:
-    files: int = 0  #: files opened (changed since the last sync)
-    sessions_added: int = 0
-    sessions_removed: int = 0
-    reingested: int = 0
-    events: int = 0
-    messages: int = 0
-    bytes: int = 0
-    errors: int = 0
-    transactions: int = 0
-    seconds: float = 0.0
-    bulk: bool = False  #: a bulk load (first sync or rebuild) published at the end
-    substrings: int = 0  #: messages added to the substring index
-    #: seconds by phase: read (lines, crc, decode), rows (fold, text, tuples), insert (rows and
-    #: commits), words (the word index), publish (sync and rename), substrings
-    phases: dict[str, float] = field(default_factory=dict)
-
-    def add(self, phase: str, seconds: float) -> None:
-        self.phases[phase] = self.phases.get(phase, 0.0) + seconds
-
-
-#: What a file's contents can make Python code raise (a value out of a column's range, text
-#: that is not UTF-8, a shape no reader expected): caught per file, never past it.
-_DATA_ERRORS = (ValueError, OverflowError, TypeError, KeyError, IndexError, RecursionError)
-
-
 class _Stop(Exception):
     """Raised at a transaction boundary once a stop was requested."""
-
-
-class Stat(Protocol):
-    """What the registry keeps of a file's stat (``os.stat_result`` has it): the hint that lets
-    an unchanged file be skipped, and the size the cursor is checked against."""
-
-    @property
-    def st_dev(self) -> int: ...
-    @property
-    def st_ino(self) -> int: ...
-    @property
-    def st_size(self) -> int: ...
-    @property
-    def st_mtime_ns(self) -> int: ...
-
-
-def walk(
-    root: str,
-    wants: Callable[[str], bool] = lambda p: p.endswith(".jsonl"),
-    dotted: frozenset[str] = frozenset(),
-) -> list[str]:
-    """Every regular file under ``root`` that ``wants`` (given its path) takes; dot-names
-    skipped (except those in ``dotted``), symlinks not followed."""
-    out: list[str] = []
-    stack = [root]
-    while stack:
-        d = stack.pop()
-        try:
-            entries = os.scandir(d)
-        except OSError:
-            continue
-        with entries:
-            for e in entries:
-                if e.name.startswith(".") and e.name not in dotted:
-                    continue
-                try:
-                    if e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
-                    elif wants(e.path) and e.is_file(follow_symlinks=False):
-                        out.append(e.path)
-                except OSError:
-                    continue
-    out.sort()
-    return out
-
-
-#: Why a file whose name is not UTF-8 is not indexed (Python holds its bytes as lone
-#: surrogates, which neither SQLite nor PostgreSQL text can hold, and a lossy stand-in would
-#: not name the file again at the next sync).
-UNNAMED = "the file name is not UTF-8, which the index cannot store: not indexed (rename it)"
-
-
-def storable(path: str) -> bool:
-    """Whether the index can store ``path`` as text (see :data:`UNNAMED`)."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _hint(st: Stat) -> tuple[int, int, int, int]:
@@ -359,7 +272,7 @@ class Ingestor:
         if reg is not None and _hint(st) == (reg.dev, reg.ino, reg.size, reg.mtime_ns):
             return
         try:
-            fd = os.open(path, _O_READ)
+            fd = os.open(path, O_READ)
         except (FileNotFoundError, NotADirectoryError):
             if reg is not None:
                 self._forget(reg)
@@ -372,7 +285,7 @@ class Ingestor:
             self._sync_fd(fd, path, reg)
         except OSError as exc:
             self._record(path, reg, None, "error", exc.strerror or str(exc))
-        except _DATA_ERRORS as exc:
+        except DATA_ERRORS as exc:
             # Whatever one file holds must not stop the index from serving the others (spec
             # invariant 9): the file is listed with its error, the rest is indexed.
             self._record(path, reg, None, "error", f"cannot index this file: {exc}")

@@ -11,8 +11,9 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
+from jsonltape_daemon.ingest.files import UNNAMED, Budget, SyncStats
 from jsonltape_daemon.ingest.foreign import engine_for
-from jsonltape_daemon.ingest.ingestor import UNNAMED, Budget, Ingestor, SyncStats
+from jsonltape_daemon.ingest.ingestor import Ingestor
 from jsonltape_daemon.ingest.rows import FileRow, Store
 from jsonltape_daemon.ingest.usage import BackfillStore, backfill
 

@@ -25,7 +25,7 @@ from typing import Any
 from jsonltape import _index_api as _api
 from jsonltape_daemon.engines.sqlite.store import SqliteStore
 from jsonltape_daemon.errors import DaemonError
-from jsonltape_daemon.ingest.ingestor import Budget, SyncStats
+from jsonltape_daemon.ingest.files import Budget, SyncStats
 from jsonltape_daemon.ingest.mirror import IndexStore, Mirror
 from jsonltape_daemon.paths import ensure_private_dir, log_file, pid_file, status_file
 from jsonltape_daemon.service.lock import (

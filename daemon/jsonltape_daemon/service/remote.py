@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from jsonltape_daemon.ingest.ingestor import Budget, SyncStats
+from jsonltape_daemon.ingest.files import Budget, SyncStats
 from jsonltape_daemon.ingest.mirror import IndexStore, Mirror
 
 __all__ = ["Remote"]
