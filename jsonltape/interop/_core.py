@@ -137,9 +137,12 @@ class MapperCore:
     # -- driving ------------------------------------------------------------------
 
     def feed(self, line: SourceLine) -> None:
+        # Runs once per source line (an Aider history has 36 lines an event): what it does
+        # for every line is kept to a few attribute reads when nothing happened.
         self.line = line
         self._claimed = False
-        self._touched.clear()
+        if self._touched:
+            self._touched.clear()
         if self.rewrites:
             k = self.rewrite_points.get(line.n)
             if k is not None:
@@ -161,21 +164,27 @@ class MapperCore:
             kind = line_kind(line.value)
             known = kind in self.known_raw or kind.split("/")[0] + "/" in self.known_raw
             self.raw_line(kind, known=known)
-        for out, replied in list(self._unfixed.items()):
-            # after the whole line (its title, cwd, ... count): once the session has a message
-            # and a title, or its first reply
-            if replied or out.target.title is not None:
-                out.target.fix()
-                del self._unfixed[out]
-        for out in [self.main_out(), *self._touched]:
-            target = out.target
-            if target.header is not target and target.title not in (None, target.shown):
-                # named after its header was fixed (a rename, a summary): the latest title wins
-                target.shown = target.title
-                self.emit(
-                    out, "session/title", {"title": target.title, "import": self.imp(raw=False)},
-                    self.key("title"), ignorable=True,
-                )  # fmt: skip
+        if self._unfixed:
+            for out, replied in list(self._unfixed.items()):
+                # after the whole line (its title, cwd, ... count): once the session has a
+                # message and a title, or its first reply
+                if replied or out.target.title is not None:
+                    out.target.fix()
+                    del self._unfixed[out]
+        self._retitle(self.main_out())
+        if self._touched:
+            for out in list(self._touched):
+                self._retitle(out)
+
+    def _retitle(self, out: Out) -> None:
+        target = out.target
+        if target.header is not target and target.title not in (None, target.shown):
+            # named after its header was fixed (a rename, a summary): the latest title wins
+            target.shown = target.title
+            self.emit(
+                out, "session/title", {"title": target.title, "import": self.imp(raw=False)},
+                self.key("title"), ignorable=True,
+            )  # fmt: skip
 
     def take(self, *, final_time: int | None = None) -> list[Spec]:
         """The specs ready to be written, in order. An event without a time of its own (a
@@ -200,6 +209,7 @@ class MapperCore:
 
     @property
     def n(self) -> int:
+        # derived, not kept: mappers that replay held lines set ``line`` back and forth
         return self.line.n if self.line is not None else 0
 
     def key(self, tag: str | None = None, n: int | None = None) -> str:

@@ -278,21 +278,25 @@ class SourceReader:
 
     def _lines(self, f: BinaryIO) -> Iterator[SourceLine]:
         offset = 0
+        plain, update, line = self.text, self._hash.update, self._line
         for n, chunk in enumerate(f, 1):
+            # read each time: the consumer may set where to stop while it reads
             if self.stop_lines is not None and n > self.stop_lines:
                 return
-            complete = chunk.endswith(b"\n")
-            body = chunk[:-1] if complete else chunk
-            if not complete:
-                value = None if self.text else _parse(body)[0]
+            if chunk[-1:] == b"\n":
+                body = chunk[:-1]
+            else:
+                body = chunk
+                value = None if plain else _parse(body)[0]
                 if value is None:  # still being written, or torn by a crash
                     self.torn = (n, offset, len(chunk))
                     return
-            self._hash.update(chunk)
-            self.consumed = offset + len(chunk)
+            update(chunk)
+            end = offset + len(chunk)
+            self.consumed = end
             self.lines = n
-            yield self._line(n, offset, body, self.text)
-            offset += len(chunk)
+            yield line(n, offset, body, plain)
+            offset = end
 
     @staticmethod
     def _line(n: int, offset: int, body: bytes, plain: bool = False) -> SourceLine:

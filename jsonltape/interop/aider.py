@@ -252,7 +252,8 @@ class AiderMapper(Mapper):
         self._line("tool", text)
 
     def _reply(self, text: str) -> None:
-        self._finish()
+        if self.block is not None:
+            self._finish()
         out = self.run
         if out.group is None or out.group is not self.reply or not self.text:
             if out.turn is None:
