@@ -251,7 +251,7 @@ def _import(
         if mapper.rewrites:
             inp = _continued(inp, mapper, states, markers)
         _check_prefix(inp, markers)
-    stops = sorted({(int(m["lines"]), bool(m.get("settled"))) for m in markers if "lines" in m})
+    stops = _stops(markers)
     sink = Sink(root, source, mapper, states, inp)
     src = inp.reader(settled=settled)
     try:
@@ -277,7 +277,10 @@ def _import(
             sink.add(spec)
         open_turn = any(o.turn is not None for o in mapper.outs.values())
         report.open_turn = open_turn
-        if sink.appended or any(sink.batch.values()) or final not in stops:
+        # A sidechain's marker is a stop, but only the file's own marker says the source is
+        # imported: a run killed between saving its sidechains and writing that marker left
+        # the stop, and nothing else to append (the sessions are whole).
+        if sink.appended or any(sink.batch.values()) or final not in _stops(st.markers):
             _mark(sink, mapper, src, (size, mtime_ns), settled, open_turn)
         sink.finish()
     except BaseException:
@@ -385,6 +388,11 @@ def _feed(
             raise FormatError(f"not a {mapper.source} session: no JSON object in it", path=src.path)
         return False
     return True
+
+
+def _stops(markers: list[dict[str, Any]]) -> list[tuple[int, bool]]:
+    """Where the runs that wrote ``markers`` stopped: (lines, settled), in order."""
+    return sorted({(int(m["lines"]), bool(m.get("settled"))) for m in markers if "lines" in m})
 
 
 def _mark(
