@@ -422,7 +422,7 @@ class Committer:
             self.drain()
         self._sync()
         try:
-            publish(s.path, hold, s.ops, sync_dir=s.sync_dir)
+            copied = publish(s.path, hold, s.ops, sync_dir=s.sync_dir)
         except JsonltapeError as exc:
             s.failed = exc
             raise
@@ -433,6 +433,13 @@ class Committer:
                 "it was saved",
                 path=s.path,
             ) from exc
+        if copied:
+            # No hard links: the name holds a copy, a new inode (locked by the hold); what
+            # comes next goes there, not into the unlinked temp file.
+            fd, old = os.dup(hold.fd), s.fd
+            st = os.fstat(fd)
+            s.fd, s.ident = fd, (st.st_dev, st.st_ino)
+            os.close(old)
         s.staged = None
         s.pending = 0
         s.durable_seq = covered

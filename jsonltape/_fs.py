@@ -78,22 +78,38 @@ def write_all(ops: FileOps, fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def publish(tmp: Path, path: Path) -> None:
-    """Give the finished temp file its name without ever replacing an existing file."""
+def publish(tmp: Path, path: Path, *, keep: bool = False) -> int | None:
+    """Give the finished temp file its name without ever replacing an existing file.
+
+    Where the file system has no hard links the name gets a copy (a new inode); with ``keep``
+    that copy's descriptor is returned, open for appending and flocked before a byte of it
+    was written (a writer that goes on writing must write there); else None."""
     try:
         os.link(tmp, path, follow_symlinks=False)
+        return None
     except FileExistsError:
         raise SessionExistsError("session file already exists", path=path) from None
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
             raise
-        # File systems without hard links: O_EXCL creation is still exclusive.
-        fd = create_exclusive(path)
-        try:
-            write_all(FileOps(), fd, tmp.read_bytes())
-            os.fsync(fd)
+    # File systems without hard links: O_EXCL creation is still exclusive.
+    fd = create_exclusive(path, append=keep)
+    try:
+        if keep:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        write_all(FileOps(), fd, tmp.read_bytes())
+        os.fsync(fd)
+    except BaseException:
+        try:  # a copy cut short is no session: its name goes again, if it still names it
+            if os.path.samestat(os.lstat(path), os.fstat(fd)):
+                os.unlink(path)
         finally:
             os.close(fd)
+        raise
+    if keep:
+        return fd
+    os.close(fd)
+    return None
 
 
 def given_path(value: object, field: str = "path", *, kinds: str = _PATH_KINDS) -> Path:

@@ -49,9 +49,22 @@ class StagedHold:
         st = os.fstat(fd)
         self._ident = (st.st_dev, st.st_ino)
 
-    def published(self) -> None:
-        """The session has its name now: the temp name is gone, nothing to remove."""
+    @property
+    def fd(self) -> int:
+        """The descriptor carrying the flock (-1 once released)."""
+        return self._fd
+
+    def published(self, copy: int | None = None) -> None:
+        """The session has its name now: the temp name is gone, nothing to remove. ``copy``:
+        the name was given to a copy (no hard links), locked through ``copy``, which the hold
+        keeps from now on instead of the temp file's descriptor."""
         self.tmp = None
+        if copy is not None:
+            old, self._fd = self._fd, copy
+            try:
+                fcntl.flock(old, fcntl.LOCK_UN)
+            finally:
+                os.close(old)
 
     def release(self) -> None:
         """Remove the temp file if the session never got its name, then unlock. Idempotent."""
@@ -106,16 +119,18 @@ def stage(path: Path, line: bytes, ops: _fs.FileOps) -> tuple[int, StagedHold]:
     return fd, hold
 
 
-def publish(path: Path, hold: StagedHold, ops: _fs.FileOps, *, sync_dir: bool) -> None:
+def publish(path: Path, hold: StagedHold, ops: _fs.FileOps, *, sync_dir: bool) -> bool:
     """Give the synced temp file of ``hold`` its name ``path`` (never replacing a file), drop
-    the temp name and, with ``sync_dir``, sync the directory."""
+    the temp name and, with ``sync_dir``, sync the directory. True when the name was given to
+    a copy (no hard links): the writer goes on in that file, through the hold's descriptor."""
     tmp = hold.tmp
     assert tmp is not None, "published twice"
-    _fs.publish(tmp, path)
-    hold.published()
+    copy = _fs.publish(tmp, path, keep=True)
+    hold.published(copy)
     os.unlink(tmp)
     if sync_dir:
         ops.sync_dir(path.parent)
+    return copy is not None
 
 
 def remove_stale_temps(directory: Path, *, now: float | None = None) -> int:

