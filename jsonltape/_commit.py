@@ -428,6 +428,12 @@ class Committer:
             raise
         except OSError as exc:
             s.failed = exc
+            if hold.tmp is None:  # named: its bytes were synced, but maybe not its name
+                raise WriterFailedError(
+                    "the session has its name, every event in it synced, but its directory "
+                    f"was not: {exc.strerror or exc}; the name may be gone after a power cut",
+                    path=s.path,
+                ) from exc
             raise WriterFailedError(
                 f"cannot give the staged session its name: {exc.strerror or exc}; nothing of "
                 "it was saved",

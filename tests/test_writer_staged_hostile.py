@@ -81,3 +81,24 @@ def test_without_hard_links_a_copy_cut_short_leaves_no_name(
     with pytest.raises(jsonltape.WriterFailedError):
         tape.close()
     assert list(tape_path.parent.iterdir()) == []  # neither the copy nor the temp file
+
+
+class _DirSyncFails(RecordingOps):
+    def sync_dir(self, path: Path) -> None:
+        raise OSError(errno.EIO, "Input/output error (injected)")
+
+
+def test_a_directory_sync_failing_after_the_name_was_given_says_so_and_promises_nothing(
+    tape_path: Path,
+) -> None:
+    tape = _staged(tape_path, _DirSyncFails())
+    tape.user("one")
+    with pytest.raises(jsonltape.WriterFailedError) as err:
+        tape.close()
+    # the name was given and every byte under it synced: the error does not say nothing was
+    # saved (a caller would import or write it all again), but that the name may not last
+    assert "nothing of it was saved" not in str(err.value)
+    assert "has its name" in str(err.value) and "power cut" in str(err.value)
+    assert jsonltape.verify(tape_path).state == "clean" and _texts(tape_path) == ["one"]
+    assert tape.durable_seq < 1 and _temps(tape_path.parent) == []
+
