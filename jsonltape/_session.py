@@ -366,6 +366,7 @@ def _create_staged(
         span_from=len(line),
     )
     state.staged = hold
+    state.durable_seq = -1  # not even the header: a crash now leaves no session at all
     return Opened(state, header)
 
 

@@ -102,3 +102,21 @@ def test_a_directory_sync_failing_after_the_name_was_given_says_so_and_promises_
     assert jsonltape.verify(tape_path).state == "clean" and _texts(tape_path) == ["one"]
     assert tape.durable_seq < 1 and _temps(tape_path.parent) == []
 
+
+def test_a_staged_tape_reports_nothing_durable_before_it_has_a_name(tape_path: Path) -> None:
+    ops = RecordingOps()
+    tape = _staged(tape_path, ops)
+    assert tape.durable_seq == -1  # not even its header: a crash now leaves no session
+    tape.user("one")
+    tape.drain()
+    assert tape.durable_seq == -1
+    ops.fail_sync_at = 1
+    with pytest.raises(jsonltape.WriterFailedError):
+        tape.flush()
+    assert tape.durable_seq == -1
+    tape.close()
+    assert not tape_path.exists()
+    done = _staged(tape_path)
+    done.user("one")
+    assert done.flush() == 1 == done.durable_seq
+    done.close()
