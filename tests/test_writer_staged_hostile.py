@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import jsonltape
-from jsonltape.writer import Tape
+from jsonltape._staged import STALE_SECONDS
+from jsonltape.writer import Tape, close_all, remove_stale_temps
 
 from .crashsim import RecordingOps, recording_tape
 
@@ -120,3 +126,182 @@ def test_a_staged_tape_reports_nothing_durable_before_it_has_a_name(tape_path: P
     done.user("one")
     assert done.flush() == 1 == done.durable_seq
     done.close()
+
+
+#: A staged session written and closed; with ``kill N`` the process SIGKILLs itself right
+#: before its N-th call of one of the file-system calls below (with ``trace``: prints them).
+KILLED = r"""
+import os, signal, sys
+import jsonltape
+d, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+calls = []
+def hooked(name, real):
+    def call(*args, **kwargs):
+        calls.append(name)
+        if mode == "kill" and len(calls) == n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+    return call
+tape = jsonltape.open(f"{d}/s.jsonl", create=True, durability="manual", staged=True)
+for name in ("write", "fdatasync", "fsync", "link", "unlink"):
+    setattr(os, name, hooked(name, getattr(os, name)))
+for i in range(6):
+    tape.user(f"message {i} " + "x" * 200)
+    if i == 2:
+        tape.drain()
+tape.close()
+if mode == "trace":
+    print(" ".join(calls))
+"""
+
+
+def _run(d: Path, mode: str, n: int = 0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-P", "-c", KILLED, str(d), mode, str(n)],
+        capture_output=True,
+        text=True,
+        cwd=d,
+        check=False,
+    )
+
+
+def test_a_staged_close_sigkilled_before_each_call_leaves_no_name_or_the_whole_session(
+    tmp_path: Path,
+) -> None:
+    traced = _run(tmp_path, "trace")
+    assert traced.returncode == 0, traced.stderr
+    calls = traced.stdout.split()
+    # every byte, the closing checkpoint included, is synced once, before the name exists
+    assert calls == ["write", "write", "write", "fdatasync", "link", "unlink", "fsync"]
+    whole = _texts(tmp_path / "s.jsonl")
+    assert len(whole) == 6
+    for n in range(1, len(calls) + 1):
+        d = tmp_path / f"kill{n}"
+        d.mkdir(mode=0o700)
+        killed = _run(d, "kill", n)
+        assert killed.returncode == -signal.SIGKILL, (n, killed.stderr)
+        named = d / "s.jsonl"
+        if calls[n - 1] in ("write", "fdatasync", "link"):
+            assert not os.path.lexists(named), n  # killed before the link: no session
+        else:
+            report = jsonltape.verify(named)
+            assert (report.state, report.committed_bytes) == ("clean", report.size), n
+            assert _texts(named) == whole, n
+        left = len(_temps(d))
+        assert left == (0 if calls[n - 1] == "fsync" else 1), n
+        # the dead writer's temp file goes at the next sweep; the session stays
+        assert remove_stale_temps(d, now=time.time() + 2 * STALE_SECONDS) == left
+        assert _temps(d) == []
+        assert [p.name for p in d.iterdir()] == ([named.name] if calls[n - 1] in
+                                                 ("unlink", "fsync") else [])  # fmt: skip
+        if named.exists():
+            with jsonltape.open(named) as again:  # nothing left locked, nothing to repair
+                assert again.closers == [] and again.sidecar is None
+
+
+#: A process with a staged tape forks; the child sweeps, tries to append and exits through
+#: atexit (which closes the tapes a process left open); then the parent goes on and closes.
+FORKED = r"""
+import os, sys, time
+import jsonltape
+from jsonltape._staged import STALE_SECONDS
+from jsonltape.writer import remove_stale_temps
+path = sys.argv[1]
+tape = jsonltape.open(path, create=True, durability="manual", staged=True)
+tape.user("before the fork")
+pid = os.fork()
+if pid == 0:
+    # the parent holds the temp file: however old, no sweep may take it
+    if remove_stale_temps(os.path.dirname(path), now=time.time() + 10 * STALE_SECONDS):
+        sys.exit(3)
+    try:
+        tape.user("from the child")
+        sys.exit(4)
+    except jsonltape.JsonltapeError:
+        pass
+    sys.exit(0)  # atexit runs here: it must not close (name) the parent's tape
+_, status = os.waitpid(pid, 0)
+left = os.listdir(os.path.dirname(path))
+print(os.waitstatus_to_exitcode(status), os.path.exists(path), len(left))
+tape.user("after the fork")
+tape.close()
+"""
+
+
+def test_a_forked_child_neither_writes_nor_frees_nor_names_its_parents_staged_session(
+    tape_path: Path,
+) -> None:
+    run = subprocess.run(
+        [sys.executable, "-P", "-c", FORKED, str(tape_path)],
+        capture_output=True,
+        text=True,
+        cwd=tape_path.parent,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["0", "False", "1"]  # the child left the temp file alone
+    assert _texts(tape_path) == ["before the fork", "after the fork"]
+    assert jsonltape.verify(tape_path).state == "clean" and _temps(tape_path.parent) == []
+
+
+def test_close_all_of_usual_staged_closed_failed_and_refused_tapes_closes_each_once(
+    tmp_path: Path,
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    usual = jsonltape.open(a / "usual.jsonl", create=True, durability="manual")
+    staged = [_staged(d / f"s{i}.jsonl") for d in (a, b) for i in range(3)]
+    done = _staged(a / "done.jsonl")
+    done.user("closed before")
+    done.close()
+    failing_ops = RecordingOps()
+    failing = _staged(b / "failing.jsonl", failing_ops)
+    refused = _staged(b / "taken.jsonl")
+    for i, tape in enumerate([usual, *staged, failing, refused]):
+        tape.user(f"prompt {i}")
+    with jsonltape.open(b / "taken.jsonl", create=True) as other:  # the name, meanwhile
+        other.user("theirs")
+    theirs = (b / "taken.jsonl").read_bytes()
+    failing_ops.fail_sync_at = 1
+    with pytest.raises((jsonltape.WriterFailedError, jsonltape.SessionExistsError)):
+        close_all([usual, done, *staged, failing, refused, done])
+    assert all(t.closed for t in [usual, done, *staged, failing, refused])
+    for i, tape in enumerate([usual, *staged], start=0):
+        report = jsonltape.verify(tape.path)
+        assert (report.state, report.committed_bytes) == ("clean", report.size)
+        assert _texts(tape.path) == [f"prompt {i}"]
+    assert _texts(done.path) == ["closed before"]
+    assert (b / "taken.jsonl").read_bytes() == theirs  # never replaced
+    assert not (b / "failing.jsonl").exists()  # its sync failed: no name, nothing promised
+    assert _temps(a) == _temps(b) == []
+    for tape in [usual, *staged, done]:  # nothing left locked
+        with jsonltape.open(tape.path):
+            pass
+
+
+def _msg(text: str) -> dict[str, Any]:
+    return {"message": {"id": text, "role": "user", "parts": [{"type": "text", "content": text}]}}
+
+
+def test_keys_and_surface_folds_of_a_staged_tape_are_read_from_its_temp_file(
+    tape_path: Path,
+) -> None:
+    tape = _staged(tape_path)
+    first = tape.append("user/message", _msg("a"), key="k-a")
+    second = tape.append("user/message", _msg("b"), key="k-b")
+    tape.drain()  # in the temp file now, not in the writer's queue
+    assert tape.append("user/message", _msg("a"), key="k-a") == first  # a retry: no new line
+    with pytest.raises(jsonltape.InvalidEventError):
+        tape.append("user/message", _msg("other"), key="k-b")  # the key's line is read
+    fixed = tape.append(
+        "user/message", _msg("a2"), surface={"op": "replace", "start": 1, "end": 1}, sources=[1]
+    )
+    with pytest.raises(jsonltape.SurfaceError):  # folded from the file: seq 1 is replaced
+        tape.append("surface/retract", {}, surface={"op": "retract", "start": 1, "end": 1},
+                    sources=[1])  # fmt: skip
+    assert tape.flush() == fixed.seq  # named now
+    assert tape.append("user/message", _msg("b"), key="k-b") == second
+    tape.append("surface/retract", {}, surface={"op": "retract", "start": 2, "end": 2}, sources=[2])
+    tape.close()
+    report = jsonltape.verify(tape_path)
+    assert (report.state, report.committed_bytes) == ("clean", report.size)
+    assert [e.seq for e in jsonltape.read(tape_path) if e.key] == [1, 2]
