@@ -123,9 +123,10 @@ def open(
     :param staged: with ``create=True`` and ``durability="manual"``: write the new session
         under a temporary name beside ``path``; it gets its name, every event in it and synced
         once, at :meth:`Tape.close` (or a first :meth:`Tape.flush`). Until then nobody sees
-        it, and a crash leaves only the temp file (see :mod:`jsonltape._staged`). For sessions
-        written in one go, many at a time (an import): one sync each instead of four, no lock
-        file, and :func:`close_all` syncs their directory once.
+        it (:attr:`Tape.durable_seq` is -1), and a crash leaves only the temp file (see
+        :mod:`jsonltape._staged`). For sessions written in one go, many at a time (an
+        import): one sync each instead of four, no lock file, and :func:`close_all` syncs
+        their directory once.
     """
     p = _fs.session_path(path)
     check_options(create, durability, group_events, group_ms, lock_timeout)
