@@ -92,3 +92,35 @@ def test_an_import_killed_while_naming_its_sessions_is_completed_by_the_next_wit
     mark = _state.last_sync(main)
     assert mark is not None and mark == _state.last_sync(Path(fresh.sessions[0]))
     assert import_file("claude-code", src, tmp_path / "root").status == "unchanged"
+
+
+def test_a_failed_import_never_removes_a_session_another_writer_created_under_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source holds only sidechain lines, so the file's own session is a header when the
+    import names it first; another writer (a second import) takes that name just before. The
+    refused import removes what it created that holds nothing, and that is not the other
+    writer's session nor its lock file."""
+    src = tmp_path / "src" / JAPANESE
+    src.parent.mkdir()
+    with (SAMPLES / JAPANESE).open(encoding="utf-8") as whole:
+        src.write_text("".join(line for line in whole if '"isSidechain":true' in line))
+    old = time.time() - 7200
+    os.utime(src, (old, old))
+    main = tmp_path / "root" / "claude-code" / JAPANESE
+    real = os.link
+    theirs: list[bytes] = []
+
+    def taken_first(source: Any, target: Any, **kwargs: Any) -> None:
+        if Path(target) == main and not theirs:
+            theirs.append(b"")  # the other writer's own link goes through here too
+            with jsonltape.open(main, create=True) as other:  # the other writer, meanwhile
+                other.user("theirs")
+            theirs[0] = main.read_bytes()
+        real(source, target, **kwargs)
+
+    monkeypatch.setattr(os, "link", taken_first)
+    report = import_file("claude-code", src, tmp_path / "root")
+    assert report.status == "error" and "already exists" in (report.error or "")
+    assert theirs and main.read_bytes() == theirs[0]
+    assert (main.parent / f".{main.name}.lock").exists()  # the other writer's, left alone

@@ -241,13 +241,21 @@ class Sink:
 
     def discard_empty(self) -> None:
         """After a failure: remove the sessions this run created that hold only a header
-        (nothing of the source reached them), so a refused file leaves nothing behind."""
+        (nothing of the source reached them), so a refused file leaves nothing behind.
+
+        A session this run created is staged: it has no lock file, and it was created only
+        if it got its name (it is durable, to its header at least); one that never got it
+        left its name to whoever took it, whose file is not this run's to remove."""
         for name, tape in self.tapes.items():
-            if str(tape.path) in self.created and tape.next_seq <= 2:
-                for p in (tape.path, tape.path.with_name(f".{tape.path.name}.lock")):
-                    try:
-                        os.unlink(p)
-                    except FileNotFoundError:
-                        pass
-                self.created.remove(str(tape.path))
-                self.states.pop(name, None)
+            if str(tape.path) not in self.created:
+                continue
+            named = tape.durable_seq >= 0
+            if named and tape.next_seq > 2:
+                continue  # something of the source reached it: kept
+            if named:
+                try:
+                    os.unlink(tape.path)
+                except FileNotFoundError:
+                    pass
+            self.created.remove(str(tape.path))
+            self.states.pop(name, None)
