@@ -536,11 +536,15 @@ def close_all(tapes: Iterable[Tape]) -> None:
     for tape in staged:
         tape._s.sync_dir = False
     failed = [r for r in at_once([tape.close for tape in tapes]) if isinstance(r, Exception)]
-    for directory in dict.fromkeys(t.path.parent for t in staged if t._s.staged is None):
+    named = [t for t in staged if t._s.staged is None]
+    for directory in dict.fromkeys(t.path.parent for t in named):
         try:
             _fs.fsync_dir(directory)
         except OSError as exc:
             failed.append(storage_error(exc, "cannot sync the new sessions' directory", directory))
+            for tape in named:
+                if tape.path.parent == directory:
+                    tape._s.durable_seq = -1  # their names may not survive a power cut
     if failed:
         raise failed[0]
 

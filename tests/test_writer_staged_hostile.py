@@ -305,3 +305,28 @@ def test_keys_and_surface_folds_of_a_staged_tape_are_read_from_its_temp_file(
     report = jsonltape.verify(tape_path)
     assert (report.state, report.committed_bytes) == ("clean", report.size)
     assert [e.seq for e in jsonltape.read(tape_path) if e.key] == [1, 2]
+
+
+def test_close_all_whose_directory_sync_fails_reports_those_sessions_not_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad, good = tmp_path / "bad", tmp_path / "good"
+    staged = [jsonltape.open(d / f"s{i}.jsonl", create=True, durability="manual", staged=True)
+              for d in (bad, good) for i in range(3)]  # fmt: skip
+    usual = jsonltape.open(bad / "usual.jsonl", create=True, durability="manual")
+    for tape in [*staged, usual]:
+        tape.user("hello")
+    real = os.fsync
+
+    def failing(fd: int) -> None:
+        # only the directory's sync fails (no such fault can be made on a real disk here)
+        if os.path.samestat(os.fstat(fd), os.stat(bad)):
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(jsonltape.StorageError, match="directory"):
+        close_all([*staged, usual])
+    assert all(t.closed for t in [*staged, usual])
+    assert [t.durable_seq for t in staged] == [-1, -1, -1, 1, 1, 1]  # seq 1: the message
+    assert usual.durable_seq >= 1  # its directory entry was synced when it was created
