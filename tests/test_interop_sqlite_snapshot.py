@@ -14,6 +14,8 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from jsonltape.interop import _sqlite
+from jsonltape.interop import _private_dir, _sqlite
+from jsonltape.interop._private_dir import STALE_SECONDS, remove_stale_dirs
 from jsonltape.interop._sqlite import INT, TEXT, SqliteSource
 
 _COLUMNS = {"t": [("id", INT), ("body", TEXT)]}
@@ -299,5 +302,89 @@ def test_the_kept_copies_and_the_readers_copies_are_removed_when_the_process_exi
         kept, reader = (Path(line) for line in done.stdout.split())
         assert kept.name.startswith("jsonltape-kept-") and reader.name.startswith("jsonltape-db-")
         assert not kept.exists() and not reader.exists()
+    finally:
+        writer.close()
+
+
+def test_the_copies_a_sigkilled_reader_left_are_removed_by_the_next_and_a_live_ones_kept(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "live.db"
+    writer = _writer(db)
+    temp = tmp_path / "temp"
+    temp.mkdir(mode=0o700)
+    env = {**os.environ, "TMPDIR": str(temp)}
+    # the reader reads, says where its copies are, and waits to be killed
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from jsonltape.interop import _sqlite\n"
+        "s = _sqlite.SqliteSource(Path(sys.argv[1]), {'t': []}, agent='T')\n"
+        "s.read(lambda con: con.execute('SELECT id FROM t').fetchall())\n"
+        "print(_sqlite._kept._where, s._copy.parent, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    try:
+        writer.execute("INSERT INTO t (body) VALUES ('a login token, say')")
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-P", "-c", code, str(db)],
+                cwd=tmp_path,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        dirs = []
+        for child in children:
+            assert child.stdout is not None
+            dirs.append([Path(p) for p in child.stdout.readline().split()])
+        dead, live = children
+        dead.kill()
+        dead.wait()
+        old = time.time() - 2 * STALE_SECONDS
+        for d in [*dirs[0], *dirs[1]]:
+            os.utime(d, (old, old))
+        stray = temp / "jsonltape-db-stray"
+        os.symlink(tmp_path, stray)  # a link named so is not followed, nor removed
+        assert all(d.exists() for d in dirs[0])  # what the killed reader left, db copy included
+        assert remove_stale_dirs(str(temp)) == 2
+        assert not any(d.exists() for d in dirs[0])
+        assert all(d.exists() for d in dirs[1])  # the live reader's are held
+        assert stray.is_symlink() and db.exists()
+        live.communicate("")
+        assert not any(d.exists() for d in dirs[1])  # removed at its exit
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+            if child.stdout is not None:
+                child.stdout.close()
+            if child.stdin is not None:
+                child.stdin.close()
+        writer.close()
+
+
+def test_a_reader_removes_the_copies_killed_readers_left_before_it_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temp = tmp_path / "temp"
+    temp.mkdir(mode=0o700)
+    left = temp / "jsonltape-kept-abc123"
+    left.mkdir(mode=0o700)
+    (left / "1.db").write_bytes(b"a copy of someone's database")
+    old = time.time() - 2 * STALE_SECONDS
+    os.utime(left, (old, old))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(_private_dir, "_swept", threading.Event())  # a new process
+    db = tmp_path / "live.db"
+    writer = _writer(db)
+    try:
+        writer.execute("INSERT INTO t (body) VALUES ('x')")
+        assert _read(db) == _fresh_read(db)
+        assert not left.exists()
     finally:
         writer.close()

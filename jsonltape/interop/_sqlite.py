@@ -7,7 +7,8 @@ column), never a hang, a traceback or a change to the user's files.
   one) every row is in the database file, which is opened ``immutable=1`` (no lock, no ``-shm``
   or ``-wal`` created). An agent that is running (or crashed) keeps its latest rows only in the
   ``-wal`` (Crush writes there all the time): then the database and its ``-wal`` are copied into
-  a private directory (0700, removed when the reader goes) and the copy is opened ``mode=ro``,
+  a private directory (0700, removed when the reader goes; one a killed process left is
+  removed by the next, :mod:`._private_dir`) and the copy is opened ``mode=ro``,
   which reads the WAL as SQLite does (rebuilding its index in a new ``-shm`` beside the copy)
   and never checkpoints it into the copied database file. Opening the user's files ``mode=ro``
   instead would still write the ``-shm`` (a reader records its read marks there) and create it
@@ -41,9 +42,7 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
 import sqlite3
-import tempfile
 import threading
 import urllib.parse
 import weakref
@@ -55,6 +54,7 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 
 from ..errors import JsonltapeError
+from ._private_dir import PrivateDir
 from ._source import Unit, rendering, too_deep
 
 __all__ = [
@@ -226,9 +226,10 @@ class SqliteSource:
     def _snapshot(self) -> Path:
         """Copy the database (or link its kept copy) and its ``-wal`` into a private directory;
         the copy's path."""
-        where = Path(tempfile.mkdtemp(prefix="jsonltape-db-"))  # 0700
+        private = PrivateDir("jsonltape-db-")  # 0700, removed at the next start if killed
+        where = private.path
         holding: list[sqlite3.Connection] = []
-        weakref.finalize(self, _discard, where, holding)
+        weakref.finalize(self, _discard, private, holding)
         db = self.path
         wal = db.with_name(db.name + "-wal")
         copy = where / "source.db"
@@ -388,10 +389,10 @@ def _stamp(path: Path) -> tuple[int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _discard(where: Path, holding: list[sqlite3.Connection]) -> None:
+def _discard(private: PrivateDir, holding: list[sqlite3.Connection]) -> None:
     for con in holding:
         con.close()
-    shutil.rmtree(where, True)
+    private.remove()
 
 
 def _wal_generation(wal: Path) -> bytes:
@@ -432,8 +433,9 @@ class _Kept:
         """Keep ``copy`` (a database file just copied, never written) for the next read."""
         with self._lock:
             if self._where is None:
-                self._where = Path(tempfile.mkdtemp(prefix="jsonltape-kept-"))  # 0700
-                atexit.register(shutil.rmtree, self._where, True)
+                private = PrivateDir("jsonltape-kept-")  # 0700, removed at the next start if killed
+                self._where = private.path
+                atexit.register(private.remove)
             self._made += 1
             kept = self._where / f"{self._made}.db"
             try:
