@@ -227,6 +227,11 @@ class Tape:
     def closed(self) -> bool:
         return self._s.closed
 
+    @property
+    def staged(self) -> bool:
+        """True while a staged session has no name yet (see :func:`open`)."""
+        return self._s.staged is not None
+
     # -- appending -----------------------------------------------------------------------
 
     def append(
@@ -492,6 +497,27 @@ class Tape:
                 s.lock.release()
         if s.flusher is not None and s.flusher is not threading.current_thread():
             s.flusher.join()
+
+    def discard(self) -> None:
+        """Close a staged session that has no name yet without giving it one: its temp file is
+        removed and nothing of it is saved (a writer that gave up on what it was creating).
+        Any other tape raises :class:`InvalidArgumentError` and stays as it was."""
+        s = self._s
+        with s.mutex:
+            if s.staged is None or s.closed:
+                raise InvalidArgumentError(
+                    "only a staged session that has no name yet can be discarded",
+                    field="staged",
+                    path=self.path,
+                )
+            s.closed = True
+            s.closed_why = "the tape was discarded"
+            _OPEN.discard(self)
+            s.cond.notify_all()
+            try:
+                os.close(s.fd)
+            finally:
+                s.lock.release()  # the hold removes the temp file: the session never had a name
 
     def _forget_in_child(self) -> None:
         """In a forked child: refuse every further call and close this process's copies of

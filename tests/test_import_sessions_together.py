@@ -181,3 +181,36 @@ def test_an_import_opens_the_main_session_as_often_for_many_sidechains_as_for_fe
     assert _main_session_opens(tmp_path, 2, monkeypatch) == _main_session_opens(
         tmp_path, 3 * RUNS, monkeypatch
     )
+
+
+def test_a_refused_import_names_only_the_sessions_the_source_reached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = [
+        f"# aider chat started at 2024-08-05 19:{m:02d}:02\n\n> Aider v0.47.0\n> Model: gpt-4o\n"
+        for m in range(RUNS)
+    ]
+    # the third run's usage is beyond JSON's interoperable integers: its event is refused
+    runs[2] += "\n#### hello\n\nHi there.\n\n> Tokens: 99999999999999999999 sent, 5 received.\n"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".aider.chat.history.md").write_text("\n".join(runs), encoding="utf-8")
+    linked: list[str] = []
+    real_link = os.link
+
+    def link(src: Any, dst: Any, **kwargs: Any) -> None:
+        linked.append(os.path.basename(dst))
+        real_link(src, dst, **kwargs)
+
+    root = tmp_path / "root"
+    with monkeypatch.context() as m:
+        m.setattr(os, "link", link)
+        (report,) = import_paths("aider", [repo], root, settle=0)
+    assert report.status == "error" and report.error is not None
+    assert "outside the interoperable range" in report.error
+    left = sorted(p.name for p in (root / "aider").iterdir())
+    # the two runs before it are kept, whole; the runs after it were being created and got
+    # nothing: dropped without ever having a name (not named, then removed)
+    assert len(left) == 2 and sorted(linked) == left
+    for name in left:
+        assert jsonltape.verify(root / "aider" / name).state == "clean"

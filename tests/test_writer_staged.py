@@ -250,3 +250,29 @@ def test_a_sigkilled_staging_writer_leaves_no_session_and_its_temp_files_are_swe
     )
     live.close()
     assert jsonltape.verify(d / "live.jsonl").state == "clean"
+
+
+def test_discard_drops_a_staged_session_unnamed_and_refuses_any_other_tape(
+    tape_path: Path,
+) -> None:
+    tape = _staged(tape_path)
+    tape.user("given up")
+    assert tape.staged
+    tape.discard()
+    assert tape.closed and list(tape_path.parent.iterdir()) == []  # no name, no temp file
+    with pytest.raises(jsonltape.JsonltapeError, match="discarded"):
+        tape.user("more")
+    with pytest.raises(jsonltape.InvalidArgumentError):
+        tape.discard()
+    named = _staged(tape_path)
+    named.flush()  # now it has its name: discarding it would drop a saved session
+    assert not named.staged
+    with pytest.raises(jsonltape.InvalidArgumentError, match="no name yet"):
+        named.discard()
+    named.user("kept")
+    named.close()
+    usual = jsonltape.open(tape_path.with_name("usual.jsonl"), create=True)
+    with pytest.raises(jsonltape.InvalidArgumentError):
+        usual.discard()
+    usual.close()
+    assert jsonltape.verify(tape_path).state == "clean"

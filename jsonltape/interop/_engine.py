@@ -284,8 +284,7 @@ def _import(
             _mark(sink, mapper, src, (size, mtime_ns), settled, open_turn)
         sink.finish()
     except BaseException:
-        sink.close()
-        sink.discard_empty()
+        sink.abandon()
         raise
     finally:
         sink.close()

@@ -239,6 +239,19 @@ class Sink:
         """Close every writer (idempotent; :meth:`finish` is the orderly end)."""
         close_all(self.tapes.values())  # a multi-run source's sessions sync together
 
+    def abandon(self) -> None:
+        """After a failure: the sessions this run was creating that nothing of the source
+        reached are dropped, never named; the other writers are closed, what reached them
+        kept (the next import goes on from it)."""
+        for name, tape in self.tapes.items():
+            if tape.staged and tape.next_seq <= 1 and not tape.closed:
+                tape.discard()
+                if str(tape.path) in self.created:
+                    self.created.remove(str(tape.path))
+                self.states.pop(name, None)
+        self.close()
+        self.discard_empty()  # one named early (a main session, for its children), still empty
+
     def discard_empty(self) -> None:
         """After a failure: remove the sessions this run created that hold only a header
         (nothing of the source reached them), so a refused file leaves nothing behind.
