@@ -82,7 +82,9 @@ def test_an_import_killed_while_naming_its_sessions_is_completed_by_the_next_wit
     left = sorted(p.name for p in main.parent.glob("*.jsonl"))
     assert main.name in left and _content(main) == want[main.name][:-1]
     assert all(_content(main.parent / name) == want[name] for name in left if name != main.name)
-    assert len(left) == (3 if n >= 3 else n)
+    # the sidechains are named by the close's threads at once: one may get its name between
+    # the n-th link and the signal landing (the main one is named alone, first)
+    assert len(left) == 1 if n == 1 else min(n, 3) <= len(left) <= 3
     again = import_file("claude-code", src, tmp_path / "root")
     assert again.status in ("imported", "unchanged"), again.error
     got = {p.name: _content(p) for p in main.parent.glob("*.jsonl")}
