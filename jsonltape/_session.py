@@ -82,13 +82,21 @@ def _finite(value: object) -> bool:
 
 
 def check_options(
-    create: object, durability: object, group_events: object, group_ms: object, timeout: object
+    create: object,
+    durability: object,
+    group_events: object,
+    group_ms: object,
+    timeout: object,
+    staged: object = False,
 ) -> None:
     """Refuse open()'s options before anything is touched (library errors naming the option)."""
     if not (create is True or create is False or create == "if-missing"):
         raise _bad("create", "True, False or 'if-missing'", create)
     if durability not in ("always", "group", "manual"):
         raise _bad("durability", "'always', 'group' or 'manual'", durability)
+    if staged is not False and (staged is not True or create is not True or durability != "manual"):
+        # synced once, when it gets its name: only a new session, only on the writer's word
+        raise _bad("staged", "False, or True with create=True and durability='manual'", staged)
     if type(group_events) is not int or group_events < 1:
         raise _bad("group_events", "an integer >= 1", group_events)
     if not _finite(group_ms) or group_ms <= 0:  # type: ignore[operator]
@@ -118,22 +126,11 @@ def check_header_args(**members: object) -> None:
 
 
 def create_file(
-    path: Path,
-    *,
-    session_id: str | None,
-    title: str | None,
-    cwd: str | None,
-    agent: str | None,
-    parent: ParentRef | None,
-    meta: Mapping[str, Any] | None,
-    ops: _fs.FileOps,
-    lock_timeout: float,
-    created: int | None = None,
-) -> tuple[HeaderData, int, SessionLock, bytes, int]:
-    """Create a session; return (header, fd open for append, held lock, header line, created
-    ms). Everything is validated before the lock is taken; nothing is left behind on failure.
-    """
-    header, line, now = _header(session_id, title, cwd, agent, parent, meta, created)
+    path: Path, line: bytes, *, ops: _fs.FileOps, lock_timeout: float
+) -> tuple[int, SessionLock]:
+    """Create a session starting with the header ``line`` (:func:`_header`, which validated
+    everything before this takes a lock); return (fd open for append, held lock). Nothing is
+    left behind on failure."""
     if os.path.lexists(path):
         raise SessionExistsError("session file already exists", path=path)
     _make_dir(path)
@@ -169,7 +166,7 @@ def create_file(
             os.unlink(tmp)
         lock.abandon()
         raise
-    return header, fd, lock, line, now
+    return fd, lock
 
 
 def _header(
@@ -296,25 +293,16 @@ def create_session(
     created: int | None = None,
     staged: bool = False,
 ) -> Opened:
-    """Create a new session (:func:`create_file`, or :func:`_staged.stage` when ``staged``)
+    """Create a new session (:func:`create_file`, or :func:`_stage_file` when ``staged``)
     and return its writer state."""
     ops = ops or _fs.FileOps()
+    header, line, now = _header(session_id, title, cwd, agent, parent, meta, created)
+    hold: _staged.StagedHold | None = None
     if staged:
-        return _create_staged(
-            path, _header(session_id, title, cwd, agent, parent, meta, created), durability, ops
-        )
-    header, fd, lock, line, now = create_file(
-        path,
-        session_id=session_id,
-        title=title,
-        cwd=cwd,
-        agent=agent,
-        parent=parent,
-        meta=meta,
-        created=created,
-        ops=ops,
-        lock_timeout=lock_timeout,
-    )
+        fd, hold = _stage_file(path, line, ops)
+        lock: Hold = hold
+    else:
+        fd, lock = create_file(path, line, ops=ops, lock_timeout=lock_timeout)
     state = _state(
         path,
         fd,
@@ -330,44 +318,22 @@ def create_session(
         group_ms=group_ms,
         span_from=len(line),
     )
+    if hold is not None:
+        state.staged = hold
+        state.durable_seq = -1  # not even the header: a crash now leaves no session at all
     return Opened(state, header)
 
 
-def _create_staged(
-    path: Path, made: tuple[HeaderData, bytes, int], durability: str, ops: _fs.FileOps
-) -> Opened:
-    """A staged session (:mod:`._staged`) with the header ``made``, not named until closed."""
-    if durability != "manual":
-        raise InvalidArgumentError(
-            "a staged session is synced once, when it is closed: durability must be 'manual'",
-            field="staged",
-        )
-    header, line, now = made
+def _stage_file(path: Path, line: bytes, ops: _fs.FileOps) -> tuple[int, _staged.StagedHold]:
+    """A staged session (:mod:`._staged`) starting with the header ``line``, not named until
+    its first flush: (the descriptor to append to, its hold)."""
     if os.path.lexists(path):
         raise SessionExistsError("session file already exists", path=path)
     _make_dir(path)
     try:
-        fd, hold = _staged.stage(path, line, ops)
+        return _staged.stage(path, line, ops)
     except OSError as exc:
         raise storage_error(exc, "cannot create the session file", path) from exc
-    state = _state(
-        path,
-        fd,
-        hold,
-        ops,
-        header_line=line,
-        size=len(line),
-        next_seq=1,
-        last_time=now,
-        turn=None,
-        durability=durability,
-        group_events=1,
-        group_ms=1.0,
-        span_from=len(line),
-    )
-    state.staged = hold
-    state.durable_seq = -1  # not even the header: a crash now leaves no session at all
-    return Opened(state, header)
 
 
 def open_session(

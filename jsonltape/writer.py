@@ -129,13 +129,7 @@ def open(
         their directory once.
     """
     p = _fs.session_path(path)
-    check_options(create, durability, group_events, group_ms, lock_timeout)
-    if staged is not False and (staged is not True or create is not True):
-        raise InvalidArgumentError(
-            f"staged must be True or False, and True only with create=True, not {staged!r}"
-            + ("" if staged is not True else f" with create={create!r}"),
-            field="staged",
-        )
+    check_options(create, durability, group_events, group_ms, lock_timeout, staged)
     if create:
         check_header_args(title=title, cwd=cwd, agent=agent, parent=parent, meta=meta)
     if create == "if-missing" and os.path.lexists(p):
@@ -490,11 +484,7 @@ class Tape:
                     marker = s.turn is not None and not self._ends_closed()
                     self._c.flush(marker=marker, final=True)
             finally:
-                s.closed = True
-                _OPEN.discard(self)
-                s.cond.notify_all()
-                os.close(s.fd)
-                s.lock.release()
+                self._end()
         if s.flusher is not None and s.flusher is not threading.current_thread():
             s.flusher.join()
 
@@ -510,14 +500,19 @@ class Tape:
                     field="staged",
                     path=self.path,
                 )
-            s.closed = True
             s.closed_why = "the tape was discarded"
-            _OPEN.discard(self)
-            s.cond.notify_all()
-            try:
-                os.close(s.fd)
-            finally:
-                s.lock.release()  # the hold removes the temp file: the session never had a name
+            self._end()  # the hold removes the temp file: the session never had a name
+
+    def _end(self) -> None:
+        """Mark the tape closed and let go of its file and its lock (the mutex held)."""
+        s = self._s
+        s.closed = True
+        _OPEN.discard(self)
+        s.cond.notify_all()
+        try:
+            os.close(s.fd)
+        finally:
+            s.lock.release()
 
     def _forget_in_child(self) -> None:
         """In a forked child: refuse every further call and close this process's copies of

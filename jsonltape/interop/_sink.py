@@ -226,7 +226,7 @@ class Sink:
         main = self.batch.get("")
         marker = main.pop() if main and main[-1][1] is MARK else None
         self.write(final=True)
-        if marker is not None and any(n for n in {*self.tapes, *self.batch} if n):
+        if marker is not None and self.tapes.keys() - {""}:  # every batch has its tape now
             if "" in self.tapes:
                 self.tapes[""].flush()  # a staged main session gets its name: children name it
             close_all([t for n, t in self.tapes.items() if n])
@@ -240,35 +240,27 @@ class Sink:
         close_all(self.tapes.values())  # a multi-run source's sessions sync together
 
     def abandon(self) -> None:
-        """After a failure: the sessions this run was creating that nothing of the source
-        reached are dropped, never named; the other writers are closed, what reached them
-        kept (the next import goes on from it)."""
-        for name, tape in self.tapes.items():
+        """After a failure: close every writer, keeping what reached a session (the next import
+        goes on from it), and leave nothing of a session this run was creating that nothing of
+        the source reached: unnamed, it is dropped without ever getting its name; named early
+        (a main session, for its children), it is removed. One that never got its name because
+        another writer took it is that writer's, not this run's to remove."""
+        for tape in self.tapes.values():
             if tape.staged and tape.next_seq <= 1 and not tape.closed:
                 tape.discard()
-                if str(tape.path) in self.created:
-                    self.created.remove(str(tape.path))
+        try:
+            self.close()
+        finally:
+            for name, tape in self.tapes.items():
+                if str(tape.path) not in self.created:
+                    continue
+                named = tape.durable_seq >= 0
+                if named and tape.next_seq > 2:
+                    continue  # something of the source reached it: kept
+                if named:
+                    try:
+                        os.unlink(tape.path)
+                    except FileNotFoundError:
+                        pass
+                self.created.remove(str(tape.path))
                 self.states.pop(name, None)
-        self.close()
-        self.discard_empty()  # one named early (a main session, for its children), still empty
-
-    def discard_empty(self) -> None:
-        """After a failure: remove the sessions this run created that hold only a header
-        (nothing of the source reached them), so a refused file leaves nothing behind.
-
-        A session this run created is staged: it has no lock file, and it was created only
-        if it got its name (it is durable, to its header at least); one that never got it
-        left its name to whoever took it, whose file is not this run's to remove."""
-        for name, tape in self.tapes.items():
-            if str(tape.path) not in self.created:
-                continue
-            named = tape.durable_seq >= 0
-            if named and tape.next_seq > 2:
-                continue  # something of the source reached it: kept
-            if named:
-                try:
-                    os.unlink(tape.path)
-                except FileNotFoundError:
-                    pass
-            self.created.remove(str(tape.path))
-            self.states.pop(name, None)
