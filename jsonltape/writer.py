@@ -4,9 +4,11 @@ Protocol (the spec's "writer" section, kept in this order on purpose):
 
 1. Lock the session for the writer's lifetime: its lock file (``.<name>.lock`` beside it)
    and an flock on the session file itself, which deleting the lock file cannot undo (see
-   ``_session``). Arguments are checked before either is taken.
+   ``_lock``). Arguments are checked before either is taken.
 2. Create a session atomically: header into an owner-only temp file, fsync, ``link`` to the
-   final name (never clobbers), fsync the directory. Opening an existing session reads only
+   final name (never clobbers), fsync the directory. A *staged* session (``_staged``) is
+   written whole in its temp file, flocked there, and gets its name at its first flush,
+   after one fsync; it has no lock file. Opening an existing session reads only
    its tail: a torn tail is cut into a sidecar, a turn left open by a crash is closed. Both
    live in ``_session``, which hands the Tape its ``WriterState``.
 3. Each append goes through one pipeline (``_prepare``: envelope, lossless gate, shape,

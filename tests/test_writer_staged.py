@@ -15,11 +15,10 @@ import pytest
 
 import jsonltape
 from jsonltape import _fs, writer
-from jsonltape._session import create_session
 from jsonltape._staged import STALE_SECONDS
 from jsonltape.writer import Tape, close_all, remove_stale_temps
 
-from .crashsim import RecordingOps
+from .crashsim import RecordingOps, recording_tape
 
 
 def _temps(d: Path) -> list[str]:
@@ -61,7 +60,6 @@ def test_a_staged_session_has_no_name_until_closed_then_holds_everything_synced(
 
 
 def test_a_staged_session_is_synced_once_and_only_then_named(tape_path: Path) -> None:
-    ops = RecordingOps()
     named_at: list[tuple[int, bool]] = []
 
     class Ops(RecordingOps):
@@ -72,23 +70,7 @@ def test_a_staged_session_is_synced_once_and_only_then_named(tape_path: Path) ->
             super().sync_dir(path)
 
     ops = Ops()
-    tape = Tape(
-        create_session(
-            tape_path,
-            session_id="s1",
-            title=None,
-            cwd=None,
-            agent=None,
-            parent=None,
-            meta=None,
-            durability="manual",
-            group_events=1,
-            group_ms=1.0,
-            lock_timeout=0,
-            ops=ops,
-            staged=True,
-        )
-    )
+    tape = recording_tape(tape_path, ops, staged=True)
     for i in range(50):
         tape.user(f"message {i}")
         assert not os.path.lexists(tape_path)
@@ -180,23 +162,7 @@ def test_staged_is_refused_where_it_cannot_hold_and_nothing_is_made(
 def test_a_failed_sync_names_nothing_and_removes_the_temp_file(tape_path: Path) -> None:
     ops = RecordingOps()
     ops.fail_sync_at = 1
-    tape = Tape(
-        create_session(
-            tape_path,
-            session_id="s1",
-            title=None,
-            cwd=None,
-            agent=None,
-            parent=None,
-            meta=None,
-            durability="manual",
-            group_events=1,
-            group_ms=1.0,
-            lock_timeout=0,
-            ops=ops,
-            staged=True,
-        )
-    )
+    tape = recording_tape(tape_path, ops, staged=True)
     tape.user("lost, and never reported saved")
     with pytest.raises(jsonltape.WriterFailedError):
         tape.close()

@@ -41,7 +41,10 @@ class PrivateDir:
             remove_stale_dirs()
         self.path = Path(tempfile.mkdtemp(prefix=prefix))
         self._fd = os.open(self.path, _O_DIR | os.O_CLOEXEC)
-        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new: never waits
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new: never waits
+        except OSError:
+            pass  # no flock on this file system: a sweep cannot take it either (it never guesses)
 
     def remove(self) -> None:
         """Remove the directory and what it holds, then let go of it. Idempotent."""

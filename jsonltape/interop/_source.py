@@ -278,10 +278,9 @@ class SourceReader:
 
     def _lines(self, f: BinaryIO) -> Iterator[SourceLine]:
         offset = 0
-        plain, update, line = self.text, self._hash.update, self._line
+        stop, plain, update, line = self.stop_lines, self.text, self._hash.update, self._line
         for n, chunk in enumerate(f, 1):
-            # read each time: the consumer may set where to stop while it reads
-            if self.stop_lines is not None and n > self.stop_lines:
+            if stop is not None and n > stop:
                 return
             if chunk[-1:] == b"\n":
                 body = chunk[:-1]
