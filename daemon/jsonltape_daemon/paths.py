@@ -97,6 +97,12 @@ def build_path(index: Path | str) -> Path:
     return p.with_name(p.name + ".build")
 
 
+def new_path(index: Path | str) -> Path:
+    """Where a new index gets its schema before it is given its name."""
+    p = Path(index)
+    return p.with_name(p.name + ".new")
+
+
 def helper_path(index: Path | str) -> Path:
     """Where the full-text helper process of a bulk load builds its indexes."""
     p = Path(index)

@@ -32,7 +32,7 @@ from jsonltape_daemon.engines.sqlite.schema import (
 )
 from jsonltape_daemon.engines.sqlite.usage import UsageRows
 from jsonltape_daemon.ingest.rows import EventRow, FileRow, MessageRow, Node, SessionRow, Store
-from jsonltape_daemon.paths import build_path, fsync_path, helper_path, remove_db
+from jsonltape_daemon.paths import build_path, fsync_path, helper_path, new_path, remove_db
 
 __all__ = [
     "FTS_TABLES",
@@ -76,6 +76,30 @@ def _calls(text: str | None) -> tuple[str, ...]:
     return tuple(_calls_dec.decode(text)) if text else ()
 
 
+def _create(path: Path) -> None:
+    """Create the index with its whole schema under a temporary name, then give it its name:
+    a reader that comes while it is made (``daemon status`` as the daemon starts) finds no
+    index, never one at schema version 0. The caller holds the index lock, so the name is
+    free and the temporary file is nobody else's."""
+    tmp = new_path(path)
+    try:
+        con = connect(tmp, create=True)
+        try:
+            migrate(con)
+        finally:
+            con.close()
+        fsync_path(tmp)
+        try:
+            os.link(tmp, path)  # never over a file: an index is not replaced here
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links
+            os.rename(tmp, path)
+    finally:
+        remove_db(tmp)  # also what a full disk left half made
+    fsync_path(path.parent, directory=True)
+
+
 class SqliteStore(FullText, UsageRows):
     """:class:`Store` over one SQLite file (``:memory:`` works too). Opening one makes you
     the writer: hold the index lock (``lock.index_lock``) first."""
@@ -100,6 +124,9 @@ class SqliteStore(FullText, UsageRows):
         if not self._memory:
             remove_db(build_path(path))  # left by a bulk load that was killed
             remove_db(helper_path(path))
+            remove_db(new_path(path))  # left by a creation that was killed
+            if not os.path.lexists(path):
+                _create(Path(path))
         self.con = connect(path, create=True)
         migrate(self.con)
         self.commits = 0
