@@ -48,10 +48,11 @@ class GroupsMixin(ToolsMixin):
         return True
 
     def add_line(self, g: Group, source_id: str | None = None) -> None:
-        g.lines.append(self.n)
+        n = self.n  # once: a property, and this runs for every line of a long reply
+        g.lines.append(n)
         raw = self.claim()
         if raw is not None:
-            g.raw[str(self.n)] = raw
+            g.raw[str(n)] = raw
         if source_id:
             g.ids.append(source_id)
 

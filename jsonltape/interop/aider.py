@@ -171,12 +171,12 @@ class AiderMapper(Mapper):
     def handle(self, v: dict[str, Any]) -> None:
         raw = v["text"]
         line = raw[:-1] if raw.endswith("\r") else raw  # Aider on Windows writes CRLF
-        header = _HEADER.match(line)
-        if header is not None:
+        first = line[:1]  # most lines are a reply's: one test of their first character
+        if first == "#" and (header := _HEADER.match(line)) is not None:
             self._header(header)
-        elif line.startswith("#### ") or line == "####":
+        elif first == "#" and (line.startswith("#### ") or line == "####"):
             self._line("user", line[5:])
-        elif line.startswith(">"):
+        elif first == ">":
             self._tool(line[2:] if line.startswith("> ") else line[1:])
         elif not line.strip():
             self._blank()
