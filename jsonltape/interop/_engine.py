@@ -27,6 +27,7 @@ from ._discover import Item, SourceError, name_of
 from ._discover import as_input as _as_input
 from ._discover import discover as _discover
 from ._inputs import FileInput, Input, LogInput, UnitInput
+from ._one_import import one_import
 from ._registry import AGENTS
 from ._rewrite import continue_log, points_of
 from ._sink import MARK, Sink
@@ -167,7 +168,9 @@ def import_file(
     try:
         inp = as_input(source, path)
         report.path = display_path(inp)
-        _import(source, inp, out, report, settle, time.time() if now is None else now, progress)
+        with one_import(out / source, session_id_for(source, inp.name)):
+            now = time.time() if now is None else now  # after a wait: what it found is later
+            _import(source, inp, out, report, settle, now, progress)
     except (JsonltapeError, OSError, UnicodeError) as exc:
         report.status = "error"
         if isinstance(exc, JsonltapeError):

@@ -1,0 +1,66 @@
+"""One import of a source at a time.
+
+Two imports of the same source into the same root, run at once (a cron job and a hand-typed
+``jsonltape import``), would each create the same staged sessions and each find, at naming
+time, that the other had named one first: both failed, nothing lost, and the next import
+completed. Now the second waits for the first and then finds the source imported.
+
+The lock files live in jsonltape's data directory, not in the archive (no file in a root a
+user commits), and there are at most :data:`STRIPES` of them, shared by the sources whose keys
+hash alike: a shared stripe only ever makes one import wait for another, never lets two of one
+source run at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .. import _fs
+from .._project import data_dir
+
+__all__ = ["STRIPES", "one_import"]
+
+#: How many lock files there are at most, for every root and source together.
+STRIPES = 256
+_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+#: Lock directories this process made or found (an unchanged re-import takes a lock per file).
+_MADE: set[Path] = set()
+
+
+def lock_file(directory: Path, base_id: str) -> Path:
+    """The lock file of importing the source whose main session is ``base_id`` (or a name
+    derived from it) in ``directory``."""
+    key = f"{os.path.abspath(directory)}\0{base_id}".encode("utf-8", "surrogatepass")
+    stripe = int.from_bytes(hashlib.sha256(key).digest()[:4], "big") % STRIPES
+    return data_dir() / "locks" / f"import-{stripe:03d}.lock"
+
+
+def _open(path: Path) -> int | None:
+    try:
+        if path.parent not in _MADE:
+            _fs.make_dirs(path.parent)
+            _MADE.add(path.parent)
+        return os.open(path, _FLAGS, 0o600)
+    except OSError:
+        return None
+
+
+@contextmanager
+def one_import(directory: Path, base_id: str) -> Iterator[None]:
+    """Hold the lock of importing that source; another import of it waits here. Without a
+    usable data directory (a read-only home, a symlink at the lock's name) the import runs
+    unlocked, as before: two at once may then both fail, with nothing lost."""
+    fd = _open(lock_file(directory, base_id))
+    if fd is None:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close, also when the holder dies
+        yield
+    finally:
+        os.close(fd)
