@@ -4,7 +4,11 @@ failed at naming time ("session file already exists")."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -13,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import jsonltape
+from jsonltape._project import data_dir
 from jsonltape.interop import import_paths
 from jsonltape.interop._engine import as_input, session_id_for
 from jsonltape.interop._one_import import STRIPES, lock_file, one_import
@@ -91,3 +96,65 @@ def test_without_a_usable_data_directory_an_import_still_runs(
     repo = _repo(tmp_path)
     (report,) = import_paths("aider", [repo], tmp_path / "root", settle=0)
     assert report.status == "imported" and report.created
+
+
+def test_one_root_named_through_a_symlink_or_dotdot_shares_its_lock(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "aider").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(root)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "up").symlink_to(tmp_path)  # sub/up/.. is tmp_path's parent, not sub
+    names = [
+        tmp_path / "link" / "aider",
+        tmp_path / "sub" / "up" / "root" / "aider",
+        tmp_path / "sub" / "up" / ".." / tmp_path.name / "root" / "aider",
+        Path(os.path.relpath(root / "aider")),
+    ]
+    want = lock_file(root / "aider", "aider-x")
+    assert [lock_file(d, "aider-x") for d in names] == [want] * len(names)
+
+
+@pytest.mark.timeout(300)
+def test_two_imports_into_one_root_by_two_of_its_names_both_succeed(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    root = tmp_path / "root"
+    root.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(root)
+    procs = [_import(root, repo), _import(tmp_path / "link", repo)]
+    results = [(p, *p.communicate(timeout=240)) for p in procs]
+    for proc, _out, err in results:
+        assert proc.returncode == 0, err
+    assert sorted(_created(out) for _p, out, _e in results) == [0, len(_sessions(root))]
+
+
+def test_a_lock_directory_removed_while_the_process_runs_is_made_again(tmp_path: Path) -> None:
+    with one_import(tmp_path / "root" / "aider", "aider-1"):
+        pass
+    lock = lock_file(tmp_path / "root" / "aider", "aider-1")
+    shutil.rmtree(lock.parent)
+    with one_import(tmp_path / "root" / "aider", "aider-1"):
+        probe = os.open(lock, os.O_RDWR)  # held: another open file cannot have it
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+
+
+def test_a_lock_the_file_system_refuses_lets_the_import_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An NFS home without its lock service refuses flock with ENOLCK (the root, elsewhere,
+    # locks); nothing here can refuse it for real, so flock fails there as it does on one.
+    real = fcntl.flock
+    locks = str(data_dir() / "locks")
+
+    def refused(fd: int, op: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(locks):
+            raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+        real(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", refused)
+    repo = _repo(tmp_path)
+    (report,) = import_paths("aider", [repo], tmp_path / "root", settle=0)
+    assert report.status == "imported" and report.created, report.error

@@ -34,33 +34,43 @@ _MADE: set[Path] = set()
 
 def lock_file(directory: Path, base_id: str) -> Path:
     """The lock file of importing the source whose main session is ``base_id`` (or a name
-    derived from it) in ``directory``."""
-    key = f"{os.path.abspath(directory)}\0{base_id}".encode("utf-8", "surrogatepass")
+    derived from it) in ``directory``. The directory is named by its real path: one root
+    reached through a symlink, a relative path or ``..`` is still one root (its sessions are
+    the same files), so its imports still take turns."""
+    key = f"{os.path.realpath(directory)}\0{base_id}".encode("utf-8", "surrogatepass")
     stripe = int.from_bytes(hashlib.sha256(key).digest()[:4], "big") % STRIPES
     return data_dir() / "locks" / f"import-{stripe:03d}.lock"
 
 
 def _open(path: Path) -> int | None:
-    try:
-        if path.parent not in _MADE:
-            _fs.make_dirs(path.parent)
-            _MADE.add(path.parent)
-        return os.open(path, _FLAGS, 0o600)
-    except OSError:
-        return None
+    for _ in range(2):  # once more when the directory went away since it was made
+        try:
+            if path.parent not in _MADE:
+                _fs.make_dirs(path.parent)
+                _MADE.add(path.parent)
+            return os.open(path, _FLAGS, 0o600)
+        except FileNotFoundError:  # removed while this process ran (a long `import --follow`)
+            _MADE.discard(path.parent)
+        except OSError:
+            return None
+    return None
 
 
 @contextmanager
 def one_import(directory: Path, base_id: str) -> Iterator[None]:
     """Hold the lock of importing that source; another import of it waits here. Without a
-    usable data directory (a read-only home, a symlink at the lock's name) the import runs
-    unlocked, as before: two at once may then both fail, with nothing lost."""
+    usable data directory (a read-only home, a symlink at the lock's name) or lock (an NFS
+    home without its lock service: ENOLCK) the import runs unlocked, as before: two at once
+    may then both fail, with nothing lost."""
     fd = _open(lock_file(directory, base_id))
     if fd is None:
         yield
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close, also when the holder dies
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close, also when the holder dies
+        except OSError:
+            pass  # a lock that cannot be had is not the import's failure
         yield
     finally:
         os.close(fd)
