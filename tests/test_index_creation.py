@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -89,3 +91,26 @@ def test_a_creation_killed_midway_leaves_a_file_the_next_writer_replaces(tmp_pat
     SqliteStore(index).close()
     assert _version(index) == SCHEMA_VERSION
     assert not half.exists()
+
+
+def test_an_index_name_that_is_a_dangling_symlink_is_refused_and_nothing_made_where_it_points(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "sessions"
+    tree.mkdir(mode=0o700)
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    elsewhere = tmp_path / "elsewhere" / "index.db"
+    elsewhere.parent.mkdir()
+    (data / "index.db").symlink_to(elsewhere)
+    index = str(data / "index.db")
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "jsonltape", "sync", str(tree), "--index", index],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        env={**os.environ, "JSONLTAPE_HOME": str(tmp_path / "home")},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("jsonltape: error: ") and "symlink" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert list(elsewhere.parent.iterdir()) == []
+    assert (data / "index.db").is_symlink()

@@ -31,6 +31,7 @@ from jsonltape_daemon.engines.sqlite.schema import (
     tkey_base,
 )
 from jsonltape_daemon.engines.sqlite.usage import UsageRows
+from jsonltape_daemon.errors import IndexStateError
 from jsonltape_daemon.ingest.rows import EventRow, FileRow, MessageRow, Node, SessionRow, Store
 from jsonltape_daemon.paths import build_path, fsync_path, helper_path, new_path, remove_db
 
@@ -127,6 +128,11 @@ class SqliteStore(FullText, UsageRows):
             remove_db(new_path(path))  # left by a creation that was killed
             if not os.path.lexists(path):
                 _create(Path(path))
+            elif not os.path.exists(path):  # SQLite would create the file where it points
+                raise IndexStateError(
+                    f"{path}: a symlink to nothing ({os.readlink(path)}); an index is not "
+                    "created through a symlink: remove it, or give the index's own path"
+                )
         self.con = connect(path, create=True)
         migrate(self.con)
         self.commits = 0
