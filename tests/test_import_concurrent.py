@@ -74,6 +74,19 @@ def test_an_import_waits_while_another_import_of_its_source_runs(tmp_path: Path)
     out, err = child.communicate(timeout=100)
     assert child.returncode == 0, err
     assert _created(out) == len(_sessions(root)) > 0
+    lock = lock_file(root / "aider", base_id)
+    # said once, before it waited: what it waits for and which lock holds it
+    assert err.count("waiting") == 1, err
+    assert f"{history}: waiting for another import of it into {root} to end" in err
+    assert f"(it holds {lock})" in err
+
+
+def test_an_import_nobody_holds_up_says_nothing_of_waiting(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    child = _import(tmp_path / "root", repo)
+    out, err = child.communicate(timeout=100)
+    assert child.returncode == 0, err
+    assert "waiting" not in err and _created(out) > 0
 
 
 def test_lock_files_are_few_owner_only_and_outside_the_archive(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -120,7 +121,10 @@ def import_(
     with bar as progress:
         step = progress.update if progress is not None else None
         for name, f in jobs:
-            report = import_file(name, f, out_root, settle=None if live else settle, progress=step)
+            report = import_file(
+                name, f, out_root, settle=None if live else settle, progress=step,
+                waiting=partial(_waiting, f, out_root),
+            )  # fmt: skip
             reports.append(report)
             if as_json:
                 click.echo(json_line(report))
@@ -128,6 +132,13 @@ def import_(
                 for s in report.sessions:
                     say(str(s))
     _report(reports, len(jobs) == 1 and source != "auto")
+
+
+def _waiting(source: Path | Unit, root: Path, lock: Path) -> None:
+    where = source.path if isinstance(source, Unit) else source
+    _err(
+        f"jsonltape: {where}: waiting for another import of it into {root} to end (it holds {lock})"
+    )
 
 
 def _found(dirs: tuple[Path, ...], out_root: Path) -> list[tuple[str, Path | Unit]]:

@@ -150,9 +150,12 @@ def import_file(
     settle: float | None = 3600.0,
     now: float | None = None,
     progress: Callable[[int], None] | None = None,
+    waiting: Callable[[Path], None] | None = None,
 ) -> FileReport:
     """Import one foreign session (a file, or a :class:`Unit` from :func:`discover`) into
-    ``root``; never raises for a bad source (the report says what went wrong).
+    ``root``; never raises for a bad source (the report says what went wrong). Another import
+    of the same source into the same root is waited for (``waiting`` is told the lock file
+    it waits on, once, before it does).
 
     :param settle: seconds after its last change when a source counts as finished: a turn it
         left open is then closed as interrupted (like ``repair`` closes a crashed turn). None
@@ -168,7 +171,7 @@ def import_file(
     try:
         inp = as_input(source, path)
         report.path = display_path(inp)
-        with one_import(out / source, session_id_for(source, inp.name)):
+        with one_import(out / source, session_id_for(source, inp.name), waiting=waiting):
             now = time.time() if now is None else now  # after a wait: what it found is later
             _import(source, inp, out, report, settle, now, progress)
     except (JsonltapeError, OSError, UnicodeError) as exc:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -57,20 +57,38 @@ def _open(path: Path) -> int | None:
 
 
 @contextmanager
-def one_import(directory: Path, base_id: str) -> Iterator[None]:
-    """Hold the lock of importing that source; another import of it waits here. Without a
+def one_import(
+    directory: Path, base_id: str, *, waiting: Callable[[Path], None] | None = None
+) -> Iterator[None]:
+    """Hold the lock of importing that source; another import of it waits here, and
+    ``waiting`` is told the lock file's path once before it does (the CLI says so on stderr:
+    an import behind one stopped with Ctrl-Z would otherwise wait in silence). Without a
     usable data directory (a read-only home, a symlink at the lock's name) or lock (an NFS
     home without its lock service: ENOLCK) the import runs unlocked, as before: two at once
     may then both fail, with nothing lost."""
-    fd = _open(lock_file(directory, base_id))
+    path = lock_file(directory, base_id)
+    fd = _open(path)
     if fd is None:
         yield
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close, also when the holder dies
-        except OSError:
-            pass  # a lock that cannot be had is not the import's failure
+        _lock(fd, path, waiting)
         yield
     finally:
-        os.close(fd)
+        os.close(fd)  # releases the lock, as the holder's death does
+
+
+def _lock(fd: int, path: Path, waiting: Callable[[Path], None] | None) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    except OSError:
+        return  # a lock that cannot be had is not the import's failure
+    if waiting is not None:
+        waiting(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        pass
