@@ -53,6 +53,7 @@ from jsonltape.events import HeaderData, Line
 from jsonltape.interop import foreign as mapping
 from jsonltape_daemon.ingest.files import DATA_ERRORS, O_READ, Budget, SyncStats
 from jsonltape_daemon.ingest.ingestor import Ingestor
+from jsonltape_daemon.ingest.pace import Pace
 from jsonltape_daemon.ingest.rows import FileRow, Store
 from jsonltape_daemon.ingest.source import Damage, Header
 
@@ -336,6 +337,7 @@ class ForeignIngestor(Ingestor):
             part for where in self.agent.projects for part in where.split("/") if part[:1] == "."
         )
         self._done: set[str] = set()  #: files synced in this pass (with their members)
+        self.pace = Pace()  #: a costly file is mapped again only so often while it grows
 
     # -- which paths ------------------------------------------------------------------------
 
@@ -348,7 +350,10 @@ class ForeignIngestor(Ingestor):
         anchors = {self.anchor(os.path.abspath(p)) for p in paths}
         if any(self._skip_input(p) for p in anchors):
             return self.rescan()  # what `skip` says of any file of the tree may have changed
-        return super().sync_paths(anchors)
+        return super().sync_paths(self.pace.ready(anchors))
+
+    def take_held(self) -> dict[str, float]:
+        return self.pace.take_held()
 
     def hinted(self, path: str) -> bool:
         anchor = self.anchor(path)
@@ -408,7 +413,8 @@ class ForeignIngestor(Ingestor):
                 self._sync_units(path, units)
                 return
         self._done.add(path)
-        super()._sync_path(path, reg)
+        with self.pace.timing(path):
+            super()._sync_path(path, reg)
         if reg is not None and self.store.file(path) == reg and os.path.lexists(path):
             return  # unchanged: so are its members (they share its stat)
         found: set[str] = set()

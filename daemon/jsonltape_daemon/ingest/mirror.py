@@ -82,6 +82,11 @@ class Mirror:
             add_stats(total, engine.sync_paths(todo))
         return total
 
+    def take_held(self) -> dict[str, float]:
+        """What the last ``sync_paths`` held back, and when each may be synced (see
+        ``pace.py``): the daemon hints those paths again at that time."""
+        return {p: at for engine in self.engines for p, at in engine.take_held().items()}
+
     def hinted(self, path: str) -> bool:
         """Whether a watcher's event for ``path`` concerns one of the trees (a session file, a
         foreign source's file or a database's ``-wal``); called on the watcher's thread."""

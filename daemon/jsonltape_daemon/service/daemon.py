@@ -205,6 +205,7 @@ class Daemon:
                 elif paths:
                     self._account(mirror.sync_paths(paths), rescan=False)
                     self._push(paths, rescan=False)
+                    self._hold(mirror.take_held())
                 elif self.remote is not None and not self.remote.connected:
                     self._push((), rescan=False)  # due for a reconnect: it rescans then
                 elif building:
@@ -257,6 +258,7 @@ class Daemon:
         if r is None:
             return
         stats = r.step(paths, rescan=rescan)
+        self._hold(r.take_held())
         if stats is not None:
             self.status["pushed"] = _now_ms()
             self.status["pushed_events"] = self.status.get("pushed_events", 0) + stats.events
@@ -266,6 +268,12 @@ class Daemon:
             "error": r.error,
             "failures": r.failures,
         }
+
+    def _hold(self, held: dict[str, float]) -> None:
+        """Hint again, each at its time, the paths a sync held back (``ingest/pace.py``: a
+        costly foreign file mapped again too soon)."""
+        for path, at in held.items():
+            self.hints.later(path, at)
 
     def _account(self, stats: SyncStats, *, rescan: bool) -> None:
         s = self.status

@@ -93,6 +93,10 @@ class Remote:
         self.delay, self.error, self.failures = self._first, None, 0
         return stats
 
+    def take_held(self) -> dict[str, float]:
+        """What the last push held back (``Mirror.take_held``)."""
+        return self.mirror.take_held() if self.mirror is not None else {}
+
     def close(self) -> None:
         if self.mirror is not None:
             store, self.mirror = self.mirror.store, None

@@ -57,6 +57,7 @@ class Hints:
         self.capacity = capacity
         self._cond = threading.Condition()
         self._paths: dict[str, float] = {}  # path -> when it was first noted (monotonic)
+        self._later: dict[str, float] = {}  # path -> when it is to be a hint (monotonic)
         self._rescan = False
         self._last = 0.0
         self.overflows = 0
@@ -72,6 +73,21 @@ class Hints:
                 else:
                     self._paths[path] = now
             self._cond.notify()
+
+    def later(self, path: str, at: float) -> None:
+        """Make ``path`` a hint at monotonic time ``at`` (a file the engine held back)."""
+        with self._cond:
+            self._later[path] = min(at, self._later.get(path, at))
+            self._cond.notify()
+
+    def _due(self, now: float) -> float | None:
+        """Move the paths whose time came to the hints; the next such time, if any."""
+        for path, at in list(self._later.items()):
+            if at <= now:
+                del self._later[path]
+                self._paths.setdefault(path, at)
+                self._last = max(self._last, at)
+        return min(self._later.values(), default=None)
 
     def request_rescan(self) -> None:
         with self._cond:
@@ -101,11 +117,15 @@ class Hints:
         ``timeout`` without any hint."""
         with self._cond:
             deadline = time.monotonic() + timeout
-            while not self._paths and not self._rescan and not stop.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
+            while not stop.is_set():
+                now = time.monotonic()
+                upcoming = self._due(now)
+                if self._paths or self._rescan:
+                    break
+                left = min(deadline, upcoming if upcoming is not None else deadline) - now
+                if deadline - now <= 0:
                     return [], False
-                self._cond.wait(left)
+                self._cond.wait(max(left, 0.0))
             while not self._rescan and not stop.is_set() and self._paths:
                 now = time.monotonic()
                 due = min(self._last + quiet, min(self._paths.values()) + max_wait)

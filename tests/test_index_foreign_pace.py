@@ -1,0 +1,155 @@
+"""A foreign file that is costly to map and keeps growing is mapped again only so often
+(``ingest/pace.py``): what a sync holds back is synced at its time, never lost, and the rows
+then equal a rebuild. Real sample files, the real engine, real SQLite; only the clock the pace
+reads is scripted (a mapping's duration is what it paces by)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from jsonltape_daemon.engines.sqlite.schema import connect
+from jsonltape_daemon.engines.sqlite.store import SqliteStore
+from jsonltape_daemon.ingest.foreign import ForeignIngestor
+from jsonltape_daemon.ingest.pace import Pace
+from jsonltape_daemon.service.daemon import Config, Daemon
+from jsonltape_daemon.service.watcher import Hints
+
+from .conftest import SAMPLES
+from .test_daemon import _Running, wait_for
+from .test_index_foreign import rebuild
+from .test_index_helpers import dump
+
+pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason="no shared samples")
+NAME = "claude-code-v1.0.108-japanese.jsonl"
+
+
+class Clock:
+    """Monotonic seconds that move by ``step`` at every reading (a mapping reads it twice)."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+        self.step = 0.0
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+def _half(tmp_path: Path) -> tuple[Path, Path, list[bytes]]:
+    lines = (SAMPLES / NAME).read_bytes().splitlines(keepends=True)
+    root = tmp_path / "claude"
+    root.mkdir()
+    path = root / NAME
+    path.write_bytes(b"".join(lines[: len(lines) // 2]))
+    return root, path, lines[len(lines) // 2 :]
+
+
+def _events(store: SqliteStore) -> int:
+    return int(store.con.execute("SELECT count(*) FROM events").fetchone()[0])
+
+
+class Grown(NamedTuple):
+    engine: ForeignIngestor
+    store: SqliteStore
+    clock: Clock
+    root: Path
+    path: Path
+    mapped_at: float  #: when the first mapping ended
+    before: int  #: events indexed by it
+
+
+@contextmanager
+def _grown(tmp_path: Path, mapping_takes: float) -> Iterator[Grown]:
+    """Half the sample indexed by a mapping that "took" ``mapping_takes`` seconds, then the
+    other half appended, not synced yet."""
+    root, path, rest = _half(tmp_path)
+    store = SqliteStore(":memory:")
+    try:
+        engine = ForeignIngestor(store, root, "claude-code")
+        clock = Clock()
+        engine.pace.clock = clock
+        clock.step = mapping_takes
+        engine.rescan()
+        clock.step = 0.0
+        with open(path, "ab") as f:
+            f.write(b"".join(rest))
+        yield Grown(engine, store, clock, root, path, clock.t, _events(store))
+    finally:
+        store.close()
+
+
+def test_a_costly_growing_file_is_held_back_until_its_pace_then_synced_whole(
+    tmp_path: Path,
+) -> None:
+    with _grown(tmp_path, 1.0) as g:  # the next mapping waits 4 s after it
+        engine, path = g.engine, str(g.path)
+        stats = engine.sync_paths([path])
+        assert stats.files == 0 and _events(g.store) == g.before  # held back: nothing read
+        held = engine.take_held()
+        assert held == {path: g.mapped_at + Pace.factor * 1.0}
+        assert engine.take_held() == {}  # said once
+        g.clock.t = held[path] - 0.01
+        engine.sync_paths([path])
+        assert _events(g.store) == g.before and engine.take_held() == held  # not yet
+        g.clock.t = held[path]
+        engine.sync_paths([path])
+        assert engine.take_held() == {}
+        assert _events(g.store) > g.before
+        assert dump(g.store.con) == rebuild(g.root, "claude-code")
+
+
+def test_a_file_mapped_quickly_is_never_held_back(tmp_path: Path) -> None:
+    with _grown(tmp_path, Pace.floor / 4) as g:  # well below the floor
+        g.engine.sync_paths([str(g.path)])
+        assert g.engine.take_held() == {}
+        assert dump(g.store.con) == rebuild(g.root, "claude-code")
+
+
+def test_a_held_path_becomes_a_hint_at_its_time_and_not_before() -> None:
+    hints = Hints()
+    stop = threading.Event()
+    at = time.monotonic() + 0.3
+    hints.later("/r/a.jsonl", at)
+    assert hints.take(0.05, quiet=0.0, max_wait=0.0, stop=stop) == ([], False)
+    paths, rescan = hints.take(5.0, quiet=0.0, max_wait=0.0, stop=stop)
+    assert (paths, rescan) == (["/r/a.jsonl"], False) and time.monotonic() >= at
+    hints.later("/r/a.jsonl", at + 10)
+    hints.later("/r/a.jsonl", at)  # the earlier of two times wins
+    assert hints.take(1.0, quiet=0.0, max_wait=0.0, stop=stop)[0] == ["/r/a.jsonl"]
+
+
+def test_the_daemon_syncs_what_it_held_back_while_the_file_grew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every mapping holds the file back for 40 times its duration: most of the appends below
+    # come while it is held, and the last must still reach the index, through the real loop.
+    monkeypatch.setattr(Pace, "floor", 0.0)
+    monkeypatch.setattr(Pace, "factor", 40.0)
+    root, path, rest = _half(tmp_path)
+    sessions = tmp_path / "sessions"
+    sessions.mkdir(mode=0o700)
+    cfg = Config(
+        sessions, tmp_path / "i.db", rescan_interval=3600, sources=(("claude-code", str(root)),)
+    )
+    with _Running(Daemon(cfg, log=lambda _m: None)):
+        for line in rest:
+            with open(path, "ab") as f:
+                f.write(line)
+            time.sleep(0.03)
+
+        want = rebuild(root, "claude-code")
+
+        def same() -> bool:
+            c = connect(cfg.index, readonly=True)
+            try:
+                return dump(c) == want
+            finally:
+                c.close()
+
+        wait_for(same, timeout=60)
