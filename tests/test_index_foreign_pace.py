@@ -10,12 +10,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 from jsonltape_daemon.engines.sqlite.schema import connect
 from jsonltape_daemon.engines.sqlite.store import SqliteStore
-from jsonltape_daemon.ingest.foreign import ForeignIngestor
+from jsonltape_daemon.ingest.foreign import ForeignFiles, ForeignIngestor
 from jsonltape_daemon.ingest.pace import Pace
 from jsonltape_daemon.service.daemon import Config, Daemon
 from jsonltape_daemon.service.watcher import Hints
@@ -153,3 +153,43 @@ def test_the_daemon_syncs_what_it_held_back_while_the_file_grew(
                 c.close()
 
         wait_for(same, timeout=60)
+
+
+def test_a_file_growing_during_its_sync_is_mapped_once_for_it_and_its_members(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Japanese sample has two sidechains (members): an agent appending while they are
+    # synced made each of them map the whole file again (three mappings a sync).
+    root, path, rest = _half(tmp_path)
+    store = SqliteStore(":memory:")
+    try:
+        engine = ForeignIngestor(store, root, "claude-code")
+        engine.rescan()
+        with open(path, "ab") as f:
+            f.write(b"".join(rest[: len(rest) // 2]))
+        maps = [0]
+        real_map, real_member = ForeignFiles._map, ForeignIngestor._sync_member
+        late = iter(rest[len(rest) // 2 :])
+
+        def counted(self: ForeignFiles, *a: Any, **k: Any) -> Any:
+            maps[0] += 1
+            return real_map(self, *a, **k)
+
+        def growing(self: ForeignIngestor, *a: Any, **k: Any) -> None:
+            with open(path, "ab") as f:  # the agent writes on
+                f.write(next(late, b""))
+            real_member(self, *a, **k)
+
+        monkeypatch.setattr(ForeignFiles, "_map", counted)
+        monkeypatch.setattr(ForeignIngestor, "_sync_member", growing)
+        engine.sync_paths([str(path)])
+        members = store.con.execute("SELECT count(*) FROM files WHERE path LIKE ?", (f"{path}#%",))
+        assert members.fetchone()[0] >= 2
+        assert maps[0] == 1  # the file and its members: one mapping
+        monkeypatch.setattr(ForeignIngestor, "_sync_member", real_member)
+        with open(path, "ab") as f:
+            f.write(b"".join(late))
+        engine.sync_paths([str(path)])  # what came during the sync, members included
+        assert dump(store.con) == rebuild(root, "claude-code")
+    finally:
+        store.close()

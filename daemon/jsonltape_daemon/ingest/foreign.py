@@ -51,7 +51,7 @@ from jsonltape._index_api import AGENTS, Unit, crc_of, encode_event, session_id_
 from jsonltape.errors import FormatError, JsonltapeError
 from jsonltape.events import HeaderData, Line
 from jsonltape.interop import foreign as mapping
-from jsonltape_daemon.ingest.files import DATA_ERRORS, O_READ, Budget, SyncStats
+from jsonltape_daemon.ingest.files import DATA_ERRORS, O_READ, Budget, Stat, SyncStats
 from jsonltape_daemon.ingest.ingestor import Ingestor
 from jsonltape_daemon.ingest.pace import Pace
 from jsonltape_daemon.ingest.rows import FileRow, Store
@@ -166,6 +166,9 @@ class ForeignFiles:
             raise ValueError(f"unknown source {source!r}; use one of {', '.join(IN_PLACE)}")
         self.source = source
         self.last: _Mapped | None = None
+        #: the file whose members are being synced: they take its mapping just made, whatever
+        #: the file grew since (``ForeignIngestor._sync_path``)
+        self.pinned: str | None = None
         self._fd = -1
         self._lines: list[Line] = []
         self._member: str | None = None
@@ -181,17 +184,29 @@ class ForeignFiles:
     # -- the mapping ---------------------------------------------------------------------
 
     def mapped(self, fd: int, path: str) -> _Mapped:
-        """The mapping of the file open at ``fd`` (cached while its stat is unchanged)."""
+        """The mapping of the file open at ``fd`` (cached while its stat is unchanged, and for
+        the :attr:`pinned` file while it is the same inode)."""
         st = os.fstat(fd)
         key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        if self.last is not None and self.last.key == key:
-            return self.last
+        last = self.last
+        if last is not None and (
+            last.key == key or (path == self.pinned and last.key[:3] == key[:3])
+        ):
+            return last
         scan = mapping.scan_file(self.source, path, raw=False)
         rendered = scan.data()  # a unit (a Gemini CLI legacy .json chat): its JSONL rendering
         return self._map(
             key, scan, lambda: rendered if rendered is not None else os.pread(fd, st.st_size, 0),
             False,
         )  # fmt: skip
+
+    def pinned_stat(self, path: str) -> Stamp | None:
+        """The stat the mapping of the pinned ``path`` was made at: its members are synced as
+        of that (the registry keeps it, so a file that grew since is synced again)."""
+        last = self.last
+        if path != self.pinned or last is None or last.key[0] != path or last.unit:
+            return None
+        return Stamp(*last.key[1:])
 
     def mapped_unit(self, vpath: str, unit: Unit, stamp: Stamp) -> _Mapped:
         """The mapping of a unit (cached while its stamp is unchanged); ``header`` and the calls
@@ -413,18 +428,24 @@ class ForeignIngestor(Ingestor):
                 self._sync_units(path, units)
                 return
         self._done.add(path)
-        with self.pace.timing(path):
+        with self.pace.timing(path):  # the file and its members: what a change costs
             super()._sync_path(path, reg)
-        if reg is not None and self.store.file(path) == reg and os.path.lexists(path):
-            return  # unchanged: so are its members (they share its stat)
-        found: set[str] = set()
-        m = self.kind.last
-        if m is not None and m.key[0] == path and not m.unit:
-            found = {member_path(path, sid) for sid in m.sessions if sid != m.main}
-        known = self._rows_of(path)
-        known.pop(path, None)
-        for vpath in sorted(found | set(known)):
-            self._sync_member(path, vpath, known.get(vpath))
+            if reg is not None and self.store.file(path) == reg and os.path.lexists(path):
+                return  # unchanged: so are its members (they share its stat)
+            found: set[str] = set()
+            m = self.kind.last
+            if m is not None and m.key[0] == path and not m.unit:
+                found = {member_path(path, sid) for sid in m.sessions if sid != m.main}
+            known = self._rows_of(path)
+            known.pop(path, None)
+            # A live agent appends while this runs: its members are synced from the mapping
+            # just made, not from one more mapping of the whole file each.
+            self.kind.pinned = path
+            try:
+                for vpath in sorted(found | set(known)):
+                    self._sync_member(path, vpath, known.get(vpath))
+            finally:
+                self.kind.pinned = None
 
     def _rows_of(self, path: str) -> dict[str, FileRow]:
         """The registry rows of a file: its own, its members' and its units'."""
@@ -514,7 +535,11 @@ class ForeignIngestor(Ingestor):
             return
         try:
             st = os.fstat(fd)
-            if reg is not None and (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (
+            seen = self.kind.pinned_stat(real)
+            if seen is not None and (seen.st_dev, seen.st_ino) != (st.st_dev, st.st_ino):
+                seen = None  # replaced since its mapping: mapped anew
+            hint: Stat = seen if seen is not None else st
+            if reg is not None and (hint.st_dev, hint.st_ino, hint.st_size, hint.st_mtime_ns) == (
                 reg.dev,
                 reg.ino,
                 reg.size,
@@ -527,7 +552,7 @@ class ForeignIngestor(Ingestor):
                     self._forget(reg)  # that session is gone from the file
                 return
             self._stats.files += 1
-            self._sync_fd(fd, vpath, reg)
+            self._sync_fd(fd, vpath, reg, seen)
         except (OSError, JsonltapeError) as exc:
             self._record(vpath, reg, None, "error", str(exc))
         finally:
