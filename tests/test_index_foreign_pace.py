@@ -5,6 +5,7 @@ reads is scripted (a mapping's duration is what it paces by)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -190,6 +191,55 @@ def test_a_file_growing_during_its_sync_is_mapped_once_for_it_and_its_members(
         with open(path, "ab") as f:
             f.write(b"".join(late))
         engine.sync_paths([str(path)])  # what came during the sync, members included
+        assert dump(store.con) == rebuild(root, "claude-code")
+    finally:
+        store.close()
+
+
+def _unpaced(store: SqliteStore, root: Path) -> ForeignIngestor:
+    """An engine that never holds a file back (its clock stands still: every mapping "took"
+    no time), so each sync syncs what it is given."""
+    engine = ForeignIngestor(store, root, "claude-code")
+    engine.pace.clock = lambda: 0.0
+    return engine
+
+
+NOT_CLAUDE = [
+    b'{"foo": 1}\n' * 40,  # JSON, but no Claude Code line: the mapping fails (FormatError)
+    b'{"type": "session_meta", "payload": {}}\n',  # another agent's file
+]
+
+
+@pytest.mark.parametrize("content", NOT_CLAUDE)
+@pytest.mark.parametrize("how", ["in place", "new inode"])
+def test_members_of_a_file_that_no_longer_maps_go_as_in_a_rebuild(
+    tmp_path: Path, content: bytes, how: str
+) -> None:
+    # The file's mapping of the last sync is still the kind's: the members must not be synced
+    # from it (their stale rows stayed searchable) nor be left as rows a rebuild has not.
+    root = tmp_path / "claude"
+    root.mkdir()
+    path = root / NAME
+    path.write_bytes((SAMPLES / NAME).read_bytes())
+    store = SqliteStore(":memory:")
+    try:
+        engine = _unpaced(store, root)
+        engine.rescan()
+        assert store.con.execute("SELECT count(*) FROM sessions").fetchone()[0] == 3
+        if how == "in place":
+            with open(path, "r+b") as f:
+                f.truncate(0)
+                f.write(content)
+        else:
+            new = root / "new.tmp"
+            new.write_bytes(content)
+            os.replace(new, path)
+        engine.sync_paths([str(path)])
+        assert dump(store.con) == rebuild(root, "claude-code")
+        engine.rescan()
+        assert dump(store.con) == rebuild(root, "claude-code")
+        path.write_bytes((SAMPLES / NAME).read_bytes())  # and back: all three again
+        engine.sync_paths([str(path)])
         assert dump(store.con) == rebuild(root, "claude-code")
     finally:
         store.close()

@@ -200,6 +200,11 @@ class ForeignFiles:
             False,
         )  # fmt: skip
 
+    def drop(self, path: str) -> None:
+        """Forget the mapping of ``path`` kept from an earlier sync."""
+        if self.last is not None and self.last.key[0] == path:
+            self.last = None
+
     def pinned_stat(self, path: str) -> Stamp | None:
         """The stat the mapping of the pinned ``path`` was made at: its members are synced as
         of that (the registry keeps it, so a file that grew since is synced again)."""
@@ -429,15 +434,22 @@ class ForeignIngestor(Ingestor):
                 return
         self._done.add(path)
         with self.pace.timing(path):  # the file and its members: what a change costs
+            # Only this sync's mapping of the file says what its members are: one left from
+            # an earlier sync would keep them as they were when the file no longer maps.
+            self.kind.drop(path)
             super()._sync_path(path, reg)
             if reg is not None and self.store.file(path) == reg and os.path.lexists(path):
                 return  # unchanged: so are its members (they share its stat)
-            found: set[str] = set()
-            m = self.kind.last
-            if m is not None and m.key[0] == path and not m.unit:
-                found = {member_path(path, sid) for sid in m.sessions if sid != m.main}
             known = self._rows_of(path)
             known.pop(path, None)
+            m = self.kind.last
+            if m is None or m.key[0] != path or m.unit:
+                # not mapped (gone, not the agent's file, a mapping that failed): a rebuild
+                # has none of its members
+                for _p, r in sorted(known.items()):
+                    self._forget(r)
+                return
+            found = {member_path(path, sid) for sid in m.sessions if sid != m.main}
             # A live agent appends while this runs: its members are synced from the mapping
             # just made, not from one more mapping of the whole file each.
             self.kind.pinned = path
