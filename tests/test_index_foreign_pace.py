@@ -243,3 +243,18 @@ def test_members_of_a_file_that_no_longer_maps_go_as_in_a_rebuild(
         assert dump(store.con) == rebuild(root, "claude-code")
     finally:
         store.close()
+
+
+def test_held_paths_coming_back_keep_to_the_hints_capacity() -> None:
+    # A held path that comes back when the hints are full asks for a rescan (which syncs it),
+    # as a watcher's hint does: it does not grow the hints past their capacity.
+    hints = Hints(capacity=2)
+    stop = threading.Event()
+    hints.add("/r/a.jsonl")
+    hints.add("/r/b.jsonl")
+    now = time.monotonic()
+    hints.later("/r/c.jsonl", now - 1.0)
+    hints.later("/r/d.jsonl", now - 1.0)
+    paths, rescan = hints.take(1.0, quiet=0.0, max_wait=0.0, stop=stop)
+    assert sorted(paths) == ["/r/a.jsonl", "/r/b.jsonl"] and rescan
+    assert hints.overflows == 2

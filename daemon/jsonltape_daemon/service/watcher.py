@@ -66,13 +66,17 @@ class Hints:
         with self._cond:
             now = time.monotonic()
             self._last = now
-            if path not in self._paths:
-                if len(self._paths) >= self.capacity:
-                    self._rescan = True
-                    self.overflows += 1
-                else:
-                    self._paths[path] = now
+            self._note(path, now)
             self._cond.notify()
+
+    def _note(self, path: str, at: float) -> None:
+        """Hold ``path`` as a hint noted at ``at``, or ask for a rescan when full."""
+        if path not in self._paths:
+            if len(self._paths) >= self.capacity:
+                self._rescan = True
+                self.overflows += 1
+            else:
+                self._paths[path] = at
 
     def later(self, path: str, at: float) -> None:
         """Make ``path`` a hint at monotonic time ``at`` (a file the engine held back)."""
@@ -85,7 +89,7 @@ class Hints:
         for path, at in list(self._later.items()):
             if at <= now:
                 del self._later[path]
-                self._paths.setdefault(path, at)
+                self._note(path, at)  # within the capacity, as a watcher's hint
                 self._last = max(self._last, at)
         return min(self._later.values(), default=None)
 
