@@ -148,3 +148,82 @@ def test_a_file_with_sidechains_changed_at_any_moment_of_its_sync_ends_equal_to_
         assert dump(store.con) == want
     finally:
         store.close()
+
+
+class Clock:
+    """Monotonic seconds that move by ``step`` at every reading (a sync reads it twice)."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+        self.step = 0.0
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+MOVES = st.one_of(
+    CHANGES,
+    st.tuples(st.just("rename"), st.just(0)),  # to the other name and back, with its hints
+    st.tuples(st.just("none"), st.just(0)),  # only time passes
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(
+        st.tuples(MOVES, st.sampled_from([0.0, 0.01, 0.2, 1.0]), st.sampled_from([0.0, 0.5, 5.0])),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_what_the_pace_holds_back_comes_back_and_ends_equal_to_a_rebuild(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[Change, float, float]]
+) -> None:
+    # The daemon's part played by hand: the watcher's hints for what changed, and each path
+    # a sync held back hinted again at its time (Hints.later). No rescan until the end: what
+    # is held must come back by itself, whatever happened to the file meanwhile.
+    root = tmp_path_factory.mktemp("claude")
+    names = [root / NAME, root / ("renamed-" + NAME)]
+    disk = Disk(names[0])
+    disk.apply(("cut", N // 2))
+    store = SqliteStore(":memory:")
+    try:
+        engine = ForeignIngestor(store, root, "claude-code")
+        clock = Clock()
+        engine.pace.clock = clock
+        engine.rescan()
+        later: dict[str, float] = {}
+
+        def sync(hinted: set[str], takes: float) -> None:
+            hinted |= {p for p, at in later.items() if at <= clock.t}
+            for p in hinted:
+                later.pop(p, None)
+            clock.step = takes
+            engine.sync_paths(sorted(hinted))
+            clock.step = 0.0
+            for p, at in engine.take_held().items():
+                later[p] = min(at, later.get(p, at))
+
+        for (what, n), takes, passes in steps:
+            hinted = {str(disk.path)}
+            if what == "rename":
+                if disk.path.exists():
+                    to = names[1] if disk.path == names[0] else names[0]
+                    os.replace(disk.path, to)
+                    hinted.add(str(to))
+                    disk.path = to
+            elif what != "none":
+                disk.apply((what, n))
+            else:
+                hinted = set()
+            clock.t += passes
+            sync(hinted, takes)
+        while later:  # the held hints come back at their times, synced then
+            clock.t = min(later.values())
+            sync(set(), 1.0)
+        assert dump(store.con) == rebuild(root, "claude-code")
+    finally:
+        store.close()
