@@ -17,6 +17,7 @@ import pytest
 from jsonltape_daemon.engines.sqlite.schema import connect
 from jsonltape_daemon.engines.sqlite.store import SqliteStore
 from jsonltape_daemon.ingest.foreign import ForeignFiles, ForeignIngestor
+from jsonltape_daemon.ingest.mirror import Mirror
 from jsonltape_daemon.ingest.pace import Pace
 from jsonltape_daemon.service.daemon import Config, Daemon
 from jsonltape_daemon.service.watcher import Hints
@@ -66,13 +67,13 @@ class Grown(NamedTuple):
 
 
 @contextmanager
-def _grown(tmp_path: Path, mapping_takes: float) -> Iterator[Grown]:
+def _grown(tmp_path: Path, mapping_takes: float, *, paced: bool = True) -> Iterator[Grown]:
     """Half the sample indexed by a mapping that "took" ``mapping_takes`` seconds, then the
     other half appended, not synced yet."""
     root, path, rest = _half(tmp_path)
     store = SqliteStore(":memory:")
     try:
-        engine = ForeignIngestor(store, root, "claude-code")
+        engine = ForeignIngestor(store, root, "claude-code", paced=paced)
         clock = Clock()
         engine.pace.clock = clock
         clock.step = mapping_takes
@@ -112,6 +113,25 @@ def test_a_file_mapped_quickly_is_never_held_back(tmp_path: Path) -> None:
         assert dump(g.store.con) == rebuild(g.root, "claude-code")
 
 
+def test_an_engine_not_paced_syncs_every_path_it_is_given_whatever_its_cost(
+    tmp_path: Path,
+) -> None:
+    # Only the daemon hints what a sync held back again: any other caller of sync_paths (a
+    # test, a tool) lost what was held (a loaded machine made a 50 ms mapping, and tests
+    # comparing a sync with a rebuild failed now and then).
+    with _grown(tmp_path, 1.0, paced=False) as g:
+        g.engine.sync_paths([str(g.path)])
+        assert g.engine.take_held() == {}
+        assert dump(g.store.con) == rebuild(g.root, "claude-code")
+    store = SqliteStore(":memory:")
+    try:
+        mirror = Mirror(store, str(tmp_path / "none"), [("claude-code", str(g.root))])
+        engine = mirror.engines[1]
+        assert isinstance(engine, ForeignIngestor) and not engine.pace.on
+    finally:
+        store.close()
+
+
 def test_a_held_path_becomes_a_hint_at_its_time_and_not_before() -> None:
     hints = Hints()
     stop = threading.Event()
@@ -125,19 +145,28 @@ def test_a_held_path_becomes_a_hint_at_its_time_and_not_before() -> None:
     assert hints.take(1.0, quiet=0.0, max_wait=0.0, stop=stop)[0] == ["/r/a.jsonl"]
 
 
-def test_the_daemon_syncs_what_it_held_back_while_the_file_grew(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Every mapping holds the file back for 40 times its duration: most of the appends below
-    # come while it is held, and the last must still reach the index, through the real loop.
+def _held_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, factor: float
+) -> tuple[Path, Path, list[bytes], Config]:
+    """Half the sample in a tree a daemon's config mirrors (no rescan while it runs), every
+    sync of it held back for ``factor`` times its duration."""
     monkeypatch.setattr(Pace, "floor", 0.0)
-    monkeypatch.setattr(Pace, "factor", 40.0)
+    monkeypatch.setattr(Pace, "factor", factor)
     root, path, rest = _half(tmp_path)
     sessions = tmp_path / "sessions"
     sessions.mkdir(mode=0o700)
     cfg = Config(
         sessions, tmp_path / "i.db", rescan_interval=3600, sources=(("claude-code", str(root)),)
     )
+    return root, path, rest, cfg
+
+
+def test_the_daemon_syncs_what_it_held_back_while_the_file_grew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every mapping holds the file back for 40 times its duration: most of the appends below
+    # come while it is held, and the last must still reach the index, through the real loop.
+    root, path, rest, cfg = _held_daemon(tmp_path, monkeypatch, 40.0)
     with _Running(Daemon(cfg, log=lambda _m: None)):
         for line in rest:
             with open(path, "ab") as f:
@@ -196,14 +225,6 @@ def test_a_file_growing_during_its_sync_is_mapped_once_for_it_and_its_members(
         store.close()
 
 
-def _unpaced(store: SqliteStore, root: Path) -> ForeignIngestor:
-    """An engine that never holds a file back (its clock stands still: every mapping "took"
-    no time), so each sync syncs what it is given."""
-    engine = ForeignIngestor(store, root, "claude-code")
-    engine.pace.clock = lambda: 0.0
-    return engine
-
-
 NOT_CLAUDE = [
     b'{"foo": 1}\n' * 40,  # JSON, but no Claude Code line: the mapping fails (FormatError)
     b'{"type": "session_meta", "payload": {}}\n',  # another agent's file
@@ -223,7 +244,7 @@ def test_members_of_a_file_that_no_longer_maps_go_as_in_a_rebuild(
     path.write_bytes((SAMPLES / NAME).read_bytes())
     store = SqliteStore(":memory:")
     try:
-        engine = _unpaced(store, root)
+        engine = ForeignIngestor(store, root, "claude-code")
         engine.rescan()
         assert store.con.execute("SELECT count(*) FROM sessions").fetchone()[0] == 3
         if how == "in place":
@@ -258,3 +279,38 @@ def test_held_paths_coming_back_keep_to_the_hints_capacity() -> None:
     paths, rescan = hints.take(1.0, quiet=0.0, max_wait=0.0, stop=stop)
     assert sorted(paths) == ["/r/a.jsonl", "/r/b.jsonl"] and rescan
     assert hints.overflows == 2
+
+
+def test_what_a_stopped_daemon_held_back_is_synced_when_it_starts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Held for 1000 times each sync's time: the daemon is stopped with the file's last lines
+    # held back (their hint only in its memory); the next daemon's first rescan syncs them.
+    root, path, rest, cfg = _held_daemon(tmp_path, monkeypatch, 1000.0)
+    held: list[str] = []
+    real_hold = Daemon._hold
+
+    def hold(self: Daemon, paths: dict[str, float]) -> None:
+        held.extend(paths)
+        real_hold(self, paths)
+
+    monkeypatch.setattr(Daemon, "_hold", hold)
+    want = rebuild(root, "claude-code")  # before the appends: the first daemon's index
+
+    def index() -> dict[str, Any]:
+        c = connect(cfg.index, readonly=True)
+        try:
+            return dump(c)
+        finally:
+            c.close()
+
+    with _Running(Daemon(cfg, log=lambda _m: None)):
+        wait_for(lambda: index() == want)
+        for line in rest:
+            with open(path, "ab") as f:
+                f.write(line)
+        wait_for(lambda: str(path) in held)
+    want = rebuild(root, "claude-code")
+    assert index() != want  # what it held back was not synced before it stopped
+    with _Running(Daemon(cfg, log=lambda _m: None)):
+        wait_for(lambda: index() == want, timeout=60)

@@ -1,7 +1,7 @@
 """A Claude Code file with sidechains changed in any way at any moment of its sync (before it,
 while its mapping reads it, between its own sync and its members'): one more sync, and a
 rescan, make the index equal a rebuild. Hypothesis draws the sequences; the real sample, the
-real engine, real SQLite; the engine's clock stands still so that nothing is held back."""
+real engine, real SQLite; and what the daemon's pace holds back comes back by itself."""
 
 from __future__ import annotations
 
@@ -134,8 +134,7 @@ def test_a_file_with_sidechains_changed_at_any_moment_of_its_sync_ends_equal_to_
     disk.apply(("cut", start))
     store = SqliteStore(":memory:")
     try:
-        engine = ForeignIngestor(store, root, "claude-code")
-        engine.pace.clock = lambda: 0.0  # never held back: each sync syncs the file
+        engine = ForeignIngestor(store, root, "claude-code")  # not paced: nothing held back
         engine.rescan()
         with pytest.MonkeyPatch.context() as mp:
             for change, when in steps:
@@ -191,7 +190,7 @@ def test_what_the_pace_holds_back_comes_back_and_ends_equal_to_a_rebuild(
     disk.apply(("cut", N // 2))
     store = SqliteStore(":memory:")
     try:
-        engine = ForeignIngestor(store, root, "claude-code")
+        engine = ForeignIngestor(store, root, "claude-code", paced=True)
         clock = Clock()
         engine.pace.clock = clock
         engine.rescan()

@@ -341,6 +341,7 @@ class ForeignIngestor(Ingestor):
         budget: Budget = _BUDGET,
         should_stop: Callable[[], bool] = lambda: False,
         progress: Callable[[int], None] | None = None,
+        paced: bool = False,
     ) -> None:
         super().__init__(
             store,
@@ -357,7 +358,9 @@ class ForeignIngestor(Ingestor):
             part for where in self.agent.projects for part in where.split("/") if part[:1] == "."
         )
         self._done: set[str] = set()  #: files synced in this pass (with their members)
-        self.pace = Pace()  #: a costly file is mapped again only so often while it grows
+        #: a costly file is mapped again only so often while it grows, when ``paced`` (the
+        #: daemon: it hints what is held back again, ``take_held``)
+        self.pace = Pace(on=paced)
 
     # -- which paths ------------------------------------------------------------------------
 
@@ -578,12 +581,19 @@ def engine_for(
     budget: Budget = _BUDGET,
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], None] | None = None,
+    paced: bool = False,
 ) -> Ingestor:
     """The engine for a root as ``meta.roots`` records it: a directory of jsonltape sessions,
-    or ``KIND:PATH`` for a foreign tree."""
+    or ``KIND:PATH`` for a foreign tree (``paced``: see ``pace.py``)."""
     if not os.path.isabs(root):
         kind, path = parse_source(root)
         return ForeignIngestor(
-            store, path, kind, budget=budget, should_stop=should_stop, progress=progress
+            store,
+            path,
+            kind,
+            budget=budget,
+            should_stop=should_stop,
+            progress=progress,
+            paced=paced,
         )
     return Ingestor(store, root, budget=budget, should_stop=should_stop, progress=progress)

@@ -52,7 +52,10 @@ class Mirror:
         *,
         budget: Budget | None = None,
         should_stop: Callable[[], bool] = lambda: False,
+        paced: bool = False,
     ) -> None:
+        # paced: a costly foreign file may be held back by sync_paths (``pace.py``); only a
+        # caller that hints what take_held returns again at its time may ask for it
         self.store = store
         self.roots = [root, *(f"{kind}:{path}" for kind, path in sources)]
         for r in self.roots:
@@ -61,7 +64,10 @@ class Mirror:
         self.main = Ingestor(store, root, budget=b, should_stop=should_stop)
         self.engines: list[Ingestor] = [
             self.main,
-            *(engine_for(store, r, budget=b, should_stop=should_stop) for r in self.roots[1:]),
+            *(
+                engine_for(store, r, budget=b, should_stop=should_stop, paced=paced)
+                for r in self.roots[1:]
+            ),
         ]
 
     def rescan(self) -> SyncStats:

@@ -7,6 +7,10 @@ seconds, the next one of that file waits until :attr:`Pace.factor` × ``T`` have
 changes in between coalesced into it: about a fifth of a core at most per such file, and its
 rows at most that late. Files mapped in less than :attr:`Pace.floor` seconds (nearly all) are
 never held back, and a rescan maps what changed whatever the pace.
+
+Only a caller that hints the held paths again at their time may hold them (the daemon, through
+``take_held`` and ``Hints.later``): an engine's pace holds nothing unless it is :attr:`Pace.on`
+(``Mirror(paced=True)``), so that ``sync_paths`` elsewhere syncs every path it is given.
 """
 
 from __future__ import annotations
@@ -27,14 +31,18 @@ class Pace:
     #: Seconds of mapping below which a file is never held back.
     floor = 0.05
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *, on: bool = True) -> None:
         self.clock = clock
+        #: whether :meth:`ready` holds anything back (the caller hints those paths again)
+        self.on = on
         self._next: dict[str, float] = {}  # path -> monotonic time it may be mapped again
         self._held: dict[str, float] = {}
 
     def ready(self, paths: Iterable[str]) -> set[str]:
         """The paths that may be mapped now; the others are held back until their time
         (:meth:`take_held`)."""
+        if not self.on:
+            return set(paths)
         now = self.clock()
         out: set[str] = set()
         for p in paths:

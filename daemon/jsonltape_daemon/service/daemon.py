@@ -137,7 +137,12 @@ class Daemon:
             store = SqliteStore(cfg.index, helper_from=cfg.helper_from)
             self.store = store
             mirror = Mirror(
-                store, root, cfg.sources, budget=cfg.budget, should_stop=self.stop_event.is_set
+                store,
+                root,
+                cfg.sources,
+                budget=cfg.budget,
+                should_stop=self.stop_event.is_set,
+                paced=True,  # what a sync holds back is hinted again at its time (_hold)
             )
             # One watcher per tree; every hint goes to every engine, which ignores paths
             # outside its tree.
@@ -251,6 +256,7 @@ class Daemon:
             budget=cfg.budget,
             should_stop=self.stop_event.is_set,
             log=self.log,
+            paced=True,
         )
 
     def _push(self, paths: Iterable[str], *, rescan: bool) -> None:

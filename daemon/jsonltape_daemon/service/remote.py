@@ -35,12 +35,14 @@ class Remote:
         first_delay: float = 1.0,
         max_delay: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        paced: bool = False,
     ) -> None:
         self.name = name  #: shown in logs and status: a redacted URL, never a password
         self._open = open_store
         self._root, self._sources = root, list(sources)
         self._budget, self._should_stop, self._log = budget, should_stop, log
         self._first, self._max, self._clock = first_delay, max_delay, clock
+        self._paced = paced  # its engines may hold a costly file back (``take_held``)
         self.mirror: Mirror | None = None
         self.delay = first_delay
         self.next_try = clock()
@@ -72,6 +74,7 @@ class Remote:
                     self._sources,
                     budget=self._budget,
                     should_stop=self._should_stop,
+                    paced=self._paced,
                 )
             except Exception as exc:
                 self._failed(exc)
