@@ -165,6 +165,7 @@ MOVES = st.one_of(
     CHANGES,
     st.tuples(st.just("rename"), st.just(0)),  # to the other name and back, with its hints
     st.tuples(st.just("none"), st.just(0)),  # only time passes
+    st.tuples(st.just("rescan"), st.integers(0, 1)),  # a rescan (after an append, or not)
 )
 
 
@@ -182,8 +183,8 @@ def test_what_the_pace_holds_back_comes_back_and_ends_equal_to_a_rebuild(
     tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[Change, float, float]]
 ) -> None:
     # The daemon's part played by hand: the watcher's hints for what changed, and each path
-    # a sync held back hinted again at its time (Hints.later). No rescan until the end: what
-    # is held must come back by itself, whatever happened to the file meanwhile.
+    # a sync held back hinted again at its time (Hints.later). No rescan at the end: what is
+    # held must come back by itself, whatever happened to the file (or a rescan) meanwhile.
     root = tmp_path_factory.mktemp("claude")
     names = [root / NAME, root / ("renamed-" + NAME)]
     disk = Disk(names[0])
@@ -214,6 +215,14 @@ def test_what_the_pace_holds_back_comes_back_and_ends_equal_to_a_rebuild(
                     os.replace(disk.path, to)
                     hinted.add(str(to))
                     disk.path = to
+            elif what == "rescan":
+                if n:
+                    disk.apply(("grow", 1))  # its hint comes with the rescan's, or after it
+                clock.t += passes
+                clock.step = takes
+                engine.rescan()  # whatever is held: their hints still come back
+                clock.step = 0.0
+                continue
             elif what != "none":
                 disk.apply((what, n))
             else:
