@@ -75,6 +75,9 @@ class WriterState:
     turn: TurnRef | None
     step: int | None = None
     pending: int = 0  # events written since the last checkpoint
+    #: Bytes the last sync covered (what was written then): a close syncs what lies beyond
+    #: (a background round's checkpoint, written after its sync). -1: the opening size.
+    synced: int = -1
     #: The next checkpoint's span (spec §10.2): the offset where it starts (just after the
     #: last checkpoint line, or the header) and the CRC-32 of the bytes written since then.
     span_from: int = 0
@@ -103,6 +106,8 @@ class WriterState:
 
     def __post_init__(self) -> None:
         self.cond = threading.Condition(self.mutex)
+        if self.synced < 0:
+            self.synced = self.written
 
 
 class _FlushOut(msgspec.Struct, omit_defaults=True):
@@ -350,6 +355,8 @@ class Committer:
             s.cond.acquire()
             s.syncing = False
             s.cond.notify_all()
+        if error is None:
+            s.synced = offset  # nothing reached the file while it ran
         if error is not None:
             s.failed = error
             raise WriterFailedError(
@@ -390,8 +397,8 @@ class Committer:
         if s.pending == 0 and not marker:
             if s.buf:
                 self.drain()
-                if final:
-                    self._sync()
+            if final and s.written > s.synced:  # the last checkpoint too, whoever wrote it
+                self._sync()
             return
         self.drain()
         self._check_unchanged(identity=True)  # after the write: it may have raced a change
@@ -474,8 +481,10 @@ class Committer:
 
     def _sync(self) -> None:
         s = self.s
+        upto = s.written
         try:
             s.ops.sync(s.fd)
+            s.synced = upto
         except OSError as exc:
             # After a failed fsync the kernel may have dropped the dirty pages and a retry
             # can "succeed" without the data (fsyncgate): never retry, never report durable.

@@ -163,6 +163,29 @@ def test_checkpoint_is_written_only_right_after_a_sync(tape_path: Path) -> None:
     assert ops.trace[-1][0] == "sync"  # the closing checkpoint is itself synced
 
 
+def test_a_close_right_after_a_background_round_syncs_that_rounds_checkpoint(
+    tape_path: Path,
+) -> None:
+    """A group commit writes its checkpoint after its sync; a close that finds nothing pending
+    then must still sync that line (a fresh-clone CI run caught the race: the trace ended with
+    the round's checkpoint write)."""
+    ops = RecordingOps()
+    tape = recording_tape(
+        tape_path, ops, durability="group", group_events=3, group_ms=10_000, session_id="r"
+    )
+    for i in range(3):
+        tape.user(str(i))  # the third makes the round due: the flusher thread runs it
+    for _ in range(500):
+        with tape._s.mutex:
+            if tape._s.pending == 0 and not tape._s.syncing:
+                break
+        time.sleep(0.01)
+    assert ops.trace[-1][0] == "write" and b'"session/flush"' in ops.trace[-1][2]
+    tape.close()
+    assert ops.trace[-1][0] == "sync"
+    assert ops.trace[-1][1] == tape_path.stat().st_size  # the whole file, checkpoint included
+
+
 def test_darwin_uses_full_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     import fcntl
 
