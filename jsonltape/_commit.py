@@ -355,8 +355,6 @@ class Committer:
             s.cond.acquire()
             s.syncing = False
             s.cond.notify_all()
-        if error is None:
-            s.synced = offset  # nothing reached the file while it ran
         if error is not None:
             s.failed = error
             raise WriterFailedError(
@@ -364,6 +362,7 @@ class Committer:
                 "may be lost",
                 path=s.path,
             ) from error
+        s.synced = offset  # nothing reached the file while it ran
         try:
             _fs.write_all(s.ops, s.fd, line)
         except OSError as exc:

@@ -32,7 +32,7 @@ NAME = "claude-code-v1.0.108-japanese.jsonl"
 
 
 class Clock:
-    """Monotonic seconds that move by ``step`` at every reading (a mapping reads it twice)."""
+    """Monotonic seconds that move by ``step`` at every reading (a sync reads it twice)."""
 
     def __init__(self) -> None:
         self.t = 1000.0
@@ -50,6 +50,23 @@ def _half(tmp_path: Path) -> tuple[Path, Path, list[bytes]]:
     path = root / NAME
     path.write_bytes(b"".join(lines[: len(lines) // 2]))
     return root, path, lines[len(lines) // 2 :]
+
+
+def append_slowly(path: Path, lines: list[bytes]) -> None:
+    """Append ``lines`` one at a time, as an agent writing a session does."""
+    for line in lines:
+        with open(path, "ab") as f:
+            f.write(line)
+        time.sleep(0.03)
+
+
+def index_dump(index: Path) -> object:
+    """What a running daemon's index holds (read through a reader's connection)."""
+    con = connect(index, readonly=True)
+    try:
+        return dump(con)
+    finally:
+        con.close()
 
 
 def _events(store: SqliteStore) -> int:
@@ -168,21 +185,9 @@ def test_the_daemon_syncs_what_it_held_back_while_the_file_grew(
     # come while it is held, and the last must still reach the index, through the real loop.
     root, path, rest, cfg = _held_daemon(tmp_path, monkeypatch, 40.0)
     with _Running(Daemon(cfg, log=lambda _m: None)):
-        for line in rest:
-            with open(path, "ab") as f:
-                f.write(line)
-            time.sleep(0.03)
-
+        append_slowly(path, rest)
         want = rebuild(root, "claude-code")
-
-        def same() -> bool:
-            c = connect(cfg.index, readonly=True)
-            try:
-                return dump(c) == want
-            finally:
-                c.close()
-
-        wait_for(same, timeout=60)
+        wait_for(lambda: index_dump(cfg.index) == want, timeout=60)
 
 
 def test_a_file_growing_during_its_sync_is_mapped_once_for_it_and_its_members(

@@ -21,6 +21,7 @@ from jsonltape.interop import foreign as mapping
 
 from .conftest import SAMPLES
 from .test_index_foreign import rebuild
+from .test_index_foreign_pace import Clock
 from .test_index_helpers import dump
 
 pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason="no shared samples")
@@ -147,18 +148,6 @@ def test_a_file_with_sidechains_changed_at_any_moment_of_its_sync_ends_equal_to_
         assert dump(store.con) == want
     finally:
         store.close()
-
-
-class Clock:
-    """Monotonic seconds that move by ``step`` at every reading (a sync reads it twice)."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-        self.step = 0.0
-
-    def __call__(self) -> float:
-        self.t += self.step
-        return self.t
 
 
 MOVES = st.one_of(

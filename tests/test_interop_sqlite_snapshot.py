@@ -276,6 +276,17 @@ def test_a_copy_the_kernel_refuses_midway_ends_as_the_same_bytes(
     assert len(calls) == 2
 
 
+#: A process that reads the live database ``sys.argv[1]`` once (its copies made); what it
+#: says or does next follows.
+_READ = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from jsonltape.interop import _sqlite\n"
+    "s = _sqlite.SqliteSource(Path(sys.argv[1]), {'t': []}, agent='T')\n"
+    "s.read(lambda con: con.execute('SELECT id FROM t').fetchall())\n"
+)
+
+
 def test_the_kept_copies_and_the_readers_copies_are_removed_when_the_process_exits(
     tmp_path: Path,
 ) -> None:
@@ -283,15 +294,7 @@ def test_the_kept_copies_and_the_readers_copies_are_removed_when_the_process_exi
     writer = _writer(db)
     try:
         writer.execute("INSERT INTO t (body) VALUES ('in the wal')")
-        code = (
-            "import sys\n"
-            "from pathlib import Path\n"
-            "from jsonltape.interop import _sqlite\n"
-            "s = _sqlite.SqliteSource(Path(sys.argv[1]), {'t': []}, agent='T')\n"
-            "s.read(lambda con: con.execute('SELECT id FROM t').fetchall())\n"
-            "print(_sqlite._kept._where)\n"
-            "print(s._copy.parent)\n"
-        )
+        code = _READ + "print(_sqlite._kept._where)\nprint(s._copy.parent)\n"
         done = subprocess.run(
             [sys.executable, "-P", "-c", code, str(db)],
             cwd=tmp_path,
@@ -315,15 +318,7 @@ def test_the_copies_a_sigkilled_reader_left_are_removed_by_the_next_and_a_live_o
     temp.mkdir(mode=0o700)
     env = {**os.environ, "TMPDIR": str(temp)}
     # the reader reads, says where its copies are, and waits to be killed
-    code = (
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from jsonltape.interop import _sqlite\n"
-        "s = _sqlite.SqliteSource(Path(sys.argv[1]), {'t': []}, agent='T')\n"
-        "s.read(lambda con: con.execute('SELECT id FROM t').fetchall())\n"
-        "print(_sqlite._kept._where, s._copy.parent, flush=True)\n"
-        "sys.stdin.read()\n"
-    )
+    code = _READ + "print(_sqlite._kept._where, s._copy.parent, flush=True)\nsys.stdin.read()\n"
     try:
         writer.execute("INSERT INTO t (body) VALUES ('a login token, say')")
         children = [

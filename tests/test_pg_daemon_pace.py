@@ -4,12 +4,10 @@ loop and a real server, equal to a rebuild; the local index, never held, too."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonltape_daemon.engines.sqlite.schema import connect
 from jsonltape_daemon.ingest.foreign import ForeignIngestor
 from jsonltape_daemon.ingest.pace import Pace
 from jsonltape_daemon.service.daemon import Config, Daemon
@@ -18,7 +16,7 @@ from jsonltape_daemon.service.remote import Remote
 from .conftest import SAMPLES
 from .test_daemon import _Running, wait_for
 from .test_index_foreign import rebuild
-from .test_index_helpers import dump
+from .test_index_foreign_pace import append_slowly, index_dump
 from .test_pg_store import pg_dump
 
 pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason="no shared samples")
@@ -63,19 +61,8 @@ def test_a_path_only_the_push_held_back_reaches_the_team_index(
         origin="laptop",
     )
     with _Running(Daemon(cfg, log=lambda _m: None)):
-        for line in lines[len(lines) // 2 :]:
-            with open(path, "ab") as f:
-                f.write(line)
-            time.sleep(0.03)
+        append_slowly(path, lines[len(lines) // 2 :])
         want = rebuild(root, "claude-code")
-
-        def local() -> bool:
-            c = connect(cfg.index, readonly=True)
-            try:
-                return dump(c) == want
-            finally:
-                c.close()
-
-        wait_for(local, timeout=60)
+        wait_for(lambda: index_dump(cfg.index) == want, timeout=60)
         wait_for(lambda: pg_dump(pg_db, "laptop") == want, timeout=120)
     assert any(str(path) in h for h in held)  # the push did hold it back

@@ -171,9 +171,7 @@ class MapperCore:
                 if replied or out.target.title is not None:
                     out.target.fix()
                     del self._unfixed[out]
-        main = self.main_out().target
-        if main.title is not None and main.title != main.shown:  # _retitle's test, inlined
-            self._retitle(self.main_out())
+        self._retitle(self.main_out())
         if self._touched:
             for out in list(self._touched):
                 self._retitle(out)

@@ -171,9 +171,10 @@ def import_file(
     try:
         inp = as_input(source, path)
         report.path = display_path(inp)
-        with one_import(out / source, session_id_for(source, inp.name), waiting=waiting):
+        base_id = session_id_for(source, inp.name)
+        with one_import(out / source, base_id, waiting=waiting):
             now = time.time() if now is None else now  # after a wait: what it found is later
-            _import(source, inp, out, report, settle, now, progress)
+            _import(source, inp, base_id, out, report, settle, now, progress)
     except (JsonltapeError, OSError, UnicodeError) as exc:
         report.status = "error"
         if isinstance(exc, JsonltapeError):
@@ -186,6 +187,7 @@ def import_file(
 def _import(
     source: str,
     inp: Input,
+    base_id: str,
     root: Path,
     report: FileReport,
     settle: float | None,
@@ -193,7 +195,6 @@ def _import(
     progress: Callable[[int], None] | None,
 ) -> None:
     p = inp.path
-    base_id = session_id_for(source, inp.name)
     sid = base_id
     for attempt in range(3):
         st = _State(root / source / f"{sid}.jsonl", load=False)

@@ -3,9 +3,10 @@
 A foreign file is mapped again from its start at every change (``foreign.py``: the mapping is
 deterministic, not resumable), so a live agent appending to a 20 MB session every second kept
 the daemon mapping it all the time (1.2 s a change here). After a mapping that took ``T``
-seconds, the next one of that file waits until :attr:`Pace.factor` × ``T`` have passed, the
-changes in between coalesced into it: about a fifth of a core at most per such file, and its
-rows at most that late. Files mapped in less than :attr:`Pace.floor` seconds (nearly all) are
+seconds (its sync: the mapping, its rows, its members'), the next one of that file waits until
+:attr:`Pace.factor` × ``T`` have passed, the changes in between coalesced into it: 20-32 % of a
+core for such a file where it took a whole one (benchmarks/bench_live_foreign.py), and its
+rows at most that much later. Files mapped in less than :attr:`Pace.floor` seconds (nearly all) are
 never held back, and a rescan maps what changed whatever the pace.
 
 Only a caller that hints the held paths again at their time may hold them (the daemon, through
@@ -55,7 +56,7 @@ class Pace:
 
     @contextmanager
     def timing(self, path: str) -> Iterator[None]:
-        """Time the mapping of ``path``: its next one waits in proportion."""
+        """Time the sync of ``path`` (its mapping and rows): its next one waits in proportion."""
         start = self.clock()
         try:
             yield

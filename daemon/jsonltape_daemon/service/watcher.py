@@ -126,10 +126,10 @@ class Hints:
                 upcoming = self._due(now)
                 if self._paths or self._rescan:
                     break
-                left = min(deadline, upcoming if upcoming is not None else deadline) - now
-                if deadline - now <= 0:
+                if deadline <= now:
                     return [], False
-                self._cond.wait(max(left, 0.0))
+                wake = deadline if upcoming is None else min(deadline, upcoming)
+                self._cond.wait(max(wake - now, 0.0))
             while not self._rescan and not stop.is_set() and self._paths:
                 now = time.monotonic()
                 due = min(self._last + quiet, min(self._paths.values()) + max_wait)
