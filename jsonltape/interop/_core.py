@@ -129,6 +129,16 @@ class MapperCore:
     def handle(self, value: dict[str, Any]) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def follow(self, texts: list[str], start: int, end: int, n: int) -> int:
+        """For a text source (:attr:`SourceReader.text`), after a line was fed: how many of the
+        lines that come next, ``texts[start:end]`` (numbered from ``n``), this mapper took at
+        once, each exactly as :meth:`feed` would have handled it; those lines are read but not
+        fed. A mapper takes only lines that emit nothing and change no title (the rest of
+        :meth:`feed` is then a no-op for them), and never the stretch's last one, which is fed
+        as usual (so :attr:`line` is the last line read whenever anything else runs). None by
+        default."""
+        return 0
+
     def new_out(self, name: str, session_id: str, meta: dict[str, Any]) -> Out:
         out = Out(Target(name, session_id, meta))
         self.outs[name] = out

@@ -10,6 +10,7 @@ earlier end exactly as that run did) and append only the events whose key is new
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import re
@@ -362,7 +363,16 @@ def _feed(
     checked = False
     i = 0
     reported = 0
-    for line in src.read():
+    ends = [n for n, _ in stops]
+
+    def follow(texts: list[str], start: int, end: int, n: int) -> int:
+        # a stretch taken at once ends at the next stop: that line is fed, then its eof runs
+        k = bisect.bisect_left(ends, n)
+        if k < len(ends):
+            end = min(end, start + ends[k] - n + 1)
+        return mapper.follow(texts, start, end, n) if checked else 0
+
+    for line in src.read(follow):
         if not checked:
             if line.value is None:
                 if line.n >= _SNIFF_LINES:

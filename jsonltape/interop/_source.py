@@ -38,6 +38,7 @@ from .._gate import outside_strings
 
 __all__ = [
     "MAX_DEPTH",
+    "Follow",
     "SourceLine",
     "SourceReader",
     "Unit",
@@ -228,6 +229,10 @@ def _parse(body: bytes) -> tuple[dict[str, Any] | None, str | None, bool]:
     return value, None, False
 
 
+#: A text source's ``follow`` (:meth:`SourceReader.read`): ``(texts, start, end, n) -> taken``.
+Follow = Callable[[list[str], int, int, int], int]
+
+
 class SourceReader:
     """Iterate the complete lines of a file; afterwards ``consumed``, ``sha256`` and ``torn``
     say how far it read, the hash of those bytes, and what was held back.
@@ -266,21 +271,25 @@ class SourceReader:
     def sha256(self) -> str:
         return self._hash.hexdigest()
 
-    def read(self) -> Iterator[SourceLine]:
+    def read(self, follow: Follow | None = None) -> Iterator[SourceLine]:
+        """The lines, one :class:`SourceLine` each. ``follow`` (a text source's only): after a
+        line has been handled, ``follow(texts, start, end, n)`` may take the lines that come
+        next as one step (see :meth:`~._core.Mapper.follow`); it returns how many of
+        ``texts[start:end]`` (line ``n`` first) it took, and those are read but not yielded."""
         if self._data is not None:
             complete = self._data[: len(self._data) - self._held]
-            yield from self._lines(io.BytesIO(complete))
+            yield from self._lines(io.BytesIO(complete), follow)
             if self._held and (self.stop_lines is None or self.lines < self.stop_lines):
                 self.torn = (self.lines + 1, len(complete), self._held)
             return
         with open(self.path, "rb") as f:
             st = os.fstat(f.fileno())
             self.size, self.mtime_ns = st.st_size, st.st_mtime_ns
-            yield from self._lines(f)
+            yield from self._lines(f, follow)
 
-    def _lines(self, f: BinaryIO) -> Iterator[SourceLine]:
+    def _lines(self, f: BinaryIO, follow: Follow | None) -> Iterator[SourceLine]:
         if self.text:
-            yield from self._text_lines(f)
+            yield from self._text_lines(f, follow)
             return
         offset = 0
         stop, plain, update, line = self.stop_lines, self.text, self._hash.update, self._line
@@ -302,12 +311,12 @@ class SourceReader:
             yield line(n, offset, body, plain)
             offset = end
 
-    def _text_lines(self, f: BinaryIO) -> Iterator[SourceLine]:
+    def _text_lines(self, f: BinaryIO, follow: Follow | None) -> Iterator[SourceLine]:
         """The lines of a text source (each line its record), as :meth:`_lines` reads a JSONL
         one, a block at a time: decoding and hashing each line alone cost a third of an Aider
         import (a hundred thousand short lines). A block that is not valid UTF-8 is decoded
-        line by line, for each line's own verdict; a last fragment without its newline is
-        held back (``torn``), never a record."""
+        line by line, for each line's own verdict (and offered to no ``follow``); a last
+        fragment without its newline is held back (``torn``), never a record."""
         stop, update, one = self.stop_lines, self._hash.update, self._line
         n = offset = 0
         held = bytearray()
@@ -332,8 +341,11 @@ class SourceReader:
             except UnicodeDecodeError:
                 texts = None
             start = offset
+            count = len(bodies)
+            i = 0
             try:
-                for i, body in enumerate(bodies):
+                while i < count:
+                    body = bodies[i]
                     n += 1
                     at, offset = offset, offset + len(body) + 1
                     self.consumed, self.lines = offset, n
@@ -342,6 +354,14 @@ class SourceReader:
                     else:
                         text = texts[i]
                         yield SourceLine(n, at, text, {"text": text}, None)
+                    i += 1
+                    if follow is not None and texts is not None and i < count:
+                        k = follow(texts, i, count, n + 1)
+                        if k:
+                            n += k
+                            offset += sum(map(len, bodies[i : i + k])) + k
+                            self.consumed, self.lines = offset, n
+                            i += k
             finally:  # what was consumed, also when the reader stops early
                 update(memoryview(data)[: offset - start])
         if held and (stop is None or n < stop):

@@ -32,6 +32,7 @@ usage of the reply before it (Aider's rounded numbers: ``sent`` less the cache h
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import re
@@ -66,6 +67,12 @@ _COST = re.compile(r"Cost: \$([0-9][0-9,]*(?:\.[0-9]+)?) (?:message|request)\b")
 _SWITCH = re.compile(r"\A/(ask|code|architect|context)\s+(\S.*)\Z", re.S)
 _CONFIRM = re.compile(r"\(Y\)es/\(N\)o.*\]: ?\S*\Z")
 _BLANK = "<blank>"
+#: What a line starts with when :meth:`AiderMapper.handle` may read it as more than a reply's
+#: line (a run header, a prompt, Aider's output); any other line, blank or not, continues an
+#: open reply.
+_NOT_REPLY = ("#", ">")
+#: A line of white space alone (a reply's blank line), one line at a time.
+_SPACE_ONLY = re.compile(r"^[^\S\n]+$", re.M)
 #: How far into a file a run header is looked for before it is refused as not a history.
 _SNIFF = 1 << 16
 
@@ -107,6 +114,12 @@ def usage_of(report: str) -> dict[str, Any] | None:
     if cost is not None:
         usage["cost"] = float(cost.group(1).replace(",", ""))
     return usage
+
+
+def _reply_lines(raw: str) -> str:
+    r"""A reply's lines (joined with ``\n``) as its text holds them: each without Windows'
+    ``\r``, empty if blank (as ``str.strip`` sees it: ``\s`` is the same Unicode class)."""
+    return _SPACE_ONLY.sub("", (raw + "\n").replace("\r\n", "\n"))[:-1]
 
 
 def reply_parts(text: str) -> list[dict[str, Any]]:
@@ -153,6 +166,9 @@ class AiderMapper(Mapper):
         self.model: str | None = None
         #: lines before the first run header (the file starts in the middle of a run)
         self.orphan = False
+        #: the block of text lines :meth:`follow` last saw, and which of them end a reply
+        self._texts: list[str] | None = None
+        self._stops: list[int] = []
 
     def _new_run(self, name: str, sid: str) -> Out:
         out = self.new_out(name, sid, {})
@@ -188,6 +204,34 @@ class AiderMapper(Mapper):
         self.after_blank = False
         if not self.runs:
             self.orphan = True
+
+    def follow(self, texts: list[str], start: int, end: int, n: int) -> int:
+        """The lines that continue the open reply, taken at once: a reply of a hundred lines
+        is one event, and feeding its lines one by one was most of an import's time. Each is
+        what :meth:`handle` makes of it in a reply (neither ``#`` nor ``>`` first): a line of
+        its text, a blank one an empty line."""
+        g = self.reply
+        if g is None or self.run.group is not g or not self.text or self.kind != "text":
+            return 0
+        if self.block is not None:
+            return 0
+        if texts is not self._texts:  # a new block: where its lines that end a reply are
+            self._texts = texts
+            self._stops = [i for i, t in enumerate(texts) if t.startswith(_NOT_REPLY)]
+        stops = self._stops
+        k = bisect.bisect_left(stops, start)
+        # the stretch's last line is fed as usual (Mapper.follow)
+        j = min(stops[k] if k < len(stops) else end, end - 1)
+        if j <= start:
+            return 0
+        taken = texts[start:j]
+        lines = range(n, n + len(taken))
+        g.lines.extend(lines)
+        g.raw.update(zip(map(str, lines), taken, strict=True))
+        # the lines as one piece of the reply's text (its lines are joined with "\n")
+        self.text.append(_reply_lines("\n".join(taken)))
+        self.after_blank = not taken[-1].strip()
+        return len(taken)
 
     def _blank(self) -> None:
         self.after_blank = True

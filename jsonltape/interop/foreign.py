@@ -93,7 +93,7 @@ class ForeignScan:
         self._waiting.clear()
         checked = False
         fallback = 0
-        for line in src.read():
+        for line in src.read(mapper.follow):
             if not checked and line.value is not None:
                 why = mapper.sniff(line.value)
                 if why is not None:
