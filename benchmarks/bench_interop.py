@@ -25,7 +25,9 @@ fast path reads only the end of each imported session) and again after touching 
   Aider-AI/aider@5dc9490 ``tests/fixtures/chat-history.md``: 4.2 MB, 1,133 runs; only its
   first 4 runs are in tests/fixtures), in a repository of its own.
 
-``--only NAME`` (repeatable) runs only those workloads.
+``--only NAME`` (repeatable) runs only those workloads. An import of many sources uses as many
+processes as the cores once it has run 0.2 s alone (``jsonltape import``'s default:
+``interop._many``); ``--workers 1`` keeps each import in one process.
 
 Events/s counts the jsonltape events written (messages, tool calls, turns, raw lines, ...);
 lines/s the source lines read. Run:
@@ -117,10 +119,14 @@ def claude_tree(root: Path, projects: int, sessions: int, turns: int) -> None:
             (d / f"{sid}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+#: ``--workers``: processes an import may use (None: as ``jsonltape import``, the cores).
+WORKERS: int | None = None
+
+
 def run(source: str, src: Path, root: Path) -> tuple[float, int, int, int]:
     t = time.perf_counter()
     events = lines = reports = 0
-    for r in import_paths(source, [src], root, settle=0):
+    for r in import_paths(source, [src], root, settle=0, workers=WORKERS):
         assert r.status in ("imported", "unchanged"), r.error
         events += r.events
         lines += r.lines
@@ -177,10 +183,16 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--only", action="append", default=[], help="run only this workload")
     ap.add_argument("--aider-history", type=Path, help="a real .aider.chat.history.md")
+    ap.add_argument(
+        "--workers", type=int, help="processes an import may use (default: the cores, as the CLI)"
+    )
     args = ap.parse_args()
+    global WORKERS
+    WORKERS = args.workers
     print(
         f"{platform.machine()}, {os.cpu_count()} cpus, Python {sys.version.split()[0]}, "
-        f"msgspec {msgspec.__version__}, {platform.system()} {platform.release()}"
+        f"msgspec {msgspec.__version__}, {platform.system()} {platform.release()}, "
+        f"workers {args.workers or 'as the cores'}"
     )
     work = Path(tempfile.mkdtemp(prefix="bench-interop-"))
     n = args.projects * args.sessions

@@ -11,7 +11,7 @@ import sys
 from importlib import import_module
 
 import jsonltape.interop as interop
-from jsonltape.interop import _engine, foreign, redaction
+from jsonltape.interop import _engine, _many, foreign, redaction
 
 from .test_startup import importtime, loaded, modules_after
 
@@ -62,7 +62,8 @@ def test_every_public_name_resolves_to_its_modules_object() -> None:
     export = import_module("jsonltape.interop.export")  # `interop.export` is the function
     assert interop.export is export.export and interop.FORMATS is export.FORMATS
     assert interop.scan_foreign is foreign.scan and interop.foreign_messages is foreign.messages
-    assert interop.import_paths is _engine.import_paths
+    assert interop.import_paths is _many.import_paths
+    assert interop.import_file is _engine.import_file
     assert interop.Redactor is redaction.Redactor
 
 

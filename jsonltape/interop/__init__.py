@@ -40,9 +40,9 @@ if TYPE_CHECKING:
         SourceError,
         discover,
         import_file,
-        import_paths,
         session_id_for,
     )
+    from ._many import import_many, import_paths
     from ._render_html import message_html
     from .export import FORMATS, Export, ExportFormat, export, export_to, transcript
     from .foreign import ForeignMessage, ForeignScan
@@ -61,9 +61,9 @@ _SOURCES: dict[str, tuple[tuple[str, str], ...]] = {
         ("SourceError", "SourceError"),
         ("discover", "discover"),
         ("import_file", "import_file"),
-        ("import_paths", "import_paths"),
         ("session_id_for", "session_id_for"),
     ),
+    "._many": (("import_many", "import_many"), ("import_paths", "import_paths")),
     ".export": (
         ("FORMATS", "FORMATS"),
         ("Export", "Export"),
@@ -102,6 +102,7 @@ __all__ = [
     "export_to",
     "foreign_messages",
     "import_file",
+    "import_many",
     "import_paths",
     "mask_secrets",
     "message_html",

@@ -15,7 +15,7 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,6 @@ __all__ = [
     "as_input",
     "discover",
     "import_file",
-    "import_paths",
     "mapper_for",
     "session_id_for",
 ]
@@ -471,21 +470,3 @@ def discover(
     an OpenCode session); also files skipped on purpose, with why. Trees are walked without
     following symlinks; ``exclude`` is a tree left out (the import root)."""
     return _discover(agent_of(source), paths, exclude=exclude)
-
-
-def import_paths(
-    source: str,
-    paths: Iterable[str | os.PathLike[str]],
-    root: str | os.PathLike[str],
-    *,
-    settle: float | None = 3600.0,
-    progress: Callable[[int], None] | None = None,
-) -> Iterator[FileReport]:
-    """Import every session found under ``paths``; yields one report per file or unit (and one
-    per file skipped on purpose, with status ``skipped``)."""
-    items, skipped = discover(source, paths, exclude=str(root))
-    for f, why in skipped:
-        yield FileReport(source=source, path=str(f), status="skipped", error=why)
-    now = time.time()
-    for item in items:
-        yield import_file(source, item, root, settle=settle, now=now, progress=progress)

@@ -1,0 +1,204 @@
+"""An import of many sources goes on in worker processes once it has run a while alone
+(``interop._many``): the sessions, the reports and their order must be what one process makes of
+them; a worker that dies loses only its source's report (the next import completes it); a worker
+runs from ``/`` without the current directory on its path."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jsonltape.interop import _many, discover, import_many, import_paths
+
+from ._agents_b import FIXTURES, database
+
+HEAD = (FIXTURES / "aider" / "aider-repo-head.chat.history.md").read_text()
+
+
+def _aider_tree(root: Path, repos: int, copies: int) -> Path:
+    """``repos`` repositories, each history Aider's own first runs ``copies`` times over; one
+    more whose history is not one (refused with an error report)."""
+    for r in range(repos):
+        repo = root / f"repo{r:02d}"
+        repo.mkdir(parents=True)
+        (repo / ".aider.chat.history.md").write_text(HEAD * copies)
+        os.utime(repo / ".aider.chat.history.md", (1_700_000_000 + r, 1_700_000_000 + r))
+    bad = root / "repo-bad"
+    bad.mkdir()
+    (bad / ".aider.chat.history.md").write_text("just notes\n" * 10)
+    return root
+
+
+def _normalized(root: Path) -> dict[str, list[object]]:
+    """Every session's lines, the wall-clock parts of the import's own markers left out."""
+    out: dict[str, list[object]] = {}
+    for f in sorted(root.rglob("*.jsonl")):
+        rows: list[object] = []
+        for line in f.read_bytes().split(b"\n")[:-1]:
+            event = json.loads(line)
+            if event["type"] in ("import/sync", "session/flush"):
+                event.pop("time"), event.pop("crc")
+                event["data"].get("span", {}).pop("crc", None)
+                rows.append(event)
+            else:
+                rows.append(line)
+        out[str(f.relative_to(root))] = rows
+    return out
+
+
+def _said(reports: list[_many.FileReport], root: Path) -> list[tuple[object, ...]]:
+    return [
+        (r.path, r.status, r.events, r.lines, r.problems, r.error,
+         [str(Path(s).relative_to(root)) for s in r.sessions])
+        for r in reports
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def hired(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The workers an import started (their pids); workers start at once."""
+    pids: list[int] = []
+    init = _many._Worker.__init__
+
+    def counting(self: _many._Worker) -> None:
+        init(self)
+        pids.append(self.proc.pid)
+
+    monkeypatch.setattr(_many._Worker, "__init__", counting)
+    monkeypatch.setattr(_many, "ALONE", 0.0)
+    return pids
+
+
+def test_sources_imported_by_workers_are_what_one_process_imports(
+    tmp_path: Path, hired: list[int]
+) -> None:
+    src = _aider_tree(tmp_path / "src", 6, 2)
+    alone = list(import_paths("aider", [src], tmp_path / "alone", settle=0, workers=1))
+    assert hired == []
+    read: list[int] = []
+    shared = list(
+        import_paths("aider", [src], tmp_path / "shared", settle=0, workers=3, progress=read.append)
+    )
+    assert len(hired) == 3
+    assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
+    assert [r.status for r in shared].count("error") == 1
+    assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
+    files = [p for p in src.rglob(".aider.chat.history.md") if "bad" not in str(p)]
+    assert sum(read) == sum(p.stat().st_size for p in files)
+    for pid in hired:  # every worker has exited and been waited for
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or "zombie" not in Path(f"/proc/{pid}/status").read_text()
+        )
+    again = list(import_paths("aider", [src], tmp_path / "shared", settle=0, workers=3))
+    assert [r.status for r in again] == [r.status.replace("imported", "unchanged") for r in alone]
+
+
+def test_units_are_imported_here_between_the_workers_files(
+    tmp_path: Path, hired: list[int]
+) -> None:
+    src = _aider_tree(tmp_path / "src", 3, 1)
+    database("goose", tmp_path / "goose" / "sessions.db").close()
+    units, _ = discover("goose", [tmp_path / "goose" / "sessions.db"])
+    files, _ = discover("aider", [src])
+    assert units and len(files) == 4
+    jobs = [("aider", files[0]), *[("goose", u) for u in units], *[("aider", f) for f in files[1:]]]
+    alone = list(import_many(jobs, tmp_path / "alone", settle=0, workers=1))
+    shared = list(import_many(jobs, tmp_path / "shared", settle=0, workers=2))
+    assert len(hired) == 2
+    assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
+    assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
+
+
+def _workers_of(pid: int) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            cmd = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        if ppid == pid and b"jsonltape.interop._worker" in cmd:
+            found.append(int(proc.name))
+    return found
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.Popen[bytes]:
+    """``jsonltape ARGS`` started in ``cwd``, its output in files (a pipe nobody reads while
+    the test watches its workers would fill up and stop it)."""
+    with (cwd / "stdout").open("w") as out, (cwd / "stderr").open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-P", "-m", "jsonltape", *args], cwd=cwd, stdout=out, stderr=err
+        )
+
+
+def _ended(run: subprocess.Popen[bytes], cwd: Path) -> str:
+    """The stderr of ``run``, once it has exited."""
+    run.wait(timeout=120)
+    return (cwd / "stderr").read_text()
+
+
+def test_a_killed_worker_loses_only_its_source_and_the_next_import_completes_it(
+    tmp_path: Path,
+) -> None:
+    src = _aider_tree(tmp_path / "src", 10, 40)
+    out = tmp_path / "out"
+    run = _cli("import", "--from", "aider", "-o", str(out), "-j", "2", str(src), cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    workers: list[int] = []
+    while not workers and run.poll() is None and time.monotonic() < deadline:
+        workers = _workers_of(run.pid)
+        time.sleep(0.01)
+    assert workers, "the import never started a worker"
+    time.sleep(0.15)  # inside its first source
+    os.kill(workers[0], signal.SIGKILL)
+    stderr = _ended(run, tmp_path)
+    assert run.returncode == 2, stderr
+    assert "Traceback" not in stderr
+    lost = [line for line in stderr.splitlines() if "was killed by SIGKILL" in line]
+    assert len(lost) == 1 and "import again to go on" in lost[0], stderr
+    assert "not an Aider chat history" in stderr  # the bad one, said as ever
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "jsonltape", "import", "--from", "aider", "-o", str(out),
+         "-j", "1", str(src)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr  # the bad source still
+    fresh = tmp_path / "fresh"
+    list(import_paths("aider", [src], fresh, workers=1))
+    assert _normalized(out) == _normalized(fresh)
+
+
+def test_a_worker_starts_from_the_root_without_the_current_directory_on_its_path(
+    tmp_path: Path,
+) -> None:
+    src = _aider_tree(tmp_path / "src", 6, 40)
+    clone = tmp_path / "clone"  # a repository one cloned, where the import is typed
+    marker = tmp_path / "planted-code-ran"
+    for name in ("msgspec", "jsonltape", "filelock"):
+        (clone / name).mkdir(parents=True)
+        (clone / name / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('{name}')\n")
+    run = _cli("import", "--from", "aider", "-o", str(tmp_path / "out"), "-j", "2", str(src),
+               cwd=clone)  # fmt: skip
+    seen: set[str] = set()
+    while run.poll() is None:
+        for pid in _workers_of(run.pid):
+            try:
+                seen.add(os.readlink(f"/proc/{pid}/cwd"))
+            except OSError:
+                pass
+        time.sleep(0.01)
+    stderr = _ended(run, clone)
+    assert run.returncode == 2 and "Traceback" not in stderr, stderr  # the bad source only
+    assert seen == {"/"}
+    assert not marker.exists()
