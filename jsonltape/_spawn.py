@@ -2,8 +2,8 @@
 directory and environment.
 
 Every Python process jsonltape starts (the daemon of ``daemon start``, the full-text helper of
-a first bulk sync) and every command line it writes for another program to run (git's merge
-driver, textconv and hooks; the systemd and launchd service files) is
+a first bulk sync, the workers of a long import) and every command line it writes for another
+program to run (git's merge driver, textconv and hooks; the systemd and launchd service files) is
 ``<python> -P -m <module> ARGS``, built here. ``python -m`` alone puts the current directory
 first on ``sys.path``, and the commands that start these processes are typed inside
 repositories (they find their project's ``.jsonltape/`` there) while git runs its drivers and

@@ -80,8 +80,8 @@ def _err(text: str) -> None:
     "-j",
     "--jobs",
     type=click.IntRange(min=1),
-    help="Processes importing at once (default: this machine's cores). An import that takes "
-    "under a third of a second runs in this process alone; 1: always.",
+    help="Processes importing at once (default: this machine's cores). An import of many "
+    "sources goes on in worker processes once it has run 0.2 s alone; 1: never.",
 )
 def import_(
     source: str,
