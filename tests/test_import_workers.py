@@ -77,17 +77,19 @@ def hired(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_sources_imported_by_workers_are_what_one_process_imports(
-    tmp_path: Path, hired: list[int]
+    tmp_path: Path, hired: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     src = _aider_tree(tmp_path / "src", 6, 2)
-    alone = list(import_paths("aider", [src], tmp_path / "alone", settle=0, workers=1))
+    monkeypatch.chdir(tmp_path)  # relative names: the reports name them so, whoever imported
+    alone = list(import_paths("aider", [Path("src")], "alone", settle=0, workers=1))
     assert hired == []
     read: list[int] = []
     shared = list(
-        import_paths("aider", [src], tmp_path / "shared", settle=0, workers=3, progress=read.append)
+        import_paths("aider", [Path("src")], "shared", settle=0, workers=3, progress=read.append)
     )
     assert len(hired) == 3
-    assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
+    assert _said(shared, Path("shared")) == _said(alone, Path("alone"))
+    assert not any(r.path.startswith("/") or "/tmp" in str(r.error) for r in shared)
     assert [r.status for r in shared].count("error") == 1
     assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
     files = [p for p in src.rglob(".aider.chat.history.md") if "bad" not in str(p)]
@@ -202,3 +204,19 @@ def test_a_worker_starts_from_the_root_without_the_current_directory_on_its_path
     assert run.returncode == 2 and "Traceback" not in stderr, stderr  # the bad source only
     assert seen == {"/"}
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("broken", ["a worker that exits at once", "no interpreter to start"])
+def test_when_no_worker_can_run_the_sources_are_imported_here(
+    tmp_path: Path, hired: list[int], monkeypatch: pytest.MonkeyPatch, broken: str
+) -> None:
+    src = _aider_tree(tmp_path / "src", 4, 1)
+    alone = list(import_paths("aider", [src], tmp_path / "alone", settle=0, workers=1))
+    if broken == "a worker that exits at once":  # python -P -m <no such module>: status 1
+        monkeypatch.setattr(_many, "WORKER", "jsonltape.interop._no_such_worker")
+    else:  # the interpreter is gone (an upgrade under a running import): Popen fails
+        monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    shared = list(import_paths("aider", [src], tmp_path / "shared", settle=0, workers=2))
+    assert len(hired) == (2 if broken == "a worker that exits at once" else 0)
+    assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
+    assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")

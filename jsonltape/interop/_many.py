@@ -39,10 +39,12 @@ from .._spawn import start
 from ._engine import FileReport, discover, import_file
 from ._source import Unit
 
-__all__ = ["ALONE", "Job", "Message", "import_many", "import_paths", "workers_default"]
+__all__ = ["ALONE", "WORKER", "Job", "Message", "import_many", "import_paths", "workers_default"]
 
 #: Seconds an import runs in this process alone before it starts workers for the files left.
 ALONE = 0.2
+#: The module a worker runs.
+WORKER = "jsonltape.interop._worker"
 
 Source = str | os.PathLike[str] | Unit
 
@@ -122,37 +124,48 @@ def import_many(
     most = workers_default() if workers is None else workers
     if most < 1:
         raise ValueError(f"workers must be at least 1, got {most}")
-    out = os.path.abspath(os.path.expanduser(os.fspath(root)))
     now = time.time()
     began = time.monotonic()
     left = deque(range(len(jobs)))
+    files = sum(not isinstance(item, Unit) for _name, item in jobs)
 
     def here(i: int) -> FileReport:
         name, item = jobs[i]
         told = None if waiting is None else (lambda lock: waiting(item, lock))
-        return import_file(name, item, out, settle=settle, now=now, progress=progress, waiting=told)
+        return import_file(
+            name, item, root, settle=settle, now=now, progress=progress, waiting=told
+        )
 
     while left:
-        files = sum(not isinstance(jobs[i][1], Unit) for i in left)
         if most > 1 and files >= 2 and time.monotonic() - began >= ALONE:
             break
-        yield here(left.popleft())
+        i = left.popleft()
+        files -= not isinstance(jobs[i][1], Unit)
+        yield here(i)
     if not left:
         return
-    pool = _Pool(jobs, out, settle, now, progress, waiting, min(most, files))
-    yield from pool.run(left, here)
+    yield from _Pool(jobs, root, settle, now, progress, waiting, min(most, files)).run(left, here)
+
+
+def _as_given(path: str | os.PathLike[str]) -> str:
+    """A path as an import in this process names it (``~`` expanded, relative kept)."""
+    return str(Path(os.path.expanduser(os.fspath(path))))
+
+
+def _back(text: str, absolute: str, given: str) -> str:
+    """``text`` naming ``given`` where it named ``absolute``, as this process would have."""
+    return text.replace(absolute, given) if absolute != given else text
 
 
 class _Worker:
     def __init__(self) -> None:
-        self.proc = start(
-            "jsonltape.interop._worker", stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
+        self.proc = start(WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin: IO[bytes] = self.proc.stdin
         self.stdout: IO[bytes] = self.proc.stdout
         self.buffer = b""
         self.job: int | None = None
+        self.said = False  # whether it ever answered (it started)
 
     def give(self, job: Job) -> None:
         self.job = job.i
@@ -179,13 +192,14 @@ class _Worker:
 
 
 class _Pool:
-    """Workers importing the files of ``jobs`` left, one each at a time; this process imports
-    the units, and yields the reports in the order of ``jobs``."""
+    """Workers importing the files of ``jobs`` left, one each at a time, while this process
+    imports the units (and the files, when no worker can run); the reports are yielded in the
+    order of ``jobs``."""
 
     def __init__(
         self,
         jobs: Sequence[tuple[str, Source]],
-        root: str,
+        root: str | os.PathLike[str],
         settle: float | None,
         now: float,
         progress: Callable[[int], None] | None,
@@ -193,79 +207,94 @@ class _Pool:
         size: int,
     ) -> None:
         self.jobs = jobs
-        self.root = root
+        # a worker runs in "/": it is given absolute paths, and its reports name them as given
+        self.root = _as_given(root)
+        self.abs_root = os.path.abspath(self.root)
         self.settle = settle
         self.now = now
         self.progress = progress
         self.waiting = waiting
         self.size = size
         self.reports: dict[int, FileReport] = {}
+        self.files: deque[int] = deque()  # for the workers
+        self.mine: deque[int] = deque()  # for this process
+        self.workers: list[_Worker] = []
+        self.selector = selectors.DefaultSelector()
 
     def run(self, left: deque[int], here: Callable[[int], FileReport]) -> Iterator[FileReport]:
-        files = deque(i for i in left if not isinstance(self.jobs[i][1], Unit))
-        units = deque(i for i in left if isinstance(self.jobs[i][1], Unit))
+        for i in left:
+            (self.mine if isinstance(self.jobs[i][1], Unit) else self.files).append(i)
         order = deque(left)
-        selector = selectors.DefaultSelector()
-        workers: list[_Worker] = []
         finished = False
         try:
             for _ in range(self.size):
-                self._hire(workers, selector, files)
+                self._hire()
             while order:
                 while order and order[0] in self.reports:
                     yield self.reports.pop(order.popleft())
                 if not order:
                     break
-                if units:  # this process's share, while the workers import theirs
-                    i = units.popleft()
+                if self.mine:  # this process's share, while the workers import theirs
+                    i = self.mine.popleft()
                     self.reports[i] = here(i)
                     continue
-                if not workers:  # every worker ended with files left: one more takes them
-                    assert files, "sources left that no process imports"
-                    self._hire(workers, selector, files)
-                for key, _ in selector.select():
-                    self._read(key.data, workers, selector, files)
+                if not self.workers:  # every worker ended with files left: one more takes them
+                    self._hire()
+                    continue
+                for key, _ in self.selector.select():
+                    self._read(key.data)
             finished = True
         finally:
-            selector.close()
-            for w in workers:
+            self.selector.close()
+            for w in self.workers:
                 w.stop(kill=not finished)
 
-    def _hire(
-        self, workers: list[_Worker], selector: selectors.BaseSelector, files: deque[int]
-    ) -> None:
-        if not files:
+    def _hire(self) -> None:
+        if not self.files:
             return
-        w = _Worker()
-        workers.append(w)
-        selector.register(w.stdout, selectors.EVENT_READ, w)
-        self._next(w, files)
+        try:
+            w = _Worker()
+        except OSError:  # no process to be had (a limit, no memory): this process imports them
+            self._alone()
+            return
+        self.workers.append(w)
+        self.selector.register(w.stdout, selectors.EVENT_READ, w)
+        self._next(w)
 
-    def _next(self, w: _Worker, files: deque[int]) -> None:
-        if not files:
+    def _alone(self) -> None:
+        self.mine.extend(self.files)
+        self.files.clear()
+
+    def _next(self, w: _Worker) -> None:
+        if not self.files:
             w.job = None
             w.stdin.close()  # nothing left: it exits
             return
-        i = files.popleft()
+        i = self.files.popleft()
         name, item = self.jobs[i]
-        path = os.path.abspath(os.fspath(item))  # type: ignore[arg-type]  # files only here
-        w.give(Job(i, name, path, self.root, self.settle, self.now))
+        path = os.path.abspath(_as_given(item))  # type: ignore[arg-type]  # files only here
+        try:
+            w.give(Job(i, name, path, self.abs_root, self.settle, self.now))
+        except OSError:  # it has ended already: its end is read next
+            pass
 
-    def _read(
-        self,
-        w: _Worker,
-        workers: list[_Worker],
-        selector: selectors.BaseSelector,
-        files: deque[int],
-    ) -> None:
+    def _read(self, w: _Worker) -> None:
         lines = w.lines()
         if lines is None:  # it ended: after its input did, or it died
-            selector.unregister(w.stdout)
-            workers.remove(w)
+            self.selector.unregister(w.stdout)
+            self.workers.remove(w)
             w.stop(kill=False)
-            if w.job is not None:
-                self.reports[w.job] = self._lost(w.job, w.proc.returncode)
-                self._hire(workers, selector, files)
+            if w.job is None:
+                return
+            code = w.proc.returncode
+            if code is not None and code >= 0 and not w.said:
+                # it never ran (a broken installation, an interpreter that will not start):
+                # its source and the rest are imported here, as without workers
+                self.mine.append(w.job)
+                self._alone()
+            else:  # killed while importing: that source is lost; another worker goes on
+                self.reports[w.job] = self._lost(w.job, code)
+                self._hire()
             return
         for line in lines:
             try:
@@ -273,6 +302,7 @@ class _Pool:
             except msgspec.MsgspecError:  # not a worker of this version: its source is lost
                 w.proc.kill()
                 return
+            w.said = True
             if isinstance(message, Progress):
                 if self.progress is not None:
                     self.progress(message.bytes)
@@ -280,19 +310,36 @@ class _Pool:
                 if self.waiting is not None:
                     self.waiting(self.jobs[message.i][1], Path(message.lock))
             else:
-                self.reports[message.i] = message.report
-                self._next(w, files)
+                self.reports[message.i] = self._named(message.i, message.report)
+                self._next(w)
+
+    def _named(self, i: int, report: FileReport) -> FileReport:
+        """A worker's report naming the source and the sessions as ``jobs`` and the root do."""
+        given = _as_given(self.jobs[i][1])  # type: ignore[arg-type]  # files only here
+        absolute = os.path.abspath(given)
+        report.path = _back(report.path, absolute, given)
+        if report.error is not None:
+            report.error = _back(report.error, absolute, given)
+        if self.abs_root != self.root:
+            inside = self.abs_root + os.sep
+            report.sessions = [self._in_root(p, inside) for p in report.sessions]
+            report.created = [self._in_root(p, inside) for p in report.created]
+        return report
+
+    def _in_root(self, path: str, inside: str) -> str:
+        if not path.startswith(inside):
+            return path
+        return str(Path(self.root) / path[len(inside) :])
 
     def _lost(self, i: int, code: int | None) -> FileReport:
         name, item = self.jobs[i]
-        path = os.fspath(item)  # type: ignore[arg-type]  # files only here
-        how = _ended(code)
+        path = _as_given(item)  # type: ignore[arg-type]  # files only here
         return FileReport(
             source=name,
             path=path,
             status="error",
-            error=f"{path}: not imported: its import process {how}; what it wrote is whole, "
-            "import again to go on",
+            error=f"{path}: not imported: its import process {_ended(code)}; what it wrote is "
+            "whole, import again to go on",
         )
 
 
