@@ -91,7 +91,18 @@ _OTHER = st.sampled_from(
         "a continued tool line",
     ]
 )
-_BLOCK = st.one_of(st.lists(_REPLY, min_size=1, max_size=12), _OTHER.map(lambda x: [x]))
+#: Lines of Aider's output, as it prints them in a row.
+_OUTPUT = st.sampled_from(
+    ["> Applied edit to a.py", "> Tokens: 1.2k sent, 300 received. Cost: $0.01 message.",
+     "> Tokens: 2k sent, 1k cache hit, 50 received.", "> Model: gpt-4o with diff edit format",
+     "> Main model: claude-3-opus", ">  Aider v0.50.1", ">", ">  ", "> Cost: $0.01 message.",
+     "", "a continued line", ">text\r", "> \u3000", "> #### not a prompt", ">> nested"]
+)  # fmt: skip
+_BLOCK = st.one_of(
+    st.lists(_REPLY, min_size=1, max_size=12),
+    st.lists(_OUTPUT, min_size=1, max_size=8),
+    _OTHER.map(lambda x: [x]),
+)
 _LINES = st.lists(_BLOCK, max_size=12).map(lambda blocks: [x for b in blocks for x in b])
 
 #: What a history starts with (else it is refused): a run's header, or a run's middle.

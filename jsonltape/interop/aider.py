@@ -71,6 +71,9 @@ _BLANK = "<blank>"
 #: line (a run header, a prompt, Aider's output); any other line, blank or not, continues an
 #: open reply.
 _NOT_REPLY = ("#", ">")
+#: How the lines of Aider's output that :meth:`AiderMapper._tool` reads for more begin (once
+#: stripped; a superset of what ``_MODEL``, ``_VERSION`` and the usage reports match).
+_READ_FOR_MORE = ("Main model", "Model", "Aider v", "Tokens: ", "Cost: $")
 #: A line of white space alone (a reply's blank line), one line at a time.
 _SPACE_ONLY = re.compile(r"^[^\S\n]+$", re.M)
 #: How far into a file a run header is looked for before it is refused as not a history.
@@ -206,14 +209,13 @@ class AiderMapper(Mapper):
             self.orphan = True
 
     def follow(self, texts: list[str], start: int, end: int, n: int) -> int:
-        """The lines that continue the open reply, taken at once: a reply of a hundred lines
-        is one event, and feeding its lines one by one was most of an import's time. Each is
-        what :meth:`handle` makes of it in a reply (neither ``#`` nor ``>`` first): a line of
-        its text, a blank one an empty line."""
+        """The lines that continue the open reply, or the open block of Aider's output, taken
+        at once: a reply of a hundred lines is one event, and feeding its lines one by one was
+        most of an import's time. Each is what :meth:`handle` makes of it there."""
+        if self.block is not None:
+            return self._more_output(texts, start, end, n) if self.kind == "tool" else 0
         g = self.reply
         if g is None or self.run.group is not g or not self.text or self.kind != "text":
-            return 0
-        if self.block is not None:
             return 0
         if texts is not self._texts:  # a new block: where its lines that end a reply are
             self._texts = texts
@@ -232,6 +234,37 @@ class AiderMapper(Mapper):
         self.text.append(_reply_lines("\n".join(taken)))
         self.after_blank = not taken[-1].strip()
         return len(taken)
+
+    def _more_output(self, texts: list[str], start: int, end: int, n: int) -> int:
+        """More of the open block of Aider's output: ``>`` lines (their text without the
+        quote) and blank ones (empty), up to a line that is anything else or that
+        :meth:`_tool` reads for more (a model, a version, a usage report)."""
+        block = self.block
+        assert block is not None
+        got: list[str] = []
+        blank = False
+        for j in range(start, end - 1):  # the stretch's last line is fed as usual
+            raw = texts[j]
+            line = raw[:-1] if raw.endswith("\r") else raw
+            if line.startswith(">"):
+                text = line[2:] if line.startswith("> ") else line[1:]
+                if text.strip().startswith(_READ_FOR_MORE):
+                    break
+                got.append(text)
+                blank = False
+            elif not line.strip():
+                got.append("")
+                blank = True
+            else:
+                break
+        if not got:
+            return 0
+        lines = range(n, n + len(got))
+        block.lines.extend(lines)
+        block.raw.update(zip(map(str, lines), texts[start : start + len(got)], strict=True))
+        block.texts.extend(got)
+        self.after_blank = blank
+        return len(got)
 
     def _blank(self) -> None:
         self.after_blank = True
