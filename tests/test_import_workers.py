@@ -220,3 +220,62 @@ def test_when_no_worker_can_run_the_sources_are_imported_here(
     assert len(hired) == (2 if broken == "a worker that exits at once" else 0)
     assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
     assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
+
+
+_LIBRARY_IMPORT = """
+import sys
+from jsonltape.interop import _many, import_paths
+_many.ALONE = 0.0  # workers at once
+said = lambda source, lock: print("waiting", flush=True)
+jobs = [("aider", p) for p in _many.discover("aider", [sys.argv[1]])[0]]
+for r in _many.import_many(jobs, sys.argv[2], settle=0, workers=2, waiting=said):
+    print(r.status, flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_workers_of_an_import_killed_outright_end_at_once_and_quietly(
+    tmp_path: Path, how: str
+) -> None:
+    """SIGTERM or SIGKILL to the importing process runs none of its code: its workers, here
+    waiting for the lock of a source another import holds, must end by themselves at once
+    (not import on for nobody, or wait for good), and say nothing (no broken pipe traceback)."""
+    import fcntl
+
+    from jsonltape._project import data_dir
+    from jsonltape.interop._one_import import STRIPES
+
+    src = _aider_tree(tmp_path / "src", 4, 1)
+    (data_dir() / "locks").mkdir(parents=True)
+    held = []
+    for stripe in range(STRIPES):  # every source's lock is held by "another import"
+        fd = os.open(data_dir() / "locks" / f"import-{stripe:03d}.lock", os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held.append(fd)
+    with (tmp_path / "stderr").open("w") as err:
+        run = subprocess.Popen(
+            [sys.executable, "-P", "-c", _LIBRARY_IMPORT, str(src), str(tmp_path / "out")],
+            stdout=subprocess.PIPE, stderr=err, text=True,
+        )  # fmt: skip
+    try:
+        assert run.stdout is not None
+        said = [run.stdout.readline() for _ in range(3)]  # the bad source's error, 2 waits
+        assert sorted(said) == ["error\n", *["waiting\n"] * 2], (tmp_path / "stderr").read_text()
+        workers = _workers_of(run.pid)
+        assert len(workers) == 2
+        os.kill(run.pid, getattr(signal, how))
+        run.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        left = [w for w in workers if Path(f"/proc/{w}").exists()]
+        assert not left, "workers went on after their import was killed"
+    finally:
+        for fd in held:
+            os.close(fd)
+        run.kill()
+        run.wait()
+        if run.stdout is not None:
+            run.stdout.close()
+    time.sleep(0.5)  # a worker that went on would now import and write to the broken pipe
+    assert "Traceback" not in (tmp_path / "stderr").read_text()
