@@ -279,3 +279,48 @@ def test_workers_of_an_import_killed_outright_end_at_once_and_quietly(
             run.stdout.close()
     time.sleep(0.5)  # a worker that went on would now import and write to the broken pipe
     assert "Traceback" not in (tmp_path / "stderr").read_text()
+
+
+def _sharing_a_lock(tree: Path, root: Path, copies: int) -> list[Path]:
+    """Two Aider histories under ``tree`` whose imports into ``root`` take the same lock file
+    (their keys hash to one of ``_one_import``'s stripes), each Aider's first runs ``copies``
+    times over."""
+    from jsonltape.interop import session_id_for
+    from jsonltape.interop._one_import import lock_file
+    from jsonltape.interop.aider import history
+
+    seen: dict[Path, Path] = {}
+    for r in range(10_000):
+        f = tree / f"repo{r:04d}" / ".aider.chat.history.md"
+        f.parent.mkdir(parents=True)
+        f.write_text(HEAD)
+        lock = lock_file(root / "aider", session_id_for("aider", history(f).name))
+        if lock in seen:
+            pair = [seen[lock], f]
+            for p in pair:
+                p.write_text(HEAD * copies)
+            return pair
+        seen[lock] = f
+    raise AssertionError("no two sources share a lock")
+
+
+def test_sources_sharing_a_lock_take_turns_without_saying_they_wait_for_another_import(
+    tmp_path: Path, hired: list[int]
+) -> None:
+    """Two sources whose locks are one stripe, given to two workers at once: one would wait
+    for the other and the import would say it waits for "another import of it"."""
+    told: list[tuple[object, Path]] = []
+    pair = _sharing_a_lock(tmp_path / "src", tmp_path / "shared", 100)
+    jobs = [("aider", p) for p in pair]
+    alone = list(import_many(jobs, tmp_path / "alone", settle=0, workers=1))
+    shared = list(
+        import_many(
+            jobs, tmp_path / "shared", settle=0, workers=2,
+            waiting=lambda source, lock: told.append((source, lock)),
+        )
+    )  # fmt: skip
+    assert told == []
+    assert len(hired) == 2
+    assert [r.status for r in shared] == ["imported", "imported"]
+    assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
+    assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
