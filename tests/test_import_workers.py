@@ -324,3 +324,29 @@ def test_sources_sharing_a_lock_take_turns_without_saying_they_wait_for_another_
     assert [r.status for r in shared] == ["imported", "imported"]
     assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
     assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
+
+
+def test_what_a_worker_prints_on_its_standard_output_goes_to_its_standard_error(
+    tmp_path: Path, hired: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library (or a program it starts) writing to descriptor 1 of a worker, not through
+    ``sys.stdout``: the line must not reach the pipe of the worker's messages (read as garbage,
+    the worker was killed and its source lost)."""
+    src = _aider_tree(tmp_path / "src", 3, 1)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os\n"
+        "from jsonltape.interop import aider\n"
+        "_eof = aider.AiderMapper.eof\n"
+        "def eof(self, settled):\n"
+        "    os.write(1, b'a library says hello\\n')\n"
+        "    _eof(self, settled)\n"
+        "aider.AiderMapper.eof = eof\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    alone = list(import_paths("aider", [src], tmp_path / "alone", settle=0, workers=1))
+    shared = list(import_paths("aider", [src], tmp_path / "shared", settle=0, workers=2))
+    assert len(hired) == 2
+    assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
+    assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")

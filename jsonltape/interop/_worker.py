@@ -4,7 +4,7 @@ Reads one :class:`~._many.Job` a line on its input, imports it as
 :func:`~._engine.import_file` does, and writes what the import says (progress, a wait for
 another import of the source, then its report) as :data:`~._many.Message` lines on its
 output; exits when its input ends. Nothing else is written to that output: what a library
-might print goes to standard error.
+might print, through ``sys.stdout`` or to descriptor 1, goes to standard error.
 
 Its input ending while it imports means its parent is gone (killed with SIGTERM or SIGKILL,
 which no ``finally`` of the parent outlives) or stopping it: it exits at once, as a kill
@@ -37,6 +37,9 @@ def main() -> None:
     # worker killed mid-import leaves whole sessions anyway.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     out = os.dup(sys.stdout.fileno())
+    # descriptor 1 too, not only sys.stdout: a library writing to it directly (or a program
+    # it starts, which inherits it) would put lines among the messages
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
     jobs: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
     busy = threading.Event()
