@@ -319,6 +319,8 @@ class _Pool:
                 w.stdin.close()  # nothing left: it exits
             return
         self.files.remove(i)
+        if not self.files:
+            self._wake()  # the idle ones have nothing left: they exit
         lock = self._lock(i)
         if lock is not None:
             self.held.add(lock)
