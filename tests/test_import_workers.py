@@ -220,3 +220,133 @@ def test_when_no_worker_can_run_the_sources_are_imported_here(
     assert len(hired) == (2 if broken == "a worker that exits at once" else 0)
     assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
     assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
+
+
+_LIBRARY_IMPORT = """
+import sys
+from jsonltape.interop import _many, import_paths
+_many.ALONE = 0.0  # workers at once
+said = lambda source, lock: print("waiting", flush=True)
+jobs = [("aider", p) for p in _many.discover("aider", [sys.argv[1]])[0]]
+for r in _many.import_many(jobs, sys.argv[2], settle=0, workers=2, waiting=said):
+    print(r.status, flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_workers_of_an_import_killed_outright_end_at_once_and_quietly(
+    tmp_path: Path, how: str
+) -> None:
+    """SIGTERM or SIGKILL to the importing process runs none of its code: its workers, here
+    waiting for the lock of a source another import holds, must end by themselves at once
+    (not import on for nobody, or wait for good), and say nothing (no broken pipe traceback)."""
+    import fcntl
+
+    from jsonltape._project import data_dir
+    from jsonltape.interop._one_import import STRIPES
+
+    src = _aider_tree(tmp_path / "src", 4, 1)
+    (data_dir() / "locks").mkdir(parents=True)
+    held = []
+    for stripe in range(STRIPES):  # every source's lock is held by "another import"
+        fd = os.open(data_dir() / "locks" / f"import-{stripe:03d}.lock", os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held.append(fd)
+    with (tmp_path / "stderr").open("w") as err:
+        run = subprocess.Popen(
+            [sys.executable, "-P", "-c", _LIBRARY_IMPORT, str(src), str(tmp_path / "out")],
+            stdout=subprocess.PIPE, stderr=err, text=True,
+        )  # fmt: skip
+    try:
+        assert run.stdout is not None
+        said = [run.stdout.readline() for _ in range(3)]  # the bad source's error, 2 waits
+        assert sorted(said) == ["error\n", *["waiting\n"] * 2], (tmp_path / "stderr").read_text()
+        workers = _workers_of(run.pid)
+        assert len(workers) == 2
+        os.kill(run.pid, getattr(signal, how))
+        run.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        left = [w for w in workers if Path(f"/proc/{w}").exists()]
+        assert not left, "workers went on after their import was killed"
+    finally:
+        for fd in held:
+            os.close(fd)
+        run.kill()
+        run.wait()
+        if run.stdout is not None:
+            run.stdout.close()
+    time.sleep(0.5)  # a worker that went on would now import and write to the broken pipe
+    assert "Traceback" not in (tmp_path / "stderr").read_text()
+
+
+def _sharing_a_lock(tree: Path, root: Path, copies: int) -> list[Path]:
+    """Two Aider histories under ``tree`` whose imports into ``root`` take the same lock file
+    (their keys hash to one of ``_one_import``'s stripes), each Aider's first runs ``copies``
+    times over."""
+    from jsonltape.interop import session_id_for
+    from jsonltape.interop._one_import import lock_file
+    from jsonltape.interop.aider import history
+
+    seen: dict[Path, Path] = {}
+    for r in range(10_000):
+        f = tree / f"repo{r:04d}" / ".aider.chat.history.md"
+        f.parent.mkdir(parents=True)
+        f.write_text(HEAD)
+        lock = lock_file(root / "aider", session_id_for("aider", history(f).name))
+        if lock in seen:
+            pair = [seen[lock], f]
+            for p in pair:
+                p.write_text(HEAD * copies)
+            return pair
+        seen[lock] = f
+    raise AssertionError("no two sources share a lock")
+
+
+def test_sources_sharing_a_lock_take_turns_without_saying_they_wait_for_another_import(
+    tmp_path: Path, hired: list[int]
+) -> None:
+    """Two sources whose locks are one stripe, given to two workers at once: one would wait
+    for the other and the import would say it waits for "another import of it"."""
+    told: list[tuple[object, Path]] = []
+    pair = _sharing_a_lock(tmp_path / "src", tmp_path / "shared", 100)
+    jobs = [("aider", p) for p in pair]
+    alone = list(import_many(jobs, tmp_path / "alone", settle=0, workers=1))
+    shared = list(
+        import_many(
+            jobs, tmp_path / "shared", settle=0, workers=2,
+            waiting=lambda source, lock: told.append((source, lock)),
+        )
+    )  # fmt: skip
+    assert told == []
+    assert len(hired) == 2
+    assert [r.status for r in shared] == ["imported", "imported"]
+    assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
+    assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
+
+
+def test_what_a_worker_prints_on_its_standard_output_goes_to_its_standard_error(
+    tmp_path: Path, hired: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library (or a program it starts) writing to descriptor 1 of a worker, not through
+    ``sys.stdout``: the line must not reach the pipe of the worker's messages (read as garbage,
+    the worker was killed and its source lost)."""
+    src = _aider_tree(tmp_path / "src", 3, 1)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os\n"
+        "from jsonltape.interop import aider\n"
+        "_eof = aider.AiderMapper.eof\n"
+        "def eof(self, settled):\n"
+        "    os.write(1, b'a library says hello\\n')\n"
+        "    _eof(self, settled)\n"
+        "aider.AiderMapper.eof = eof\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    alone = list(import_paths("aider", [src], tmp_path / "alone", settle=0, workers=1))
+    shared = list(import_paths("aider", [src], tmp_path / "shared", settle=0, workers=2))
+    assert len(hired) == 2
+    assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
+    assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")

@@ -19,6 +19,12 @@ of the sources, whoever imported them.
 A worker that dies (killed, out of memory) loses only its source's report: that source gets an
 ``error`` report saying so (what it wrote is whole: an import is crash-safe, and the next one
 goes on from it), a new worker takes the files left, and the other sources are imported.
+
+Two sources share a lock when their keys hash alike (:mod:`._one_import`'s stripes): never
+imported at once here, one would wait for the other, and say it waits for "another import"
+(among a few hundred sources, some always do). A source whose lock a source being imported
+holds waits for its turn in the list instead, and a worker with nothing else to take waits
+idle.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ from typing import IO
 import msgspec
 
 from .._spawn import start
-from ._engine import FileReport, discover, import_file
+from ..errors import JsonltapeError
+from ._engine import FileReport, as_input, discover, import_file, session_id_for
+from ._one_import import lock_file
 from ._source import Unit
 
 __all__ = ["ALONE", "WORKER", "Job", "Message", "import_many", "import_paths", "workers_default"]
@@ -219,6 +227,9 @@ class _Pool:
         self.files: deque[int] = deque()  # for the workers
         self.mine: deque[int] = deque()  # for this process
         self.workers: list[_Worker] = []
+        self.idle: list[_Worker] = []  # whose files left all wait for a lock held here
+        self.locks: dict[int, Path | None] = {}  # the lock file each import takes
+        self.held: set[Path] = set()  # those of the sources the workers import now
         self.selector = selectors.DefaultSelector()
 
     def run(self, left: deque[int], here: Callable[[int], FileReport]) -> Iterator[FileReport]:
@@ -234,9 +245,10 @@ class _Pool:
                     yield self.reports.pop(order.popleft())
                 if not order:
                     break
-                if self.mine:  # this process's share, while the workers import theirs
-                    i = self.mine.popleft()
-                    self.reports[i] = here(i)
+                mine = self._free(self.mine)
+                if mine is not None:  # this process's share, while the workers import theirs
+                    self.mine.remove(mine)
+                    self.reports[mine] = here(mine)
                     continue
                 if not self.workers:  # every worker ended with files left: one more takes them
                     self._hire()
@@ -264,13 +276,54 @@ class _Pool:
     def _alone(self) -> None:
         self.mine.extend(self.files)
         self.files.clear()
+        self._wake()
+
+    def _lock(self, i: int) -> Path | None:
+        """The lock file the import of ``jobs[i]`` takes (None: it fails before it takes one)."""
+        if i not in self.locks:
+            name, item = self.jobs[i]
+            try:
+                base_id = session_id_for(name, as_input(name, item).name)
+            except (JsonltapeError, OSError, UnicodeError):
+                self.locks[i] = None
+            else:
+                self.locks[i] = lock_file(Path(self.abs_root) / name, base_id)
+        return self.locks[i]
+
+    def _free(self, todo: deque[int]) -> int | None:
+        """The first of ``todo`` whose lock no source being imported here holds."""
+        return next((i for i in todo if self._lock(i) not in self.held), None)
+
+    def _done(self, w: _Worker) -> int | None:
+        """``w``'s job, which has ended: its lock is free, and an idle worker may take a file."""
+        i, w.job = w.job, None
+        if i is not None:
+            lock = self._lock(i)
+            if lock is not None:
+                self.held.discard(lock)
+            self._wake()
+        return i
+
+    def _wake(self) -> None:
+        idle, self.idle = self.idle, []
+        for w in idle:
+            self._next(w)
 
     def _next(self, w: _Worker) -> None:
-        if not self.files:
+        i = self._free(self.files)
+        if i is None:
             w.job = None
-            w.stdin.close()  # nothing left: it exits
+            if self.files:  # each waits for a lock a source imported now holds
+                self.idle.append(w)
+            else:
+                w.stdin.close()  # nothing left: it exits
             return
-        i = self.files.popleft()
+        self.files.remove(i)
+        if not self.files:
+            self._wake()  # the idle ones have nothing left: they exit
+        lock = self._lock(i)
+        if lock is not None:
+            self.held.add(lock)
         name, item = self.jobs[i]
         path = os.path.abspath(_as_given(item))  # type: ignore[arg-type]  # files only here
         try:
@@ -283,17 +336,20 @@ class _Pool:
         if lines is None:  # it ended: after its input did, or it died
             self.selector.unregister(w.stdout)
             self.workers.remove(w)
+            if w in self.idle:
+                self.idle.remove(w)
             w.stop(kill=False)
-            if w.job is None:
+            i = self._done(w)
+            if i is None:
                 return
             code = w.proc.returncode
             if code is not None and code >= 0 and not w.said:
                 # it never ran (a broken installation, an interpreter that will not start):
                 # its source and the rest are imported here, as without workers
-                self.mine.append(w.job)
+                self.mine.append(i)
                 self._alone()
             else:  # killed while importing: that source is lost; another worker goes on
-                self.reports[w.job] = self._lost(w.job, code)
+                self.reports[i] = self._lost(i, code)
                 self._hire()
             return
         for line in lines:
@@ -311,6 +367,7 @@ class _Pool:
                     self.waiting(self.jobs[message.i][1], Path(message.lock))
             else:
                 self.reports[message.i] = self._named(message.i, message.report)
+                self._done(w)
                 self._next(w)
 
     def _named(self, i: int, report: FileReport) -> FileReport:
