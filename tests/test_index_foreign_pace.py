@@ -319,3 +319,22 @@ def test_what_a_stopped_daemon_held_back_is_synced_when_it_starts_again(
     assert index() != want  # what it held back was not synced before it stopped
     with _Running(Daemon(cfg, log=lambda _m: None)):
         wait_for(lambda: index() == want, timeout=60)
+
+
+def test_a_held_path_counts_as_pending_from_the_change_it_was_held_for() -> None:
+    # `daemon status` reads pending and lag from the hints: a path held back for its pace is
+    # behind the whole time, from the hint it was taken for, until it is taken again.
+    hints = Hints()
+    stop = threading.Event()
+    hints.add("/r/a.jsonl")
+    noted = time.monotonic()
+    assert hints.take(1.0, quiet=0.0, max_wait=0.0, stop=stop)[0] == ["/r/a.jsonl"]
+    hints.later("/r/a.jsonl", time.monotonic() + 0.4)  # the sync held it back
+    assert (len(hints), hints.held()) == (1, 1)
+    time.sleep(0.1)
+    assert hints.oldest_age() >= time.monotonic() - noted - 0.01
+    assert hints.take(5.0, quiet=0.0, max_wait=0.0, stop=stop)[0] == ["/r/a.jsonl"]
+    hints.later("/r/a.jsonl", time.monotonic() + 0.2)  # held again: still as old
+    assert hints.oldest_age() >= time.monotonic() - noted - 0.01
+    assert hints.take(5.0, quiet=0.0, max_wait=0.0, stop=stop)[0] == ["/r/a.jsonl"]
+    assert (len(hints), hints.held(), hints.oldest_age()) == (0, 0, 0.0)  # synced: caught up

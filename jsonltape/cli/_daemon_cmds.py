@@ -340,7 +340,12 @@ def daemon_status_cmd(index_path: str | None, local_index: Path | None, as_json:
         sub = info.get("substrings") or {}
         if sub and sub["indexed"] < sub["messages"]:
             say(f"building: substring index, {sub['indexed']} of {sub['messages']} messages")
-        say(f"lag:      {status.get('lag', 0):.3f} s pending, last sync {ago:.1f} s ago")
+        held = status.get("held") or 0
+        back = f" ({held} held back: mapped again at their pace)" if held else ""
+        say(
+            f"lag:      {status.get('lag', 0):.3f} s, {status.get('pending', 0)} pending{back}, "
+            f"last sync {ago:.1f} s ago"
+        )
         remote = status.get("remote")
         if remote:  # a PostgreSQL team index the daemon pushes into
             state = "connected" if remote.get("connected") else f"retrying ({remote.get('error')})"

@@ -303,6 +303,7 @@ class Daemon:
             return
         self._status_at = now
         self.status["pending"] = len(self.hints)
+        self.status["held"] = self.hints.held()
         self.status["lag"] = round(self.hints.oldest_age(), 3)
         self.status["updated"] = _now_ms()
         try:

@@ -58,6 +58,10 @@ class Hints:
         self._cond = threading.Condition()
         self._paths: dict[str, float] = {}  # path -> when it was first noted (monotonic)
         self._later: dict[str, float] = {}  # path -> when it is to be a hint (monotonic)
+        #: a path held back (or come back from it and not taken yet) -> when the change it
+        #: waits to have synced was first noted: how far behind the index is for it
+        self._since: dict[str, float] = {}
+        self._given: dict[str, float] = {}  # the paths the last take gave -> when noted
         self._rescan = False
         self._last = 0.0
         self.overflows = 0
@@ -79,9 +83,12 @@ class Hints:
                 self._paths[path] = at
 
     def later(self, path: str, at: float) -> None:
-        """Make ``path`` a hint at monotonic time ``at`` (a file the engine held back)."""
+        """Make ``path`` a hint at monotonic time ``at`` (a file the engine held back). It
+        counts as pending meanwhile, as old as the change the last take gave it for."""
         with self._cond:
             self._later[path] = min(at, self._later.get(path, at))
+            since = self._given.get(path, time.monotonic())
+            self._since[path] = min(since, self._since.get(path, since))
             self._cond.notify()
 
     def _due(self, now: float) -> float | None:
@@ -103,15 +110,21 @@ class Hints:
             self._cond.notify_all()
 
     def __len__(self) -> int:
+        """The paths pending: hints, and paths held back to come back later."""
         with self._cond:
-            return len(self._paths)
+            return len(self._paths.keys() | self._later.keys())
+
+    def held(self) -> int:
+        """The paths held back, to come back later."""
+        with self._cond:
+            return len(self._later)
 
     def oldest_age(self) -> float:
-        """Seconds since the oldest pending hint arrived (0 when none is pending)."""
+        """Seconds since the oldest pending change was noted (0 when none is pending): a held
+        path's counts from the hint it was held back from."""
         with self._cond:
-            if not self._paths:
-                return 0.0
-            return time.monotonic() - min(self._paths.values())
+            times = [*self._paths.values(), *self._since.values()]
+            return time.monotonic() - min(times) if times else 0.0
 
     def take(
         self, timeout: float, *, quiet: float, max_wait: float, stop: threading.Event
@@ -137,6 +150,7 @@ class Hints:
                     break
                 self._cond.wait(due - now)
             paths = list(self._paths)
+            self._given = {p: min(t, self._since.pop(p, t)) for p, t in self._paths.items()}
             self._paths.clear()
             rescan, self._rescan = self._rescan, False
             return paths, rescan
