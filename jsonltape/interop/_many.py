@@ -251,6 +251,7 @@ class _Pool:
                     self.reports[mine] = here(mine)
                     continue
                 if not self.workers:  # every worker ended with files left: one more takes them
+                    assert self.files, "sources left that no process imports"  # never a hang
                     self._hire()
                     continue
                 for key, _ in self.selector.select():
