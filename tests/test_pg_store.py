@@ -39,8 +39,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def pg_dump(url: str, origin: str) -> dict[str, Any]:
     """Everything of one origin that a rebuild must reproduce, in ``test_index_helpers.dump``'s
-    shape (keyed by path, the texts included), read as the superuser."""
+    shape (keyed by path, the texts included), read as the superuser, in one snapshot: a
+    daemon may push meanwhile (each query in a snapshot of its own saw a session's messages
+    but not the session, added between the two)."""
     with psycopg.connect(url) as con:
+        con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
 
         def q(sql: str) -> list[tuple[Any, ...]]:
             return con.execute(sql, (origin,)).fetchall()
