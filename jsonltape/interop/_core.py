@@ -135,8 +135,8 @@ class MapperCore:
         once, each exactly as :meth:`feed` would have handled it; those lines are read but not
         fed. A mapper takes only lines that emit nothing and change no title (the rest of
         :meth:`feed` is then a no-op for them), and never the stretch's last one, which is fed
-        as usual (so :attr:`line` is the last line read whenever anything else runs). None by
-        default."""
+        as usual (so :attr:`line` is the last line read whenever anything else runs). By
+        default none (0)."""
         return 0
 
     def new_out(self, name: str, session_id: str, meta: dict[str, Any]) -> Out:
