@@ -140,7 +140,12 @@ def _cli(*args: str, cwd: Path) -> subprocess.Popen[bytes]:
     the test watches its workers would fill up and stop it)."""
     with (cwd / "stdout").open("w") as out, (cwd / "stderr").open("w") as err:
         return subprocess.Popen(
-            [sys.executable, "-P", "-m", "jsonltape", *args], cwd=cwd, stdout=out, stderr=err
+            [sys.executable, "-P", "-m", "jsonltape", *args],
+            cwd=cwd,
+            stdout=out,
+            stderr=err,
+            # as from a terminal: a SIGINT ignored by a background test run would stay ignored
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
 
@@ -350,3 +355,33 @@ def test_what_a_worker_prints_on_its_standard_output_goes_to_its_standard_error(
     assert len(hired) == 2
     assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
     assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
+
+
+def test_an_import_interrupted_with_ctrl_c_exits_130_and_leaves_no_worker(tmp_path: Path) -> None:
+    # Click would say "Aborted!" and exit 1, which `verify` uses for a torn tail. The parent
+    # alone gets the signal here (as `kill -INT`): it stops its workers, which ignore SIGINT.
+    src = _aider_tree(tmp_path / "src", 10, 40)
+    run = _cli("import", "--from", "aider", "-o", str(tmp_path / "out"), "-j", "2", str(src),
+               cwd=tmp_path)  # fmt: skip
+    deadline = time.monotonic() + 60
+    workers: list[int] = []
+    while not workers and run.poll() is None and time.monotonic() < deadline:
+        workers = _workers_of(run.pid)
+        time.sleep(0.01)
+    assert workers, "the import never started a worker"
+    run.send_signal(signal.SIGINT)
+    stderr = _ended(run, tmp_path)
+    assert run.returncode == 130, stderr
+    assert stderr.splitlines()[-1] == "jsonltape: interrupted"
+    assert "Traceback" not in stderr and "Aborted" not in stderr
+    for pid in workers:  # stopped and waited for: gone, not a zombie
+        assert not Path(f"/proc/{pid}").exists()
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "jsonltape", "import", "--from", "aider", "-o",
+         str(tmp_path / "out"), str(src)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr  # the bad source only
+    fresh = tmp_path / "fresh"
+    list(import_paths("aider", [src], fresh, workers=1))
+    assert _normalized(tmp_path / "out") == _normalized(fresh)

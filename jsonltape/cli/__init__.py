@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import gc
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -203,6 +203,15 @@ class _LazyGroup(LazyCommands):
             from .._scan import TOO_DEEP  # not at the top: it loads the decoder for every command
 
             raise CliError(f"input: {TOO_DEEP}", 2) from None
+        except KeyboardInterrupt:
+            # click would say "Aborted!" and exit 1, which `verify` uses for a torn tail: a
+            # script must tell Ctrl-C apart (128 + SIGINT, as shells do)
+            _interrupted()
+
+
+def _interrupted() -> NoReturn:
+    click.echo("jsonltape: interrupted", err=True)
+    sys.exit(130)
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -243,9 +252,8 @@ def main() -> None:
     _defer_first_collection()
     try:
         cli.main(prog_name="jsonltape")
-    except KeyboardInterrupt:  # pragma: no cover - interactive
-        click.echo("jsonltape: interrupted", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt:  # pragma: no cover - before or after a command runs
+        _interrupted()
     finally:
         # The process is about to end: the interpreter's last collections would trace every
         # object the imports made (modules, classes, functions: ~19k for `append`), ~15 ms or
