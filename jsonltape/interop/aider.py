@@ -32,7 +32,6 @@ usage of the reply before it (Aider's rounded numbers: ``sent`` less the cache h
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import os
 import re
@@ -119,6 +118,16 @@ def usage_of(report: str) -> dict[str, Any] | None:
     return usage
 
 
+def _unended(raw: str) -> str:
+    """A line without the ``\r`` Aider on Windows writes before its newline."""
+    return raw[:-1] if raw.endswith("\r") else raw
+
+
+def _unquoted(line: str) -> str:
+    """What Aider printed on a ``>`` line (the quote and its space taken off)."""
+    return line[2:] if line.startswith("> ") else line[1:]
+
+
 def _reply_lines(raw: str) -> str:
     r"""A reply's lines (joined with ``\n``) as its text holds them: each without Windows'
     ``\r``, empty if blank (as ``str.strip`` sees it: ``\s`` is the same Unicode class)."""
@@ -169,9 +178,6 @@ class AiderMapper(Mapper):
         self.model: str | None = None
         #: lines before the first run header (the file starts in the middle of a run)
         self.orphan = False
-        #: the block of text lines :meth:`follow` last saw, and which of them end a reply
-        self._texts: list[str] | None = None
-        self._stops: list[int] = []
 
     def _new_run(self, name: str, sid: str) -> Out:
         out = self.new_out(name, sid, {})
@@ -188,15 +194,14 @@ class AiderMapper(Mapper):
     # -- lines ------------------------------------------------------------------------------
 
     def handle(self, v: dict[str, Any]) -> None:
-        raw = v["text"]
-        line = raw[:-1] if raw.endswith("\r") else raw  # Aider on Windows writes CRLF
+        line = _unended(v["text"])
         first = line[:1]  # most lines are a reply's: one test of their first character
         if first == "#" and (header := _HEADER.match(line)) is not None:
             self._header(header)
         elif first == "#" and (line.startswith("#### ") or line == "####"):
             self._line("user", line[5:])
         elif first == ">":
-            self._tool(line[2:] if line.startswith("> ") else line[1:])
+            self._tool(_unquoted(line))
         elif not line.strip():
             self._blank()
             return
@@ -217,14 +222,10 @@ class AiderMapper(Mapper):
         g = self.reply
         if g is None or self.run.group is not g or not self.text or self.kind != "text":
             return 0
-        if texts is not self._texts:  # a new block: where its lines that end a reply are
-            self._texts = texts
-            self._stops = [i for i, t in enumerate(texts) if t.startswith(_NOT_REPLY)]
-        stops = self._stops
-        k = bisect.bisect_left(stops, start)
-        # the stretch's last line is fed as usual (Mapper.follow)
-        j = min(stops[k] if k < len(stops) else end, end - 1)
-        if j <= start:
+        j = start
+        while j < end - 1 and not texts[j].startswith(_NOT_REPLY):  # the last is fed as usual
+            j += 1
+        if j == start:
             return 0
         taken = texts[start:j]
         lines = range(n, n + len(taken))
@@ -244,10 +245,9 @@ class AiderMapper(Mapper):
         got: list[str] = []
         blank = False
         for j in range(start, end - 1):  # the stretch's last line is fed as usual
-            raw = texts[j]
-            line = raw[:-1] if raw.endswith("\r") else raw
+            line = _unended(texts[j])
             if line.startswith(">"):
-                text = line[2:] if line.startswith("> ") else line[1:]
+                text = _unquoted(line)
                 if text.strip().startswith(_READ_FOR_MORE):
                     break
                 got.append(text)
