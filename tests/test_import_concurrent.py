@@ -77,7 +77,7 @@ def test_an_import_waits_while_another_import_of_its_source_runs(tmp_path: Path)
     lock = lock_file(root / "aider", base_id)
     # said once, before it waited: what it waits for and which lock holds it
     assert err.count("waiting") == 1, err
-    assert f"{history}: waiting for another import of it into {root} to end" in err
+    assert f"{history}: waiting for another import into {root} to end" in err
     assert f"(it holds {lock})" in err
 
 

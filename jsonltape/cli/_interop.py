@@ -143,9 +143,9 @@ def import_(
 
 def _waiting(source: str | os.PathLike[str] | Unit, lock: Path, *, root: Path) -> None:
     where = source.path if isinstance(source, Unit) else source
-    _err(
-        f"jsonltape: {where}: waiting for another import of it into {root} to end (it holds {lock})"
-    )
+    # the lock is one of a few hundred: the import holding it is of this source, or rarely
+    # of another one whose lock is the same file
+    _err(f"jsonltape: {where}: waiting for another import into {root} to end (it holds {lock})")
 
 
 def _found(dirs: tuple[Path, ...], out_root: Path) -> list[tuple[str, Path | Unit]]:

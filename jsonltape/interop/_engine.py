@@ -365,11 +365,13 @@ def _feed(
     ends = [n for n, _ in stops]
 
     def follow(texts: list[str], start: int, end: int, n: int) -> int:
+        if not checked:
+            return 0
         # a stretch taken at once ends at the next stop: that line is fed, then its eof runs
         k = bisect.bisect_left(ends, n)
         if k < len(ends):
             end = min(end, start + ends[k] - n + 1)
-        return mapper.follow(texts, start, end, n) if checked else 0
+        return mapper.follow(texts, start, end, n)
 
     for line in src.read(follow):
         if not checked:

@@ -86,6 +86,7 @@ class Done(msgspec.Struct, tag="done", array_like=True):
 #: A line of a worker's output.
 Message = Progress | Waiting | Done
 _decode_message = msgspec.json.Decoder(Message).decode
+_encode_job = msgspec.json.Encoder().encode
 
 
 def workers_default() -> int:
@@ -177,7 +178,7 @@ class _Worker:
 
     def give(self, job: Job) -> None:
         self.job = job.i
-        self.stdin.write(msgspec.json.encode(job) + b"\n")
+        self.stdin.write(_encode_job(job) + b"\n")
         self.stdin.flush()
 
     def lines(self) -> list[bytes] | None:
