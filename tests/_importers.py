@@ -1,9 +1,11 @@
 """Helpers for the tests of the importers of issue 32 (Continue, Copilot CLI, Copilot Chat in VS
 Code, Cursor): copies of fixture trees, request bodies and their validity, the raw lines an import
-kept, the read-only scan beside the import, a CLI run's verdict."""
+kept, the read-only scan beside the import, a CLI run's verdict, a root's sessions as two imports
+of the same sources must both write them."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -163,3 +165,22 @@ def current_records(session: Path) -> list[Any]:
     lines = [kept[n].encode() for n in range(1, int(marker["lines"]) + 1)]
     points = [tuple(p) for p in marker.get("rewrites", [])]
     return [msgspec.json.decode(r) for r in document(lines, points)]
+
+
+def sessions_of(root: Path) -> dict[str, list[object]]:
+    """Every session under ``root``, line by line, the wall-clock parts of an import's own
+    markers left out (``time`` and ``crc`` of ``import/sync`` and ``session/flush``, and the
+    checkpoint's span crc): what two imports of the same sources must both have written."""
+    out: dict[str, list[object]] = {}
+    for f in sorted(root.rglob("*.jsonl")):
+        rows: list[object] = []
+        for line in f.read_bytes().split(b"\n")[:-1]:  # never splitlines: U+2028 is text
+            event = json.loads(line)
+            if event["type"] in ("import/sync", "session/flush"):
+                event.pop("time"), event.pop("crc")
+                event["data"].get("span", {}).pop("crc", None)
+                rows.append(event)
+            else:
+                rows.append(line)
+        out[str(f.relative_to(root))] = rows
+    return out

@@ -5,7 +5,6 @@ runs from ``/`` without the current directory on its path."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ import pytest
 from jsonltape.interop import _many, discover, import_many, import_paths
 
 from ._agents_b import FIXTURES, database
+from ._importers import sessions_of
 
 HEAD = (FIXTURES / "aider" / "aider-repo-head.chat.history.md").read_text()
 
@@ -34,23 +34,6 @@ def _aider_tree(root: Path, repos: int, copies: int) -> Path:
     bad.mkdir()
     (bad / ".aider.chat.history.md").write_text("just notes\n" * 10)
     return root
-
-
-def _normalized(root: Path) -> dict[str, list[object]]:
-    """Every session's lines, the wall-clock parts of the import's own markers left out."""
-    out: dict[str, list[object]] = {}
-    for f in sorted(root.rglob("*.jsonl")):
-        rows: list[object] = []
-        for line in f.read_bytes().split(b"\n")[:-1]:
-            event = json.loads(line)
-            if event["type"] in ("import/sync", "session/flush"):
-                event.pop("time"), event.pop("crc")
-                event["data"].get("span", {}).pop("crc", None)
-                rows.append(event)
-            else:
-                rows.append(line)
-        out[str(f.relative_to(root))] = rows
-    return out
 
 
 def _said(reports: list[_many.FileReport], root: Path) -> list[tuple[object, ...]]:
@@ -91,7 +74,7 @@ def test_sources_imported_by_workers_are_what_one_process_imports(
     assert _said(shared, Path("shared")) == _said(alone, Path("alone"))
     assert not any(r.path.startswith("/") or "/tmp" in str(r.error) for r in shared)
     assert [r.status for r in shared].count("error") == 1
-    assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
+    assert sessions_of(tmp_path / "shared") == sessions_of(tmp_path / "alone")
     files = [p for p in src.rglob(".aider.chat.history.md") if "bad" not in str(p)]
     assert sum(read) == sum(p.stat().st_size for p in files)
     for pid in hired:  # every worker has exited and been waited for
@@ -116,7 +99,7 @@ def test_units_are_imported_here_between_the_workers_files(
     shared = list(import_many(jobs, tmp_path / "shared", settle=0, workers=2))
     assert len(hired) == 2
     assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
-    assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
+    assert sessions_of(tmp_path / "shared") == sessions_of(tmp_path / "alone")
 
 
 def _workers_of(pid: int) -> list[int]:
@@ -155,26 +138,20 @@ def _ended(run: subprocess.Popen[bytes], cwd: Path) -> str:
     return (cwd / "stderr").read_text()
 
 
-def test_a_killed_worker_loses_only_its_source_and_the_next_import_completes_it(
-    tmp_path: Path,
-) -> None:
-    src = _aider_tree(tmp_path / "src", 10, 40)
-    out = tmp_path / "out"
-    run = _cli("import", "--from", "aider", "-o", str(out), "-j", "2", str(src), cwd=tmp_path)
+def _first_workers(run: subprocess.Popen[bytes]) -> list[int]:
+    """The workers of the import ``run`` once it has started any."""
     deadline = time.monotonic() + 60
     workers: list[int] = []
     while not workers and run.poll() is None and time.monotonic() < deadline:
         workers = _workers_of(run.pid)
         time.sleep(0.01)
     assert workers, "the import never started a worker"
-    time.sleep(0.15)  # inside its first source
-    os.kill(workers[0], signal.SIGKILL)
-    stderr = _ended(run, tmp_path)
-    assert run.returncode == 2, stderr
-    assert "Traceback" not in stderr
-    lost = [line for line in stderr.splitlines() if "was killed by SIGKILL" in line]
-    assert len(lost) == 1 and "import again to go on" in lost[0], stderr
-    assert "not an Aider chat history" in stderr  # the bad one, said as ever
+    return workers
+
+
+def _completed_by_the_next_import(src: Path, out: Path, tmp_path: Path) -> None:
+    """The next import of ``src`` into ``out`` (one process) completes what was cut short:
+    ``out`` then holds what one uninterrupted import writes."""
     done = subprocess.run(
         [sys.executable, "-P", "-m", "jsonltape", "import", "--from", "aider", "-o", str(out),
          "-j", "1", str(src)],
@@ -183,7 +160,25 @@ def test_a_killed_worker_loses_only_its_source_and_the_next_import_completes_it(
     assert done.returncode == 2 and "Traceback" not in done.stderr  # the bad source still
     fresh = tmp_path / "fresh"
     list(import_paths("aider", [src], fresh, workers=1))
-    assert _normalized(out) == _normalized(fresh)
+    assert sessions_of(out) == sessions_of(fresh)
+
+
+def test_a_killed_worker_loses_only_its_source_and_the_next_import_completes_it(
+    tmp_path: Path,
+) -> None:
+    src = _aider_tree(tmp_path / "src", 10, 40)
+    out = tmp_path / "out"
+    run = _cli("import", "--from", "aider", "-o", str(out), "-j", "2", str(src), cwd=tmp_path)
+    workers = _first_workers(run)
+    time.sleep(0.15)  # inside its first source
+    os.kill(workers[0], signal.SIGKILL)
+    stderr = _ended(run, tmp_path)
+    assert run.returncode == 2, stderr
+    assert "Traceback" not in stderr
+    lost = [line for line in stderr.splitlines() if "was killed by SIGKILL" in line]
+    assert len(lost) == 1 and "import again to go on" in lost[0], stderr
+    assert "not an Aider chat history" in stderr  # the bad one, said as ever
+    _completed_by_the_next_import(src, out, tmp_path)
 
 
 def test_a_worker_starts_from_the_root_without_the_current_directory_on_its_path(
@@ -224,7 +219,7 @@ def test_when_no_worker_can_run_the_sources_are_imported_here(
     shared = list(import_paths("aider", [src], tmp_path / "shared", settle=0, workers=2))
     assert len(hired) == (2 if broken == "a worker that exits at once" else 0)
     assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
-    assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
+    assert sessions_of(tmp_path / "shared") == sessions_of(tmp_path / "alone")
 
 
 _LIBRARY_IMPORT = """
@@ -328,7 +323,7 @@ def test_sources_sharing_a_lock_take_turns_without_saying_they_wait_for_another_
     assert len(hired) == 2
     assert [r.status for r in shared] == ["imported", "imported"]
     assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
-    assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
+    assert sessions_of(tmp_path / "shared") == sessions_of(tmp_path / "alone")
 
 
 def test_what_a_worker_prints_on_its_standard_output_goes_to_its_standard_error(
@@ -354,7 +349,7 @@ def test_what_a_worker_prints_on_its_standard_output_goes_to_its_standard_error(
     shared = list(import_paths("aider", [src], tmp_path / "shared", settle=0, workers=2))
     assert len(hired) == 2
     assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
-    assert _normalized(tmp_path / "shared") == _normalized(tmp_path / "alone")
+    assert sessions_of(tmp_path / "shared") == sessions_of(tmp_path / "alone")
 
 
 def test_an_import_interrupted_with_ctrl_c_exits_130_and_leaves_no_worker(tmp_path: Path) -> None:
@@ -363,12 +358,7 @@ def test_an_import_interrupted_with_ctrl_c_exits_130_and_leaves_no_worker(tmp_pa
     src = _aider_tree(tmp_path / "src", 10, 40)
     run = _cli("import", "--from", "aider", "-o", str(tmp_path / "out"), "-j", "2", str(src),
                cwd=tmp_path)  # fmt: skip
-    deadline = time.monotonic() + 60
-    workers: list[int] = []
-    while not workers and run.poll() is None and time.monotonic() < deadline:
-        workers = _workers_of(run.pid)
-        time.sleep(0.01)
-    assert workers, "the import never started a worker"
+    workers = _first_workers(run)
     run.send_signal(signal.SIGINT)
     stderr = _ended(run, tmp_path)
     assert run.returncode == 130, stderr
@@ -376,12 +366,4 @@ def test_an_import_interrupted_with_ctrl_c_exits_130_and_leaves_no_worker(tmp_pa
     assert "Traceback" not in stderr and "Aborted" not in stderr
     for pid in workers:  # stopped and waited for: gone, not a zombie
         assert not Path(f"/proc/{pid}").exists()
-    done = subprocess.run(
-        [sys.executable, "-P", "-m", "jsonltape", "import", "--from", "aider", "-o",
-         str(tmp_path / "out"), str(src)],
-        capture_output=True, text=True, cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 2 and "Traceback" not in done.stderr  # the bad source only
-    fresh = tmp_path / "fresh"
-    list(import_paths("aider", [src], fresh, workers=1))
-    assert _normalized(tmp_path / "out") == _normalized(fresh)
+    _completed_by_the_next_import(src, tmp_path / "out", tmp_path)

@@ -6,7 +6,6 @@ what feeding every line one by one makes of them, whatever the block boundaries.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from jsonltape.interop._source import SourceLine, SourceReader
 from jsonltape.interop.aider import AiderMapper
 from jsonltape.interop.foreign import ForeignScan
 
+from ._importers import sessions_of
 from .test_interop_text_source import _expected
 
 _PIECES = st.sampled_from(
@@ -109,23 +109,6 @@ _LINES = st.lists(_BLOCK, max_size=12).map(lambda blocks: [x for b in blocks for
 _FIRST = st.sampled_from(["# aider chat started at 2024-05-01 09:00:00", "#### hi", "> Aider v1"])
 
 
-def _normalized(root: Path) -> dict[str, list[object]]:
-    """Every session's lines, the wall-clock parts of an import's own markers left out."""
-    out: dict[str, list[object]] = {}
-    for f in sorted(root.rglob("*.jsonl")):
-        rows: list[object] = []
-        for line in f.read_text().split("\n")[:-1]:
-            event = json.loads(line)
-            if event["type"] in ("import/sync", "session/flush"):
-                event.pop("time"), event.pop("crc")
-                event["data"].get("span", {}).pop("crc", None)
-                rows.append(event)
-            else:
-                rows.append(line)
-        out[str(f.relative_to(root))] = rows
-    return out
-
-
 def _write(path: Path, data: bytes, second: int) -> None:
     """Write ``data`` with a fixed change time: the import's marker records it."""
     path.write_bytes(data)
@@ -144,7 +127,7 @@ def _import(history: Path, root: Path, *, follow: bool, cut: int | None) -> dict
             _write(history, data, 2)
         (report,) = import_paths("aider", [history], root, settle=0)
     assert report.status in ("imported", "unchanged"), report
-    return _normalized(root)
+    return sessions_of(root)
 
 
 @settings(
