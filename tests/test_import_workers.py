@@ -37,9 +37,12 @@ def _aider_tree(root: Path, repos: int, copies: int) -> Path:
 
 
 def _said(reports: list[_many.FileReport], root: Path) -> list[tuple[object, ...]]:
+    """What the reports say, the sessions they name relative to ``root`` (the created ones
+    too: a worker's report names them again as the caller named the root)."""
     return [
         (r.path, r.status, r.events, r.lines, r.problems, r.error,
-         [str(Path(s).relative_to(root)) for s in r.sessions])
+         [str(Path(s).relative_to(root)) for s in r.sessions],
+         [str(Path(s).relative_to(root)) for s in r.created])
         for r in reports
     ]  # fmt: skip
 

@@ -149,8 +149,9 @@ class Sink:
         )
 
     def _opened(self, name: str, tape: Tape) -> Tape:
-        if not self.state(name).exists:
-            self.created.append(str(tape.path))
+        st = self.state(name)
+        if not st.exists:  # named as the report names its sessions (the root as given)
+            self.created.append(str(st.path))
         self.tapes[name] = tape
         return tape
 
@@ -254,7 +255,8 @@ class Sink:
             self.close()
         finally:
             for name, tape in self.tapes.items():
-                if str(tape.path) not in self.created:
+                made = str(self.state(name).path)
+                if made not in self.created:
                     continue
                 named = tape.durable_seq >= 0
                 if named and tape.next_seq > 2:
@@ -264,5 +266,5 @@ class Sink:
                         os.unlink(tape.path)
                     except FileNotFoundError:
                         pass
-                self.created.remove(str(tape.path))
+                self.created.remove(made)
                 self.states.pop(name, None)
