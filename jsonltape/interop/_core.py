@@ -86,6 +86,10 @@ class MapperCore:
     #: rewind): a version that is not the imported one grown is imported as a rewrite
     #: (:mod:`._rewrite`) instead of refused.
     rewrites = False
+    #: Its events' data may hold what the source's records hold (JSON values, nested as deep
+    #: as the source nests them): each is cut to the format's depth (:func:`within_depth`).
+    #: A text source's mapper builds its data of strings alone, and says False.
+    nested = True
 
     @staticmethod
     def rewrite_start(value: dict[str, Any]) -> bool:
@@ -258,7 +262,8 @@ class MapperCore:
         ignorable: bool | None = None,
         time: int | None = None,
     ) -> int:
-        data = within_depth(data)
+        if self.nested:
+            data = within_depth(data)
         self._touched[out] = None
         vid = out.next_vid
         op: Replace | Retract | str | None = None

@@ -162,6 +162,7 @@ class AiderMapper(Mapper):
     source = "aider"
     implicit_end = True
     known_raw = frozenset({"run", "tool", "command", "blank"})
+    nested = False  # its data is built of the history's lines: strings, a few levels deep
 
     def __init__(self, name: str, path: str, session_id: str) -> None:
         super().__init__(name, path)
