@@ -25,9 +25,11 @@ fast path reads only the end of each imported session) and again after touching 
   Aider-AI/aider@5dc9490 ``tests/fixtures/chat-history.md``: 4.2 MB, 1,133 runs; only its
   first 4 runs are in tests/fixtures), in a repository of its own.
 
-``--only NAME`` (repeatable) runs only those workloads. An import of many sources uses as many
-processes as the cores once it has run 0.2 s alone (``jsonltape import``'s default:
-``interop._many``); ``--workers 1`` keeps each import in one process.
+``--only NAME`` (repeatable) runs only those workloads. An import of many sources goes on in
+one more process than the cores once it has run 0.2 s alone or its first sources say the rest
+would (``jsonltape import``'s default: ``interop._many``); ``--workers N`` caps the processes
+(1: each import in one process). Each workload starts after ``os.sync()``: what the workloads
+before it wrote is not written back during its syncs.
 
 Events/s counts the jsonltape events written (messages, tool calls, turns, raw lines, ...);
 lines/s the source lines read. Run:
@@ -119,7 +121,8 @@ def claude_tree(root: Path, projects: int, sessions: int, turns: int) -> None:
             (d / f"{sid}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-#: ``--workers``: processes an import may use (None: as ``jsonltape import``, the cores).
+#: ``--workers``: processes an import may use (None: as ``jsonltape import``, one more than the
+#: cores).
 WORKERS: int | None = None
 
 
@@ -140,6 +143,9 @@ def _files(src: Path) -> list[Path]:
 
 def measure(name: str, source: str, src: Path, work: Path) -> None:
     root = work / f"root-{name}"
+    # what was written before (this tree, the workloads before it) is on disk first: its
+    # writeback would slow this import's syncs (ext4 commits other files' data with them)
+    os.sync()
     first, events, lines, sessions = run(source, src, root)
     files = _files(src)
     size = sum(f.stat().st_size for f in files)
@@ -184,7 +190,9 @@ def main() -> None:
     ap.add_argument("--only", action="append", default=[], help="run only this workload")
     ap.add_argument("--aider-history", type=Path, help="a real .aider.chat.history.md")
     ap.add_argument(
-        "--workers", type=int, help="processes an import may use (default: the cores, as the CLI)"
+        "--workers",
+        type=int,
+        help="processes an import may use (default: one more than the cores, as the CLI)",
     )
     args = ap.parse_args()
     global WORKERS
@@ -192,7 +200,7 @@ def main() -> None:
     print(
         f"{platform.machine()}, {os.cpu_count()} cpus, Python {sys.version.split()[0]}, "
         f"msgspec {msgspec.__version__}, {platform.system()} {platform.release()}, "
-        f"workers {args.workers or 'as the cores'}"
+        f"workers {args.workers or 'one more than the cores'}"
     )
     work = Path(tempfile.mkdtemp(prefix="bench-interop-"))
     n = args.projects * args.sessions

@@ -105,6 +105,69 @@ def test_units_are_imported_here_between_the_workers_files(
     assert sessions_of(tmp_path / "shared") == sessions_of(tmp_path / "alone")
 
 
+def _imported_here(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The sources this process imports itself (their paths), in order."""
+    here: list[str] = []
+    imported = _many.import_file
+
+    def counting(name: str, item: object, *args: object, **kwargs: object) -> object:
+        here.append(str(item))
+        return imported(name, item, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_many, "import_file", counting)
+    return here
+
+
+def test_workers_start_after_one_source_that_says_the_rest_would_take_long(
+    tmp_path: Path, hired: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first source that took long enough for the files left to take ``ALONE`` seconds
+    starts the workers at once, not ``ALONE`` seconds in (a core idle meanwhile)."""
+    src = _aider_tree(tmp_path / "src", 40, 1)
+    first = src / "repo00" / ".aider.chat.history.md"
+    first.write_text(HEAD * 40)  # takes a tenth of a second or so; the others a few ms each
+    alone = list(import_paths("aider", [src], tmp_path / "alone", settle=0, workers=1))
+    monkeypatch.setattr(_many, "ALONE", 1.0)  # the old rule: the 40 small files, here
+    here = _imported_here(monkeypatch)
+    before: list[int] = []
+    init = _many._Worker.__init__
+
+    def hiring(self: _many._Worker) -> None:
+        before.append(len(here))
+        init(self)
+
+    monkeypatch.setattr(_many._Worker, "__init__", hiring)
+    shared = list(import_paths("aider", [src], tmp_path / "shared", settle=0, workers=2))
+    # hired right after the big history: the first source, the one that is not a history,
+    # was refused at once, and said little of the rest
+    assert before == [2, 2]
+    assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
+    assert sessions_of(tmp_path / "shared") == sessions_of(tmp_path / "alone")
+
+
+def test_this_process_imports_files_while_its_workers_start(
+    tmp_path: Path, hired: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers that take long to start (a second here; a tenth usually): this process
+    imports the files meanwhile, and the reports and sessions are what one process makes."""
+    src = _aider_tree(tmp_path / "src", 6, 1)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "slow_worker.py").write_text(
+        "import time\ntime.sleep(1)\nfrom jsonltape.interop._worker import main\nmain()\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setattr(_many, "WORKER", "slow_worker")
+    alone = list(import_paths("aider", [src], tmp_path / "alone", settle=0, workers=1))
+    here = _imported_here(monkeypatch)
+    shared = list(import_paths("aider", [src], tmp_path / "shared", settle=0, workers=2))
+    assert len(hired) == 2
+    # each worker was given a file when it was started; the other five are imported here
+    assert len(here) == 5
+    assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
+    assert sessions_of(tmp_path / "shared") == sessions_of(tmp_path / "alone")
+
+
 def _workers_of(pid: int) -> list[int]:
     found = []
     for proc in Path("/proc").iterdir():

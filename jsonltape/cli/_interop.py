@@ -80,8 +80,9 @@ def _err(text: str) -> None:
     "-j",
     "--jobs",
     type=click.IntRange(min=1),
-    help="Processes importing at once (default: this machine's cores). An import of many "
-    "sources goes on in worker processes once it has run 0.2 s alone; 1: never.",
+    help="Processes importing at once (default: one more than this machine's cores). An "
+    "import of many sources goes on in worker processes once it has run 0.2 s alone, or "
+    "its first sources say the rest would take that long; 1: never.",
 )
 def import_(
     source: str,

@@ -2,13 +2,15 @@
 
 An import of a tree is one :func:`~._engine.import_file` per source, and a source's mapping is
 Python under one interpreter lock: on a machine with several cores, one process uses one. So an
-import of many sources starts in this process, and when it has taken longer than
-:data:`ALONE` seconds with at least two files left, the files left go to worker processes (as
-many as the cores, ``workers`` at most), each importing one source at a time
-(:mod:`._worker`). Sources are independent: each writes only its own sessions, and two imports
-of one source take turns (:mod:`._one_import`), so the sessions are the same bytes as one
-process writes (the markers' wall-clock times aside). Most imports (a source or a few, a tree
-whose sources are all unchanged) end in this process before a worker would have started.
+import of many sources starts in this process, and once it has taken :data:`ALONE` seconds, or
+the sources it imported say the files left would take that long, with at least two files left,
+the files left go to worker processes (one more than the cores, ``workers`` at most: a worker
+waiting for its syncs leaves its core to another), each importing one source at a time
+(:mod:`._worker`). Until one of them has started (a tenth of a second), this process imports
+files too. Sources are independent: each writes only its own sessions, and two imports of one
+source take turns (:mod:`._one_import`), so the sessions are the same bytes as one process
+writes (the markers' wall-clock times aside). Most imports (a source or a few, a tree whose
+sources are all unchanged) end in this process before a worker would have started.
 
 A worker is ``python -P -m jsonltape.interop._worker`` started as every jsonltape process is
 (:mod:`jsonltape._spawn`: from ``/``, without the current directory on its path). It ignores
@@ -44,7 +46,7 @@ import msgspec
 from .._spawn import start
 from ..errors import JsonltapeError
 from ._engine import FileReport, as_input, discover, import_file, session_id_for
-from ._one_import import lock_file
+from ._one_import import lock_file, taken
 from ._source import Unit
 
 __all__ = ["ALONE", "WORKER", "Job", "Message", "import_many", "import_paths", "workers_default"]
@@ -90,11 +92,14 @@ _encode_job = msgspec.json.Encoder().encode
 
 
 def workers_default() -> int:
-    """The cores this process may run on."""
+    """One more than the cores this process may run on: a worker waiting for its sessions'
+    syncs leaves its core idle, and another worker takes it (the Aider tree of
+    benchmarks/bench_interop.py, 2,020 sessions: 5% faster on two cores than two workers)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    return cores + 1
 
 
 def import_paths(
@@ -108,7 +113,8 @@ def import_paths(
 ) -> Iterator[FileReport]:
     """Import every session found under ``paths``; yields one report per file or unit (and one
     per file skipped on purpose, with status ``skipped``), in the order found. ``workers``: at
-    most this many processes import at once (default: the cores; 1: this process alone)."""
+    most this many processes import at once (default: :func:`workers_default`; 1: this process
+    alone)."""
     items, skipped = discover(source, paths, exclude=str(root))
     for f, why in skipped:
         yield FileReport(source=source, path=str(f), status="skipped", error=why)
@@ -128,8 +134,8 @@ def import_many(
     """Import each ``(source name, file or unit)`` of ``jobs`` into ``root`` as
     :func:`~._engine.import_file` does, one report each, in their order. ``progress`` is told
     the bytes read as they are; ``waiting(source, lock)`` when an import waits for another
-    import of its source. ``workers``: at most this many processes at once (default: the
-    cores; 1 imports in this process alone)."""
+    import of its source. ``workers``: at most this many processes at once (default:
+    :func:`workers_default`; 1 imports in this process alone)."""
     most = workers_default() if workers is None else workers
     if most < 1:
         raise ValueError(f"workers must be at least 1, got {most}")
@@ -145,15 +151,28 @@ def import_many(
             name, item, root, settle=settle, now=now, progress=progress, waiting=told
         )
 
+    last = 0.0  # seconds the last source took, if it was imported (not unchanged)
     while left:
-        if most > 1 and files >= 2 and time.monotonic() - began >= ALONE:
+        if most > 1 and files >= 2 and _long(time.monotonic() - began, last, files):
             break
         i = left.popleft()
         files -= not isinstance(jobs[i][1], Unit)
-        yield here(i)
+        start = time.monotonic()
+        report = here(i)
+        last = time.monotonic() - start if report.status == "imported" else 0.0
+        yield report
     if not left:
         return
     yield from _Pool(jobs, root, settle, now, progress, waiting, min(most, files)).run(left, here)
+
+
+def _long(spent: float, last: float, files: int) -> bool:
+    """Whether the ``files`` left are worth workers: this process has run :data:`ALONE`
+    seconds, or the last source, imported in ``last`` seconds, says that many would take that
+    long (an Aider history of 20,000 lines takes 0.15 s: waiting the whole 0.2 s left a core
+    idle for a tenth of the import). An unchanged source says nothing: the first one of a
+    run also loads the importer, and a tree of them ends in milliseconds."""
+    return spent >= ALONE or last * files >= ALONE
 
 
 def _as_given(path: str | os.PathLike[str]) -> str:
@@ -246,7 +265,21 @@ class _Pool:
                     yield self.reports.pop(order.popleft())
                 if not order:
                     break
+                starting = self._starting()  # what they said so far read first
                 mine = self._free(self.mine)
+                if mine is None and starting:
+                    # a worker takes a tenth of a second to start: until one has, this
+                    # process imports files too (not one another import holds up: meanwhile
+                    # the workers would wait for this process to give them their next)
+                    mine = self._free(self.files)
+                    lock = None if mine is None else self._lock(mine)
+                    if lock is not None and taken(lock):
+                        mine = None
+                    if mine is not None:
+                        self.files.remove(mine)
+                        self.mine.append(mine)
+                        if not self.files:
+                            self._wake()  # the idle ones have nothing left: they exit
                 if mine is not None:  # this process's share, while the workers import theirs
                     self.mine.remove(mine)
                     self.reports[mine] = here(mine)
@@ -262,6 +295,14 @@ class _Pool:
             self.selector.close()
             for w in self.workers:
                 w.stop(kill=not finished)
+
+    def _starting(self) -> bool:
+        """Whether workers run and none has started yet (once what they said is read)."""
+        if not self.workers or any(w.said for w in self.workers):
+            return False
+        for key, _ in self.selector.select(0):
+            self._read(key.data)
+        return bool(self.workers) and not any(w.said for w in self.workers)
 
     def _hire(self) -> None:
         if not self.files:

@@ -23,7 +23,7 @@ from pathlib import Path
 from .. import _fs
 from .._project import data_dir
 
-__all__ = ["STRIPES", "one_import"]
+__all__ = ["STRIPES", "lock_file", "one_import", "taken"]
 
 #: How many lock files there are at most, for every root and source together.
 STRIPES = 256
@@ -54,6 +54,23 @@ def _open(path: Path) -> int | None:
         except OSError:
             return None
     return None
+
+
+def taken(path: Path) -> bool:
+    """Whether another import holds the lock file ``path`` now (one that cannot be had at
+    all is not: an import then runs unlocked)."""
+    fd = _open(path)
+    if fd is None:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # releases it
+    return False
 
 
 @contextmanager
