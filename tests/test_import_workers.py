@@ -433,3 +433,32 @@ def test_an_import_interrupted_with_ctrl_c_exits_130_and_leaves_no_worker(tmp_pa
     for pid in workers:  # stopped and waited for: gone, not a zombie
         assert not Path(f"/proc/{pid}").exists()
     _completed_by_the_next_import(src, tmp_path / "out", tmp_path)
+
+
+def test_ctrl_c_to_the_process_group_at_any_moment_exits_130_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C in a terminal reaches the whole process group: the import itself (importing a
+    file while its workers start, or reading theirs) and its workers, which ignore it. Sent
+    at several moments, each must end the command with 130 and nothing but the one line: a
+    Python callback the interpreter runs (the collector's, thousands of times in an import)
+    swallowed it ("Exception ignored in") and the import went on to exit 0."""
+    src = _aider_tree(tmp_path / "src", 6, 40)
+    (src / "repo00" / ".aider.chat.history.md").write_text(HEAD * 400)  # imported here
+    for n, delay in enumerate((0.4, 0.55, 0.7, 0.85, 1.0, 1.15, 1.3, 1.45)):
+        cwd = tmp_path / f"run{n}"
+        cwd.mkdir()
+        with (cwd / "stdout").open("w") as out, (cwd / "stderr").open("w") as err:
+            run = subprocess.Popen(
+                [sys.executable, "-P", "-m", "jsonltape", "import", "--from", "aider", "-o",
+                 str(cwd / "out"), "-j", "2", str(src)],
+                cwd=cwd, stdout=out, stderr=err, start_new_session=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )  # fmt: skip
+        time.sleep(delay)
+        os.killpg(run.pid, signal.SIGINT)
+        stderr = _ended(run, cwd)
+        assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+        if run.returncode != 2:  # not ended before it (the bad source's error)
+            assert run.returncode == 130, stderr
+            assert stderr.splitlines()[-1] == "jsonltape: interrupted"

@@ -242,6 +242,11 @@ def _defer_first_collection() -> None:
         if phase == "stop" and not restored:
             restored = True
             gc.set_threshold(*default)
+            # Off the list at once: a signal's handler runs in the first Python code after it
+            # came, and a KeyboardInterrupt raised in a collector's callback is printed and
+            # dropped ("Exception ignored in"): Ctrl-C during an import was lost one time in
+            # ten (it went on to exit 0), the callback ran at every collection.
+            gc.callbacks.remove(restore)
 
     gc.callbacks.append(restore)
     gc.set_threshold(_FIRST_COLLECTION, *default[1:])
