@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jsonltape.interop import _many, discover, import_many, import_paths
+from jsonltape.interop import _engine, _many, discover, import_many, import_paths
 
 from ._agents_b import FIXTURES, database
 from ._importers import sessions_of
@@ -121,11 +121,14 @@ def _imported_here(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_workers_start_after_one_source_that_says_the_rest_would_take_long(
     tmp_path: Path, hired: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A first source that took long enough for the files left to take ``ALONE`` seconds
-    starts the workers at once, not ``ALONE`` seconds in (a core idle meanwhile)."""
+    """A first source that took long enough for the files left to take ``SOONER`` times
+    ``ALONE`` seconds starts the workers at once, not ``ALONE`` seconds in (a core idle
+    meanwhile)."""
     src = _aider_tree(tmp_path / "src", 40, 1)
     first = src / "repo00" / ".aider.chat.history.md"
-    first.write_text(HEAD * 40)  # takes a tenth of a second or so; the others a few ms each
+    # takes half a second or so (times 40 files left: 20 s, SOONER * ALONE being 5 s here),
+    # the others a few ms each
+    first.write_text(HEAD * 200)
     alone = list(import_paths("aider", [src], tmp_path / "alone", settle=0, workers=1))
     monkeypatch.setattr(_many, "ALONE", 1.0)  # the old rule: the 40 small files, here
     here = _imported_here(monkeypatch)
@@ -143,6 +146,34 @@ def test_workers_start_after_one_source_that_says_the_rest_would_take_long(
     assert before == [2, 2]
     assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
     assert sessions_of(tmp_path / "shared") == sessions_of(tmp_path / "alone")
+
+
+def test_a_first_source_slowed_by_the_runs_start_up_starts_no_worker_for_small_files(
+    tmp_path: Path, hired: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first source of a run also pays its one-time costs (loading, the first lock
+    directory, a loaded machine): a tree of ten small histories, imported in a fifth of a
+    second alone, took 0.7-1.1 s once that first source's 26-50 ms, times the files left,
+    said they were worth three workers. Here it takes ALONE * 0.3 seconds longer, as such a
+    start would: the files left are still imported here, before ALONE has passed."""
+    src = _aider_tree(tmp_path / "src", 10, 1)
+    monkeypatch.setattr(_many, "ALONE", 1.0)
+    imported = _many.import_file
+    first: list[str] = []
+
+    def slow_start(name: str, item: object, *args: object, **kwargs: object) -> object:
+        report = imported(name, item, *args, **kwargs)  # type: ignore[arg-type]
+        if not first and report.status == "imported":
+            first.append(str(item))
+            time.sleep(0.3)
+        return report
+
+    monkeypatch.setattr(_many, "import_file", slow_start)
+    began = time.monotonic()
+    reports = list(import_paths("aider", [src], tmp_path / "out", settle=0, workers=3))
+    assert first and hired == []
+    assert time.monotonic() - began < 1.0  # else ALONE would have started them anyway
+    assert [r.status for r in reports].count("imported") == 10
 
 
 def test_this_process_imports_files_while_its_workers_start(
@@ -462,3 +493,39 @@ def test_ctrl_c_to_the_process_group_at_any_moment_exits_130_without_a_traceback
         if run.returncode != 2:  # not ended before it (the bad source's error)
             assert run.returncode == 130, stderr
             assert stderr.splitlines()[-1] == "jsonltape: interrupted"
+
+
+def test_workers_whose_output_fills_while_this_process_imports_a_big_file_lose_nothing(
+    tmp_path: Path, hired: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers that start while this process imports a big file itself, and say progress
+    at every event: their pipes (a page here) fill and they wait until it reads them again.
+    Every byte is counted once, and the reports and sessions are what one process makes."""
+    src = _aider_tree(tmp_path / "src", 4, 20)
+    # the bad one and repo00 go to the workers as they are started: repo01 is this process's
+    big = src / "repo01" / ".aider.chat.history.md"
+    big.write_text(HEAD * 300)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "slow_chatty_worker.py").write_text(
+        "import fcntl, time\ntime.sleep(0.3)\n"
+        "fcntl.fcntl(1, fcntl.F_SETPIPE_SZ, 4096)\n"  # a page: it fills at once
+        "from jsonltape.interop import _engine\n_engine.CHUNK = 1\n"  # progress at each spec
+        "from jsonltape.interop._worker import main\nmain()\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setattr(_many, "WORKER", "slow_chatty_worker")
+    monkeypatch.setattr(_engine, "CHUNK", 1)  # here too: `created` lists sessions as written
+    alone = list(import_paths("aider", [src], tmp_path / "alone", settle=0, workers=1))
+    here = _imported_here(monkeypatch)
+    read: list[int] = []
+    shared = list(
+        import_paths("aider", [src], tmp_path / "shared", settle=0, workers=2, progress=read.append)
+    )
+    assert len(hired) == 2
+    assert str(big) in here  # imported here while the workers started
+    assert len(read) > 2 * 4096 // len(b'["progress",9,99]\n')  # more than two pipes hold
+    files = [p for p in src.rglob(".aider.chat.history.md") if "bad" not in str(p)]
+    assert sum(read) == sum(p.stat().st_size for p in files)
+    assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
+    assert sessions_of(tmp_path / "shared") == sessions_of(tmp_path / "alone")

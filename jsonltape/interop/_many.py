@@ -3,7 +3,8 @@
 An import of a tree is one :func:`~._engine.import_file` per source, and a source's mapping is
 Python under one interpreter lock: on a machine with several cores, one process uses one. So an
 import of many sources starts in this process, and once it has taken :data:`ALONE` seconds, or
-the sources it imported say the files left would take that long, with at least two files left,
+the last source it imported says the files left would take :data:`SOONER` times that long,
+with at least two files left,
 the files left go to worker processes (one more than the cores, ``workers`` at most: a worker
 waiting for its syncs leaves its core to another), each importing one source at a time
 (:mod:`._worker`). Until one of them has started (a tenth of a second), this process imports
@@ -49,10 +50,26 @@ from ._engine import FileReport, as_input, discover, import_file, session_id_for
 from ._one_import import lock_file, taken
 from ._source import Unit
 
-__all__ = ["ALONE", "WORKER", "Job", "Message", "import_many", "import_paths", "workers_default"]
+__all__ = [
+    "ALONE",
+    "SOONER",
+    "WORKER",
+    "Job",
+    "Message",
+    "import_many",
+    "import_paths",
+    "workers_default",
+]
 
 #: Seconds an import runs in this process alone before it starts workers for the files left.
 ALONE = 0.2
+#: How many times :data:`ALONE` the files left must take, by the last source's time, for the
+#: workers to start before ALONE has passed: a source's time also holds the run's one-time
+#: costs (the first one loads the importer) and a loaded machine's, and three workers cost
+#: 0.9 s of CPU to start. A tree of ten 5 ms histories, 0.2 s alone, took 0.7-1.1 s with
+#: workers its first source (26-50 ms) started; an Aider history of 20,000 lines (0.15 s)
+#: with 19 more still starts them at once.
+SOONER = 5
 #: The module a worker runs.
 WORKER = "jsonltape.interop._worker"
 
@@ -168,11 +185,11 @@ def import_many(
 
 def _long(spent: float, last: float, files: int) -> bool:
     """Whether the ``files`` left are worth workers: this process has run :data:`ALONE`
-    seconds, or the last source, imported in ``last`` seconds, says that many would take that
-    long (an Aider history of 20,000 lines takes 0.15 s: waiting the whole 0.2 s left a core
-    idle for a tenth of the import). An unchanged source says nothing: the first one of a
-    run also loads the importer, and a tree of them ends in milliseconds."""
-    return spent >= ALONE or last * files >= ALONE
+    seconds, or the last source, imported in ``last`` seconds, says that many would take
+    :data:`SOONER` times that long (an Aider history of 20,000 lines takes 0.15 s: waiting the
+    whole 0.2 s left a core idle for a tenth of the import). An unchanged source says nothing:
+    the first one of a run also loads the importer, and a tree of them ends in milliseconds."""
+    return spent >= ALONE or last * files >= SOONER * ALONE
 
 
 def _as_given(path: str | os.PathLike[str]) -> str:
