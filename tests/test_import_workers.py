@@ -529,3 +529,22 @@ def test_workers_whose_output_fills_while_this_process_imports_a_big_file_lose_n
     assert sum(read) == sum(p.stat().st_size for p in files)
     assert _said(shared, tmp_path / "shared") == _said(alone, tmp_path / "alone")
     assert sessions_of(tmp_path / "shared") == sessions_of(tmp_path / "alone")
+
+
+def test_an_import_on_one_core_starts_no_worker(tmp_path: Path) -> None:
+    """A process allowed one core (a CI container, ``taskset -c 0``): workers would only share
+    it with this one, at the cost of their start (two of them made an import 15% slower)."""
+    src = _aider_tree(tmp_path / "src", 4, 1)
+    code = (
+        "import os, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from jsonltape.interop import _many; _many.ALONE = 0.0; "
+        "hired = []; init = _many._Worker.__init__; "
+        "_many._Worker.__init__ = lambda self: hired.append(init(self)); "
+        "r = list(_many.import_paths('aider', [sys.argv[1]], sys.argv[2], settle=0)); "
+        "print(_many.workers_default(), len(hired), sum(x.status == 'imported' for x in r))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", code, str(src), str(tmp_path / "out")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.split() == ["1", "0", "4"], done.stderr

@@ -82,7 +82,7 @@ def _err(text: str) -> None:
     type=click.IntRange(min=1),
     help="Processes importing at once (default: one more than this machine's cores). An "
     "import of many sources goes on in worker processes once it has run 0.2 s alone, or "
-    "its first sources say the rest would take that long; 1: never.",
+    "a source says the rest would take five times that long; 1: never.",
 )
 def import_(
     source: str,

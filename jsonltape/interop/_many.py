@@ -109,14 +109,18 @@ _encode_job = msgspec.json.Encoder().encode
 
 
 def workers_default() -> int:
-    """One more than the cores this process may run on: a worker waiting for its sessions'
-    syncs leaves its core idle, and another worker takes it (the Aider tree of
-    benchmarks/bench_interop.py, 2,020 sessions: 5% faster on two cores than two workers)."""
+    """One more than the cores this process may run on (one on a single core): a worker
+    waiting for its sessions' syncs leaves its core idle, and another worker takes it (the
+    Aider tree of benchmarks/bench_interop.py, 2,020 sessions: 5% faster on two cores than
+    two workers)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         cores = os.cpu_count() or 1
-    return cores + 1
+    # one core (a CI container, `taskset -c 0`): a worker would only share it, at the cost of
+    # its start and the messages (an Aider tree of 12 histories: 2.26-2.65 s with two, against
+    # 1.93-2.21 s in one process)
+    return cores + 1 if cores > 1 else 1
 
 
 def import_paths(
