@@ -179,18 +179,33 @@ def test_a_first_source_slowed_by_the_runs_start_up_starts_no_worker_for_small_f
 def test_this_process_imports_files_while_its_workers_start(
     tmp_path: Path, hired: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Workers that take long to start (a second here; a tenth usually): this process
-    imports the files meanwhile, and the reports and sessions are what one process makes."""
+    """Workers that take long to start (here until this process has imported five files, or
+    30 s; a tenth of a second usually): this process imports the files meanwhile, and the
+    reports and sessions are what one process makes. (A worker that slept one second was
+    outrun by five imports here on a loaded machine.)"""
     src = _aider_tree(tmp_path / "src", 6, 1)
     site = tmp_path / "site"
     site.mkdir()
+    marker = tmp_path / "five-imported-here"
     (site / "slow_worker.py").write_text(
-        "import time\ntime.sleep(1)\nfrom jsonltape.interop._worker import main\nmain()\n"
+        "import os, time\nend = time.monotonic() + 30\n"
+        f"while not os.path.exists({str(marker)!r}) and time.monotonic() < end:\n"
+        "    time.sleep(0.01)\n"
+        "from jsonltape.interop._worker import main\nmain()\n"
     )
     monkeypatch.setenv("PYTHONPATH", str(site))
     monkeypatch.setattr(_many, "WORKER", "slow_worker")
     alone = list(import_paths("aider", [src], tmp_path / "alone", settle=0, workers=1))
     here = _imported_here(monkeypatch)
+    counted = _many.import_file
+
+    def marking(*args: object, **kwargs: object) -> object:
+        report = counted(*args, **kwargs)  # type: ignore[arg-type]
+        if len(here) == 5:
+            marker.touch()
+        return report
+
+    monkeypatch.setattr(_many, "import_file", marking)
     shared = list(import_paths("aider", [src], tmp_path / "shared", settle=0, workers=2))
     assert len(hired) == 2
     # each worker was given a file when it was started; the other five are imported here
