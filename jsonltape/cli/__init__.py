@@ -238,14 +238,15 @@ def _defer_first_collection() -> None:
     restored = False
 
     def restore(phase: str, info: dict[str, int]) -> None:
+        # Once, as the first collection starts, and off the list at once: a signal's handler
+        # runs in the first Python code after the signal came, and a KeyboardInterrupt raised
+        # in a collector's callback is printed and dropped ("Exception ignored in"). Run at
+        # every collection, or as the first one stops (a Ctrl-C during its milliseconds), it
+        # lost Ctrl-C to an import one time in ten, which went on to exit 0.
         nonlocal restored
-        if phase == "stop" and not restored:
+        if not restored:
             restored = True
             gc.set_threshold(*default)
-            # Off the list at once: a signal's handler runs in the first Python code after it
-            # came, and a KeyboardInterrupt raised in a collector's callback is printed and
-            # dropped ("Exception ignored in"): Ctrl-C during an import was lost one time in
-            # ten (it went on to exit 0), the callback ran at every collection.
             gc.callbacks.remove(restore)
 
     gc.callbacks.append(restore)

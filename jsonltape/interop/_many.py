@@ -111,8 +111,8 @@ _encode_job = msgspec.json.Encoder().encode
 def workers_default() -> int:
     """One more than the cores this process may run on (one on a single core): a worker
     waiting for its sessions' syncs leaves its core idle, and another worker takes it (the
-    Aider tree of benchmarks/bench_interop.py, 2,020 sessions: 5% faster on two cores than
-    two workers)."""
+    Aider tree of benchmarks/bench_interop.py, 2,020 sessions: about 7% faster on two cores
+    than two workers)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
