@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import jsonltape
-from jsonltape.interop import import_file, import_paths
+from jsonltape.interop import discover, import_file, import_paths
 from jsonltape.interop.continue_dev import CANCELLED, ERRORED, NO_OUTPUT
 
 from ._importers import (
@@ -187,6 +187,18 @@ def test_the_header_has_continues_title_the_workspace_path_and_the_index_creatio
     times = [e.time for e in jsonltape.read(session) if e.type == "assistant/message"]
     # no item has a time of its own but the reasoning of the last reply
     assert times[-1] == 1788135000000
+
+
+def test_the_sessions_folder_walked_from_inside_finds_what_its_full_path_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `jsonltape import --from continue .` in ~/.continue/sessions: each file's folder is
+    # "sessions" all the same (walked as ".", it had no name, and nothing was found)
+    sessions = copy_tree(TREE, tmp_path / "sessions")
+    whole, _ = discover("continue", [sessions])
+    monkeypatch.chdir(sessions)
+    here, _ = discover("continue", [Path(".")])
+    assert whole and [(u.name, u.created) for u in here] == [(u.name, u.created) for u in whole]
 
 
 def test_a_sessions_index_that_is_a_symlink_or_a_fifo_is_not_read(tmp_path: Path) -> None:

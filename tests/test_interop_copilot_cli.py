@@ -212,6 +212,30 @@ def test_the_early_flat_layout_is_read_and_the_directory_wins(tmp_path: Path) ->
     assert session_id_for("copilot-cli", tree / f"{other}.jsonl") == f"copilot-cli-{other}"
 
 
+def test_a_log_given_by_a_bare_relative_name_is_the_session_its_full_path_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `jsonltape import --from copilot-cli events.jsonl` from the session's folder: the id
+    # came from the name of the path's parent, empty for a bare name (and not for the full
+    # path an import worker is given), so one log made two sessions
+    tree = _tree(tmp_path)
+    whole = import_file("copilot-cli", tree / SMALL / "events.jsonl", tmp_path / "whole")
+    monkeypatch.chdir(tree / SMALL)
+    bare = import_file("copilot-cli", Path("events.jsonl"), tmp_path / "bare")
+    imported(whole)
+    imported(bare)
+    assert [Path(s).name for s in bare.sessions] == [Path(s).name for s in whole.sessions]
+    assert session_id_for("copilot-cli", Path("events.jsonl")) == f"copilot-cli-{SMALL}"
+    flat = tree / f"{RICH}.jsonl"  # the early layout, by its bare name from its folder
+    shutil.move(tree / RICH / "events.jsonl", flat)
+    monkeypatch.chdir(tree)
+    items, skipped = discover("copilot-cli", [Path(flat.name)])
+    assert (items, skipped) == ([Path(flat.name)], [])
+    # walked from inside the folder: its files' folder is "session-state" all the same
+    items, _ = discover("copilot-cli", [Path(".")])
+    assert Path(flat.name) in items
+
+
 # -- byte-exact, incremental, rewound ----------------------------------------------------------
 
 

@@ -101,11 +101,14 @@ def discover(
             dirnames[:] = sorted(d for d in dirnames if d not in agent.prune)
             for name in sorted(filenames):
                 f = Path(dirpath) / name
-                why = agent.skip(f) if agent.skip is not None else None
+                # the agent's rules read folder names: "." walked from inside ~/.continue/sessions
+                # names its files "x.json", whose folder has no name
+                whole_path = f.absolute()
+                why = agent.skip(whole_path) if agent.skip is not None else None
                 if why is not None:
                     skipped.append((f, why))
                     continue
-                if not (agent.wanted(f) and f.is_file() and not f.is_symlink()):
+                if not (agent.wanted(whole_path) and f.is_file() and not f.is_symlink()):
                     continue
                 found = agent.units(f) if agent.units is not None else None
                 items.extend([f] if found is None else found)
