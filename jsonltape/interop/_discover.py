@@ -33,9 +33,10 @@ class SourceError(JsonltapeError):
 def name_of(agent: Agent, path: str | os.PathLike[str]) -> str:
     """The name a session file is known by (its session id derives from it): its file name, or
     what the agent declares (:attr:`Agent.name_of`: Copilot CLI's ``<id>/events.jsonl`` is
-    ``<id>.jsonl``)."""
+    ``<id>.jsonl``), which reads the full path: a bare ``events.jsonl`` given in its folder
+    is named by that folder, as its full path is (an import worker is given that)."""
     p = Path(path)
-    return agent.name_of(p) if agent.name_of is not None else p.name
+    return agent.name_of(Path(os.path.abspath(p))) if agent.name_of is not None else p.name
 
 
 def inputs_of(agent: Agent, item: str | os.PathLike[str] | Unit) -> list[Input]:
@@ -99,16 +100,16 @@ def discover(
                     d for d in dirnames if os.path.abspath(os.path.join(dirpath, d)) != ex
                 ]
             dirnames[:] = sorted(d for d in dirnames if d not in agent.prune)
+            # the agent's rules read folder names: "." walked from inside ~/.continue/sessions
+            # names its files "x.json", whose folder has no name
+            full = Path(os.path.abspath(dirpath))
             for name in sorted(filenames):
                 f = Path(dirpath) / name
-                # the agent's rules read folder names: "." walked from inside ~/.continue/sessions
-                # names its files "x.json", whose folder has no name
-                whole_path = f.absolute()
-                why = agent.skip(whole_path) if agent.skip is not None else None
+                why = agent.skip(full / name) if agent.skip is not None else None
                 if why is not None:
                     skipped.append((f, why))
                     continue
-                if not (agent.wanted(whole_path) and f.is_file() and not f.is_symlink()):
+                if not (agent.wanted(full / name) and f.is_file() and not f.is_symlink()):
                     continue
                 found = agent.units(f) if agent.units is not None else None
                 items.extend([f] if found is None else found)

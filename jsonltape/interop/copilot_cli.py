@@ -137,18 +137,16 @@ def take(path: Path) -> bool | str:
         return "a pre-0.0.342 Copilot CLI session (history-session-state): not read"
     if path.name == EVENTS:
         return True
-    folder = path.absolute().parent  # a bare relative name's folder is named too
-    if path.suffix == ".jsonl" and _UUID.match(path.stem) and folder.name == "session-state":
-        if (folder / path.stem / EVENTS).exists():
+    if path.suffix == ".jsonl" and _UUID.match(path.stem) and path.parent.name == "session-state":
+        if (path.parent / path.stem / EVENTS).exists():
             return f"the same session as {path.stem}/{EVENTS}, which is imported"
         return True
     return False
 
 
 def name_of(path: Path) -> str:
-    """``<id>/events.jsonl`` is known as ``<id>.jsonl``, as the early layout named it (also
-    when given as ``events.jsonl`` from its folder: the folder's name, not an empty one)."""
-    return f"{path.absolute().parent.name}.jsonl" if path.name == EVENTS else path.name
+    """``<id>/events.jsonl`` is known as ``<id>.jsonl``, as the early layout named it."""
+    return f"{path.parent.name}.jsonl" if path.name == EVENTS else path.name
 
 
 def title_of(path: Path) -> str | None:
