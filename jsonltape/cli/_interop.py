@@ -80,9 +80,9 @@ def _err(text: str) -> None:
     "-j",
     "--jobs",
     type=click.IntRange(min=1),
-    help="Processes importing at once (default: one more than this machine's cores). An "
-    "import of many sources goes on in worker processes once it has run 0.2 s alone, or "
-    "a source says the rest would take five times that long; 1: never.",
+    help="Processes importing at once (default: one more than this machine's cores; one on "
+    "a single core). An import of many sources goes on in worker processes once it has run "
+    "0.2 s alone, or a source says the rest would take five times that long; 1: never.",
 )
 def import_(
     source: str,

@@ -3,15 +3,15 @@
 An import of a tree is one :func:`~._engine.import_file` per source, and a source's mapping is
 Python under one interpreter lock: on a machine with several cores, one process uses one. So an
 import of many sources starts in this process, and once it has taken :data:`ALONE` seconds, or
-the last source it imported says the files left would take :data:`SOONER` times that long,
-with at least two files left,
-the files left go to worker processes (one more than the cores, ``workers`` at most: a worker
-waiting for its syncs leaves its core to another), each importing one source at a time
-(:mod:`._worker`). Until one of them has started (a tenth of a second), this process imports
-files too. Sources are independent: each writes only its own sessions, and two imports of one
-source take turns (:mod:`._one_import`), so the sessions are the same bytes as one process
-writes (the markers' wall-clock times aside). Most imports (a source or a few, a tree whose
-sources are all unchanged) end in this process before a worker would have started.
+the last source it imported says the files left would take :data:`SOONER` times that long, with
+at least two files left, the files left go to worker processes (one more than the cores,
+``workers`` at most: a worker waiting for its syncs leaves its core to another; none on a
+single core), each importing one source at a time (:mod:`._worker`). Until one of them has
+started (a tenth of a second), this process imports files too. Sources are independent: each
+writes only its own sessions, and two imports of one source take turns (:mod:`._one_import`),
+so the sessions are the same bytes as one process writes (the markers' wall-clock times aside).
+Most imports (a source or a few, a tree whose sources are all unchanged) end in this process
+before a worker would have started.
 
 A worker is ``python -P -m jsonltape.interop._worker`` started as every jsonltape process is
 (:mod:`jsonltape._spawn`: from ``/``, without the current directory on its path). It ignores
@@ -286,23 +286,14 @@ class _Pool:
                     yield self.reports.pop(order.popleft())
                 if not order:
                     break
-                starting = self._starting()  # what they said so far read first
+                # what the workers said first: one that never started gives this process files
+                starting = self._starting()
                 mine = self._free(self.mine)
-                if mine is None and starting:
-                    # a worker takes a tenth of a second to start: until one has, this
-                    # process imports files too (not one another import holds up: meanwhile
-                    # the workers would wait for this process to give them their next)
-                    mine = self._free(self.files)
-                    lock = None if mine is None else self._lock(mine)
-                    if lock is not None and taken(lock):
-                        mine = None
-                    if mine is not None:
-                        self.files.remove(mine)
-                        self.mine.append(mine)
-                        if not self.files:
-                            self._wake()  # the idle ones have nothing left: they exit
                 if mine is not None:  # this process's share, while the workers import theirs
                     self.mine.remove(mine)
+                elif starting:
+                    mine = self._meanwhile()
+                if mine is not None:
                     self.reports[mine] = here(mine)
                     continue
                 if not self.workers:  # every worker ended with files left: one more takes them
@@ -324,6 +315,23 @@ class _Pool:
         for key, _ in self.selector.select(0):
             self._read(key.data)
         return bool(self.workers) and not any(w.said for w in self.workers)
+
+    def _meanwhile(self) -> int | None:
+        """A file this process imports while its workers start (a tenth of a second), taken
+        from theirs; none whose lock another import holds: this process would wait for it, and
+        the workers for their next file meanwhile."""
+        i = self._free(self.files)
+        lock = None if i is None else self._lock(i)
+        if i is None or (lock is not None and taken(lock)):
+            return None
+        self._take(i)
+        return i
+
+    def _take(self, i: int) -> None:
+        """Take file ``i`` from the workers' files."""
+        self.files.remove(i)
+        if not self.files:
+            self._wake()  # the idle ones have nothing left: they exit
 
     def _hire(self) -> None:
         if not self.files:
@@ -382,9 +390,7 @@ class _Pool:
             else:
                 w.stdin.close()  # nothing left: it exits
             return
-        self.files.remove(i)
-        if not self.files:
-            self._wake()  # the idle ones have nothing left: they exit
+        self._take(i)
         lock = self._lock(i)
         if lock is not None:
             self.held.add(lock)
