@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonltape
 from jsonltape import fold
-from jsonltape.interop import FileReport, import_paths
+from jsonltape.interop import FileReport, import_paths, kept_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "interop"
 AGENTS = ("qwen-code", "kimi-cli", "factory-droid", "openhands", "amp")
@@ -91,9 +91,9 @@ def raw_lines(sessions: list[Path]) -> dict[str, dict[int, str]]:
         key = f"{info['file']}#{info['name']}"
         lines = found.setdefault(key, {})
         for e in jsonltape.read(s):
-            for n, text in (e.data.get("import") or {}).get("raw", {}).items():
-                assert int(n) not in lines, f"{key}: line {n} carried twice"
-                lines[int(n)] = text
+            for n, text in kept_lines((e.data.get("import") or {}).get("raw")):
+                assert n not in lines, f"{key}: line {n} carried twice"
+                lines[n] = text
     return found
 
 

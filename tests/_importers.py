@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import jsonltape
 from jsonltape import fold
 from jsonltape.fold._valid import check_anthropic, check_kept, check_openai
-from jsonltape.interop import FileReport
+from jsonltape.interop import FileReport, kept_lines
 from jsonltape.interop.foreign import scan_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "interop"
@@ -83,9 +83,9 @@ def raws(paths: Iterable[str | Path]) -> dict[int, str]:
     for path in paths:
         for line in jsonltape.reader.lines(path):
             info = line.event.data.get("import") if isinstance(line.event.data, dict) else None
-            for n, text in ((info or {}).get("raw") or {}).items():
-                assert int(n) not in kept, f"line {n} is carried twice"
-                kept[int(n)] = text
+            for n, text in kept_lines((info or {}).get("raw")):
+                assert n not in kept, f"line {n} is carried twice"
+                kept[n] = text
     return kept
 
 

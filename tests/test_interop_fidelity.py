@@ -27,7 +27,7 @@ from typing import Any
 
 import jsonltape
 from jsonltape import fold
-from jsonltape.interop import FileReport, import_file
+from jsonltape.interop import FileReport, import_file, kept_lines
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CLAUDE = FIXTURES / "claude21" / "streamed-tool-results.jsonl"
@@ -66,9 +66,9 @@ def carried_lines(report: FileReport) -> dict[int, str]:
     raw: dict[int, str] = {}
     for session in report.sessions:
         for e in jsonltape.read(session):
-            for n, text in e.data.get("import", {}).get("raw", {}).items():
-                assert int(n) not in raw, f"line {n} carried twice"
-                raw[int(n)] = text
+            for n, text in kept_lines(e.data.get("import", {}).get("raw")):
+                assert n not in raw, f"line {n} carried twice"
+                raw[n] = text
     return raw
 
 

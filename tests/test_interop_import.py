@@ -18,7 +18,7 @@ import pytest
 
 import jsonltape
 from jsonltape import fold
-from jsonltape.interop import FileReport, import_file
+from jsonltape.interop import FileReport, import_file, kept_lines
 
 from .conftest import SAMPLES
 
@@ -91,9 +91,9 @@ def test_every_source_line_is_kept_verbatim_exactly_once(tmp_path: Path, name: s
     for session in report.sessions:
         assert jsonltape.verify(session).state == "clean"
         for e in jsonltape.read(session):
-            for n, text in e.data.get("import", {}).get("raw", {}).items():
-                assert int(n) not in raw, f"line {n} carried twice"
-                raw[int(n)] = text
+            for n, text in kept_lines(e.data.get("import", {}).get("raw")):
+                assert n not in raw, f"line {n} carried twice"
+                raw[n] = text
     data = src.read_bytes()
     assert sorted(raw) == list(range(1, data.count(b"\n") + 1))
     rebuilt = "".join(raw[n] + "\n" for n in sorted(raw)).encode("utf-8")
@@ -421,8 +421,8 @@ def test_a_source_cut_in_the_middle_of_a_line_imports_its_complete_lines(tmp_pat
     assert report.torn is not None and report.torn.line == 21
     assert report.torn.offset == sum(len(x) for x in lines[:20])
     assert report.torn.bytes == len(lines[20]) // 2
-    carried = {n for e in events(path) for n in e.data.get("import", {}).get("raw", {})}
-    assert carried == {str(n) for n in range(1, 21)}
+    carried = {n for e in events(path) for n, _ in kept_lines(e.data.get("import", {}).get("raw"))}
+    assert carried == set(range(1, 21))
     src.write_bytes(data)  # the writer finished the line and went on
     os.utime(src, (HOUR_AGO, HOUR_AGO))
     rest = import_file("claude-code", src, root)
@@ -451,7 +451,7 @@ def test_malformed_lines_and_odd_values_are_kept_raw_and_reported(tmp_path: Path
     texts = [p["content"] for i in every for p in i["message"]["parts"] if p["type"] == "text"]
     assert "half an emoji \ufffd here" in texts  # storable; the raw line keeps the escape
     carried = "".join(
-        t for e in events(path) for t in e.data.get("import", {}).get("raw", {}).values()
+        t for e in events(path) for _n, t in kept_lines(e.data.get("import", {}).get("raw"))
     )
     assert "\\ud83d" in carried and "123456789012345678901" in carried
     assert roles(current(path))["assistant"] == 7

@@ -7,6 +7,11 @@ Import (idempotent and incremental; every source line is kept verbatim)::
     for report in interop.import_paths("claude-code", ["~/.claude/projects"], "sessions/"):
         print(report.status, report.sessions, report.problems)
 
+Rebuild a source from the lines the imported events keep (``data.import.raw``)::
+
+    lines = dict(kept for e in jsonltape.read(path)
+                 for kept in interop.kept_lines(e.data.get("import", {}).get("raw")))
+
 Read a foreign file as jsonltape events without writing anything (what an indexer uses)::
 
     for session_id, event in interop.scan_foreign("codex", "rollout-....jsonl"):
@@ -43,6 +48,7 @@ if TYPE_CHECKING:
         session_id_for,
     )
     from ._many import import_many, import_paths
+    from ._raw import kept_lines
     from ._render_html import message_html
     from .export import FORMATS, Export, ExportFormat, export, export_to, transcript
     from .foreign import ForeignMessage, ForeignScan
@@ -64,6 +70,7 @@ _SOURCES: dict[str, tuple[tuple[str, str], ...]] = {
         ("session_id_for", "session_id_for"),
     ),
     "._many": (("import_many", "import_many"), ("import_paths", "import_paths")),
+    "._raw": (("kept_lines", "kept_lines"),),
     ".export": (
         ("FORMATS", "FORMATS"),
         ("Export", "Export"),
@@ -104,6 +111,7 @@ __all__ = [
     "import_file",
     "import_many",
     "import_paths",
+    "kept_lines",
     "mask_secrets",
     "message_html",
     "scan_foreign",

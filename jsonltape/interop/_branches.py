@@ -11,6 +11,7 @@ from ..errors import JsonltapeError
 from ..events import Retract
 from ._core import MapperCore
 from ._model import Out
+from ._raw import runs
 
 __all__ = ["BranchesMixin"]
 
@@ -84,7 +85,7 @@ class BranchesMixin(MapperCore):
                 self.retract(out, after, "retried", "retried", raw=False)
         if g.raw:
             info: dict[str, Any] = {"source": self.source, "lines": list(g.lines)}
-            info["raw"] = dict(g.raw)
+            info["raw"] = runs(g.raw)
             info["time"] = g.time
             g.raw.clear()
             self.raw_counts[kind] = self.raw_counts.get(kind, 0) + 1

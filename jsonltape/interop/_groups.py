@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._model import Group, Out, call_ids
+from ._raw import runs
 from ._tools import ToolsMixin
 
 __all__ = ["GroupsMixin"]
@@ -81,7 +82,7 @@ class GroupsMixin(ToolsMixin):
             refs = ("turn",)
         info: dict[str, Any] = {"source": self.source, "lines": list(g.lines)}
         if g.raw:
-            info["raw"] = dict(g.raw)
+            info["raw"] = runs(g.raw)
             g.raw.clear()
         if g.ids:
             info["ids"] = list(g.ids)

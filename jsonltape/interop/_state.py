@@ -11,6 +11,7 @@ from .. import _framing, _fs, reader
 from .._lines import checkpoint_at
 from .._scan import check
 from ..errors import FormatError
+from ._raw import kept_lines
 
 __all__ = ["State", "last_sync"]
 
@@ -48,11 +49,8 @@ class State:
             e = line.event
             if raws:
                 info = e.data.get("import") if isinstance(e.data, dict) else None
-                kept = info.get("raw") if isinstance(info, dict) else None
-                if isinstance(kept, dict):
-                    self.raws.update(
-                        (int(n), t) for n, t in kept.items() if n.isdigit() and isinstance(t, str)
-                    )
+                if isinstance(info, dict):
+                    self.raws.update(kept_lines(info.get("raw")))
             if e.seq == 0:
                 self.crc0 = e.crc
                 title = e.data.get("title")

@@ -7,8 +7,8 @@ YYYY-MM-DD HH:MM:SS`` (local time), the user's input is written as ``#### `` lin
 itself prints (its command line, announcements, edits applied, errors, the ``Tokens: … Cost: …``
 report) as ``> `` lines, and the model's reply as plain lines, once it is complete. It has no
 ids, no structured tool calls and no other times. Each line is a record ``{"text": line}``
-(``_inputs.TextInput``): an import keeps every line verbatim, so the file is rebuilt byte for
-byte.
+(``_inputs.TextInput``): an import keeps every line verbatim (the lines of a reply or of a
+block of Aider's output as one run, ``_raw``), so the file is rebuilt byte for byte.
 
 Mapping, as Aider's own reader (``utils.split_chat_history_markdown``, used to restore a chat)
 reads the lines: **each run is a session** (the lines before the file's first run header, when
@@ -44,6 +44,7 @@ from ._agent import Agent
 from ._base import Group, Mapper, Out, safe_id
 from ._inputs import Input, TextInput
 from ._parts import reasoning_part, text_part
+from ._raw import run_of, runs
 
 __all__ = ["AGENTS", "NAME", "AiderMapper", "history"]
 
@@ -229,11 +230,11 @@ class AiderMapper(Mapper):
         if j == start:
             return 0
         taken = texts[start:j]
-        lines = range(n, n + len(taken))
-        g.lines.extend(lines)
-        g.raw.update(zip(map(str, lines), taken, strict=True))
-        # the lines as one piece of the reply's text (its lines are joined with "\n")
-        self.text.append(_reply_lines("\n".join(taken)))
+        g.lines.extend(range(n, n + len(taken)))
+        key, joined = run_of(n, taken)
+        g.raw[key] = joined
+        # the lines as one piece of the reply's text (its lines are joined with "\n" too)
+        self.text.append(_reply_lines(joined))
         self.after_blank = not taken[-1].strip()
         return len(taken)
 
@@ -260,9 +261,9 @@ class AiderMapper(Mapper):
                 break
         if not got:
             return 0
-        lines = range(n, n + len(got))
-        block.lines.extend(lines)
-        block.raw.update(zip(map(str, lines), texts[start : start + len(got)], strict=True))
+        block.lines.extend(range(n, n + len(got)))
+        key, joined = run_of(n, texts[start : start + len(got)])
+        block.raw[key] = joined
         block.texts.extend(got)
         self.after_blank = blank
         return len(got)
@@ -389,7 +390,8 @@ class AiderMapper(Mapper):
         if block is None:
             return
         out = self.run
-        info: dict[str, Any] = {"source": self.source, "lines": block.lines, "raw": block.raw}
+        info: dict[str, Any] = {"source": self.source, "lines": block.lines}
+        info["raw"] = runs(block.raw)
         if self.time:
             info["time"] = self.time
         if block.kind == "user":

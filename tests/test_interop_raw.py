@@ -1,0 +1,113 @@
+"""The verbatim source lines an imported event keeps (``data.import.raw``, spec Appendix B.1):
+a line ``N`` or a run ``N-M`` of consecutive lines joined with ``\\n``, always one run for
+consecutive lines, and read back line by line exactly as they were, whatever was edited in."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+import jsonltape
+from jsonltape.interop import import_file, kept_lines
+from jsonltape.interop._raw import run_of, runs
+
+_TEXT = st.text(st.characters(blacklist_characters="\n"), max_size=8)
+
+
+def test_one_line_is_its_number_and_several_are_a_run() -> None:
+    assert run_of(7, ["only"]) == ("7", "only")
+    assert run_of(7, ["a", "", "c\r"]) == ("7-9", "a\n\nc\r")
+
+
+def test_consecutive_lines_are_one_run_however_they_were_taken() -> None:
+    raw = {"5": "a", "6-8": "b\nc\nd", "9": "e", "11": "f", "13": "g", "14-15": "h\ni"}
+    assert runs(raw) == {"5-9": "a\nb\nc\nd\ne", "11": "f", "13-15": "g\nh\ni"}
+    assert runs({}) == {} and runs({"3": "x"}) == {"3": "x"}
+
+
+def test_a_line_holding_a_newline_is_never_part_of_a_run() -> None:
+    raw = {"1": "a", "2": "b\nc", "3": "d", "4": "e"}
+    assert runs(raw) == {"1": "a", "2": "b\nc", "3-4": "d\ne"}
+    assert list(kept_lines(runs(raw))) == [(1, "a"), (2, "b\nc"), (3, "d"), (4, "e")]
+
+
+@given(st.lists(st.tuples(st.integers(1, 3), st.lists(_TEXT, min_size=1, max_size=4))))
+def test_runs_read_back_as_the_lines_they_were_given(pieces: list[tuple[int, list[str]]]) -> None:
+    raw: dict[str, str] = {}
+    lines: list[tuple[int, str]] = []
+    n = 1
+    for gap, texts in pieces:  # gap 1: right after the line before
+        n += gap - 1
+        key, value = run_of(n, texts)
+        raw[key] = value
+        lines += list(enumerate(texts, n))
+        n += len(texts)
+    merged = runs(raw)
+    assert list(kept_lines(merged)) == lines == list(kept_lines(raw))
+    keys = [tuple(map(int, k.split("-"))) for k in merged]
+    assert all(b[0] > a[-1] + 1 for a, b in itertools.pairwise(keys))  # none touch
+
+
+def test_what_is_not_a_line_or_a_whole_run_keeps_nothing() -> None:
+    raw = {
+        "²": "superscript two is a digit to str.isdigit, not to int",
+        "0": "no line 0",
+        "007": "not how a line is written",
+        "5-3": "backwards",
+        "6-6": "a run of one",
+        "7-9": "two\nlines, not three",
+        "10-11": "a\nb",
+        "12": 12,
+        " 13": "space",
+        "14": "kept",
+    }
+    assert list(kept_lines(raw)) == [(10, "a"), (11, "b"), (14, "kept")]
+    assert list(kept_lines(None)) == [] and list(kept_lines(["1", "x"])) == []
+
+
+def test_an_aider_reply_is_kept_as_one_run_and_the_history_rebuilds_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    reply = [
+        f"line {i} of the reply\r" if i % 7 == 0 else f"line {i} of the reply" for i in range(40)
+    ]
+    text = "\n".join(
+        ["# aider chat started at 2024-05-01 09:00:00", "", "#### fix it", "", *reply, "",
+         "> Tokens: 1.2k sent, 80 received. Cost: $0.01 message, $0.02 session.", ""]
+    )  # fmt: skip
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    src = repo / ".aider.chat.history.md"
+    src.write_text(text)
+    os.utime(src, (1e9, 1e9))
+    report = import_file("aider", src, tmp_path / "root")
+    assert report.status == "imported", report.error
+    lines: dict[int, str] = {}
+    replies: list[list[str]] = []
+    for session in report.sessions:
+        for e in jsonltape.read(session):
+            for n, t in kept_lines((e.data.get("import") or {}).get("raw")):
+                assert n not in lines
+                lines[n] = t
+            if e.type == "assistant/message":
+                replies.append(list(e.data["import"]["raw"]))
+    # the reply's 40 lines and the blank after them, then its usage line (a revision)
+    assert replies == [["5-45"], ["46"]]
+    assert "".join(lines[n] + "\n" for n in sorted(lines)).encode() == src.read_bytes()
+
+
+def test_a_session_edited_to_hold_odd_keys_is_still_read_for_a_rewrite(tmp_path: Path) -> None:
+    from jsonltape.interop._state import State
+
+    path = tmp_path / "s.jsonl"
+    with jsonltape.open(path, create=True) as tape:
+        tape.append(
+            "x/note",
+            {"import": {"raw": {"²": "not a line", "3-4": "c\nd", "5": "e"}}},
+            ignorable=True,
+        )
+    assert State(path, raws=True).raws == {3: "c", 4: "d", 5: "e"}
