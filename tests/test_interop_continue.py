@@ -476,3 +476,31 @@ def test_sync_source_indexes_continue_sessions_in_place(tmp_path: Path) -> None:
     assert found == sorted([SIMPLE, RICH])  # not the sessions.json index
     hits = cli("search", "--index", index, "semicolon", "--json", env=env)
     assert hits.returncode == 0 and "semicolon" in hits.stdout
+
+
+@pytest.mark.parametrize("keep", range(1, 10))
+def test_a_session_cut_back_imports_as_a_fresh_import_or_is_refused_before_its_compaction(
+    tmp_path: Path, keep: int
+) -> None:
+    """A session Continue saved cut back (to any of its items) is imported as a fresh import
+    of it would be, unless the cut is before the summary of a compaction that summarized what
+    the cut keeps (spec B.1: a retraction cannot bring back compacted messages): then it is
+    refused in one line and nothing is written. Cut back to before the summary, the import
+    retracted the summary and left the surface without the messages it had replaced, kept by
+    the cut (an empty history where a fresh import has the prompt)."""
+    src, session = _import(tmp_path)
+    doc = json.loads(src.read_text(encoding="utf-8"))
+    doc["history"] = doc["history"][:keep]
+    _save(src, doc, seconds=7000)
+    before = session.read_bytes()
+    again = import_file("continue", src, tmp_path / "root")
+    fresh = imported(import_file("continue", src, tmp_path / "fresh"))
+    if again.status == "error":
+        assert again.error is not None and "before a compaction that summarized" in again.error
+        assert str(src) in again.error and "\n" not in again.error
+        assert session.read_bytes() == before
+        assert keep <= 5  # the summary is item 5 (a cut after it keeps it)
+        return
+    assert again.status == "imported" and again.problems == [], again.error
+    assert bodies(session) == bodies(fresh)
+    assert _rebuilt(session) == doc
