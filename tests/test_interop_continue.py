@@ -189,6 +189,27 @@ def test_the_header_has_continues_title_the_workspace_path_and_the_index_creatio
     assert times[-1] == 1788135000000
 
 
+@pytest.mark.parametrize("created", ["1788134900000\u00b2", "\u0661" * 13, "1" * 4301, "9" * 17])
+def test_an_index_creation_time_of_digits_int_refuses_is_no_time(
+    tmp_path: Path, created: str
+) -> None:
+    """``sessions.json`` is Continue's, edited or not: a ``dateCreated`` of digits ``int``
+    refuses (a superscript, Arabic-Indic digits: ``str.isdigit`` takes them; more than 4,300
+    digits) or past any time is no creation time, and the session imports (it was a
+    ValueError traceback)."""
+    sessions = copy_tree(TREE, tmp_path / "sessions")
+    index = sessions / "sessions.json"
+    entries = json.loads(index.read_text(encoding="utf-8"))
+    for e in entries:
+        e["dateCreated"] = created
+    index.write_text(json.dumps(entries), encoding="utf-8")
+    age([index])
+    done = cli("import", "--from", "continue", str(sessions), "-o", str(tmp_path / "root"))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    for session in (tmp_path / "root" / "continue").glob("*.jsonl"):
+        assert jsonltape.reader.header(session).created != 1788134900000
+
+
 def test_the_sessions_folder_walked_from_inside_finds_what_its_full_path_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
