@@ -10,15 +10,17 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jsonltape
 from jsonltape.events import MAX_INT
-from jsonltape.interop import import_file, kept_lines
+from jsonltape.interop import import_file, import_paths, kept_lines
 from jsonltape.interop._raw import run_of, runs
 
 from ._importers import FIXTURES, age, bodies, cli, copy_tree, kept_whole
+from .test_interop_text_follow import _BLOCK, _FIRST
 
 _TEXT = st.text(st.characters(blacklist_characters="\n"), max_size=8)
 #: Numbers as a hand-edited key may spell them: past the 4,300 digits ``int`` converts, past
@@ -181,3 +183,43 @@ def test_a_rewritten_source_continues_from_a_session_edited_to_hold_keys_int_ref
     assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
     fresh = import_file("continue", src, tmp_path / "fresh")
     assert bodies(session) == bodies(fresh.sessions[0])
+
+
+_ODD_LINE = st.text(
+    st.characters(blacklist_characters="\n", blacklist_categories=("Cs",)), max_size=6
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.tuples(
+        _FIRST, st.lists(st.one_of(_BLOCK, st.lists(_ODD_LINE, max_size=4)), max_size=10)
+    ),
+    cuts=st.lists(st.integers(1, 80), max_size=3),
+)
+def test_a_growing_aider_history_rebuilds_byte_for_byte_from_its_sessions(
+    tmp_path_factory: pytest.TempPathFactory, lines: tuple[str, list[list[str]]], cuts: list[int]
+) -> None:
+    """Imported as it grew (a first import part-way, a reply or a block of Aider's output cut
+    by it, later ones from there), whatever its lines hold (``\\r``, U+2028, U+0085, NUL, any
+    text): every line kept once, by events whose raw is as an import writes it, and the history
+    rebuilds byte for byte."""
+    first, blocks = lines
+    text = "\n".join([first, *(x for b in blocks for x in b)]) + "\n"
+    data = text.encode()
+    ends = [i + 1 for i, b in enumerate(data) if b == 0x0A]
+    repo = tmp_path_factory.mktemp("aider")
+    history = repo / ".aider.chat.history.md"
+    root = repo / "root"
+    for k, cut in enumerate(sorted({min(c, len(ends)) for c in cuts}) + [len(ends)]):
+        history.write_bytes(data[: ends[cut - 1]])
+        os.utime(history, ns=((k + 1) * 10**9, (k + 1) * 10**9))
+        for r in import_paths("aider", [history], root, settle=None if cut < len(ends) else 0):
+            assert r.status in ("imported", "unchanged"), r.error
+    kept: dict[int, str] = {}
+    for session in sorted(root.rglob("*.jsonl")):
+        for e in jsonltape.read(session):
+            for n, t in kept_whole((e.data.get("import") or {}).get("raw")):
+                assert n not in kept, f"line {n} carried twice"
+                kept[n] = t
+    assert "".join(kept[n] + "\n" for n in sorted(kept)).encode() == data
