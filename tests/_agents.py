@@ -14,7 +14,9 @@ from typing import Any
 
 import jsonltape
 from jsonltape import fold
-from jsonltape.interop import FileReport, import_paths, kept_lines
+from jsonltape.interop import FileReport, import_paths
+
+from ._importers import kept_whole
 
 FIXTURES = Path(__file__).parent / "fixtures" / "interop"
 AGENTS = ("qwen-code", "kimi-cli", "factory-droid", "openhands", "amp")
@@ -84,14 +86,15 @@ def imported(reports: list[FileReport]) -> list[Path]:
 
 def raw_lines(sessions: list[Path]) -> dict[str, dict[int, str]]:
     """Per source (``meta.import.file`` + ``name``): line number -> the verbatim text its
-    events carry; a line carried twice fails."""
+    events carry; a line carried twice fails, and so does an event's raw an import does not
+    write (``kept_whole``)."""
     found: dict[str, dict[int, str]] = {}
     for s in sessions:
         info = jsonltape.read(s).__next__().data["meta"]["import"]
         key = f"{info['file']}#{info['name']}"
         lines = found.setdefault(key, {})
         for e in jsonltape.read(s):
-            for n, text in kept_lines((e.data.get("import") or {}).get("raw")):
+            for n, text in kept_whole((e.data.get("import") or {}).get("raw")):
                 assert n not in lines, f"{key}: line {n} carried twice"
                 lines[n] = text
     return found

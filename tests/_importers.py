@@ -22,6 +22,7 @@ import jsonltape
 from jsonltape import fold
 from jsonltape.fold._valid import check_anthropic, check_kept, check_openai
 from jsonltape.interop import FileReport, kept_lines
+from jsonltape.interop._raw import run_of
 from jsonltape.interop.foreign import scan_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "interop"
@@ -76,14 +77,33 @@ def surface(path: str | Path) -> list[tuple[str, Any]]:
     return [(m["role"], m.get("content")) for m in bodies(path)[0]["messages"]]
 
 
+def kept_whole(raw: Any) -> list[tuple[int, str]]:
+    """The lines an imported event's ``data.import.raw`` keeps (``kept_lines``), checking that
+    it is as spec B.1 says an import writes it: every key read whole (``kept_lines`` drops none
+    of them) and the event's consecutive lines one run, however the importer read them."""
+    lines = list(kept_lines(raw))
+    if not raw:
+        return lines
+    assert all(list(kept_lines({k: v})) for k, v in raw.items()), f"a key is dropped: {raw}"
+    runs: list[list[tuple[int, str]]] = []
+    for n, text in sorted(lines):
+        if runs and runs[-1][-1][0] == n - 1:
+            runs[-1].append((n, text))
+        else:
+            runs.append([(n, text)])
+    want = sorted(run_of(r[0][0], [t for _, t in r]) for r in runs)
+    assert sorted(raw.items()) == want, f"consecutive lines are not one run: {list(raw)}"
+    return lines
+
+
 def raws(paths: Iterable[str | Path]) -> dict[int, str]:
     """Every source line the sessions keep verbatim (line number -> text), checking that no
-    line is carried twice."""
+    line is carried twice and that each event keeps its lines as an import writes them."""
     kept: dict[int, str] = {}
     for path in paths:
         for line in jsonltape.reader.lines(path):
             info = line.event.data.get("import") if isinstance(line.event.data, dict) else None
-            for n, text in kept_lines((info or {}).get("raw")):
+            for n, text in kept_whole((info or {}).get("raw")):
                 assert n not in kept, f"line {n} is carried twice"
                 kept[n] = text
     return kept

@@ -388,3 +388,15 @@ def test_a_sub_task_or_sub_agent_session_names_its_parent(tmp_path: Path) -> Non
     heads = [events(s)[0].data for s in sessions]
     subs = [h for h in heads if h["meta"]["import"].get("parent") == sid]
     assert len(subs) == 1, heads
+
+
+def test_a_cline_task_named_with_digits_int_refuses_imports_its_task(tmp_path: Path) -> None:
+    """A Cline task's id is its creation time in ms: a folder whose name only looks like one
+    to ``str.isdigit`` (a superscript digit, which ``int`` refuses) has no time in its name,
+    and its task record maps (it was a ValueError, the record kept raw as not mapped)."""
+    root = tree("cline", tmp_path / "src")
+    task = sorted((root / "tasks").iterdir())[0]
+    task.rename(task.with_name("176000000000\u00b2"))
+    reports = run("cline", root, tmp_path / "out")
+    assert {r.status for r in reports} == {"imported"}
+    assert [p for r in reports for p in r.problems] == []

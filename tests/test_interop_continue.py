@@ -189,6 +189,27 @@ def test_the_header_has_continues_title_the_workspace_path_and_the_index_creatio
     assert times[-1] == 1788135000000
 
 
+@pytest.mark.parametrize("created", ["1788134900000\u00b2", "\u0661" * 13, "1" * 4301, "9" * 17])
+def test_an_index_creation_time_of_digits_int_refuses_is_no_time(
+    tmp_path: Path, created: str
+) -> None:
+    """``sessions.json`` is Continue's, edited or not: a ``dateCreated`` of digits ``int``
+    refuses (a superscript, Arabic-Indic digits: ``str.isdigit`` takes them; more than 4,300
+    digits) or past any time is no creation time, and the session imports (it was a
+    ValueError traceback)."""
+    sessions = copy_tree(TREE, tmp_path / "sessions")
+    index = sessions / "sessions.json"
+    entries = json.loads(index.read_text(encoding="utf-8"))
+    for e in entries:
+        e["dateCreated"] = created
+    index.write_text(json.dumps(entries), encoding="utf-8")
+    age([index])
+    done = cli("import", "--from", "continue", str(sessions), "-o", str(tmp_path / "root"))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    for session in (tmp_path / "root" / "continue").glob("*.jsonl"):
+        assert jsonltape.reader.header(session).created != 1788134900000
+
+
 def test_the_sessions_folder_walked_from_inside_finds_what_its_full_path_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -476,3 +497,31 @@ def test_sync_source_indexes_continue_sessions_in_place(tmp_path: Path) -> None:
     assert found == sorted([SIMPLE, RICH])  # not the sessions.json index
     hits = cli("search", "--index", index, "semicolon", "--json", env=env)
     assert hits.returncode == 0 and "semicolon" in hits.stdout
+
+
+@pytest.mark.parametrize("keep", range(1, 10))
+def test_a_session_cut_back_imports_as_a_fresh_import_or_is_refused_before_its_compaction(
+    tmp_path: Path, keep: int
+) -> None:
+    """A session Continue saved cut back (to any of its items) is imported as a fresh import
+    of it would be, unless the cut is before the summary of a compaction that summarized what
+    the cut keeps (spec B.1: a retraction cannot bring back compacted messages): then it is
+    refused in one line and nothing is written. Cut back to before the summary, the import
+    retracted the summary and left the surface without the messages it had replaced, kept by
+    the cut (an empty history where a fresh import has the prompt)."""
+    src, session = _import(tmp_path)
+    doc = json.loads(src.read_text(encoding="utf-8"))
+    doc["history"] = doc["history"][:keep]
+    _save(src, doc, seconds=7000)
+    before = session.read_bytes()
+    again = import_file("continue", src, tmp_path / "root")
+    fresh = imported(import_file("continue", src, tmp_path / "fresh"))
+    if again.status == "error":
+        assert again.error is not None and "before a compaction that summarized" in again.error
+        assert str(src) in again.error and "\n" not in again.error
+        assert session.read_bytes() == before
+        assert keep <= 5  # the summary is item 5 (a cut after it keeps it)
+        return
+    assert again.status == "imported" and again.problems == [], again.error
+    assert bodies(session) == bodies(fresh)
+    assert _rebuilt(session) == doc

@@ -334,6 +334,39 @@ def test_a_rewound_log_is_reimported_from_the_prompt_it_goes_back_to(tmp_path: P
     assert import_file("copilot-cli", src, tmp_path / "root").status == "unchanged"
 
 
+_LINES = (TREE / RICH / "events.jsonl").read_bytes().splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("cut", [k for k, line in enumerate(_LINES) if b'"user.message"' in line])
+def test_a_log_rewound_to_any_prompt_imports_as_fresh_or_is_refused_before_its_compaction(
+    tmp_path: Path, cut: int
+) -> None:
+    """``/rewind`` to any prompt: imported as a fresh import of the rewound log would be, or,
+    when the log's compaction summarized messages the rewound log keeps (the summary replaced
+    them, and a retraction cannot bring them back), refused in one line with nothing written.
+    To the prompts after the first one it imported the log retracting the summary, and with it
+    the messages the rewound log keeps."""
+    src, sessions = _import(tmp_path)
+    compaction = next(k for k, x in enumerate(_LINES) if b"session.compaction_complete" in x)
+    again_prompt = {"type": "user.message", "data": {"content": "again"},
+                    "id": "00000000-0000-4000-8000-00000000f001",
+                    "timestamp": "2026-06-21T10:00:00.000Z", "parentId": None}  # fmt: skip
+    src.write_bytes(b"".join(_LINES[:cut]) + json.dumps(again_prompt).encode() + b"\n")
+    age([src], 7000)
+    before = [s.read_bytes() for s in sessions]
+    again = import_file("copilot-cli", src, tmp_path / "root")
+    if again.status == "error":
+        assert again.error is not None and cut < compaction
+        assert "before a compaction that summarized" in again.error and "\n" not in again.error
+        assert [s.read_bytes() for s in sessions] == before
+        return
+    assert again.status == "imported" and again.problems == [], again.error
+    fresh = import_file("copilot-cli", src, tmp_path / "fresh")
+    mine = {Path(s).name: s for s in again.sessions}  # a sub-agent the rewind dropped stays
+    for b in fresh.sessions:
+        assert bodies(mine[Path(b).name]) == bodies(b)
+
+
 # -- bad input ------------------------------------------------------------------------------------
 
 _TYPES = st.sampled_from(

@@ -27,7 +27,9 @@ from typing import Any
 
 import jsonltape
 from jsonltape import fold
-from jsonltape.interop import FileReport, import_file, kept_lines
+from jsonltape.interop import FileReport, import_file
+
+from ._importers import kept_whole
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CLAUDE = FIXTURES / "claude21" / "streamed-tool-results.jsonl"
@@ -66,7 +68,7 @@ def carried_lines(report: FileReport) -> dict[int, str]:
     raw: dict[int, str] = {}
     for session in report.sessions:
         for e in jsonltape.read(session):
-            for n, text in kept_lines(e.data.get("import", {}).get("raw")):
+            for n, text in kept_whole(e.data.get("import", {}).get("raw")):
                 assert n not in raw, f"line {n} carried twice"
                 raw[n] = text
     return raw

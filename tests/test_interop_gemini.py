@@ -23,8 +23,10 @@ from typing import Any
 import jsonltape
 from jsonltape import fold
 from jsonltape.fold._valid import check_anthropic, check_openai
-from jsonltape.interop import import_file, kept_lines
+from jsonltape.interop import import_file
 from jsonltape.interop.foreign import scan_file
+
+from ._importers import kept_whole
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
 TOOLS = "session-2026-03-02T10-00-4f1c2b9e.jsonl"  # thoughts, tokens, a good and a failed call
@@ -116,7 +118,7 @@ def test_every_source_line_is_kept_verbatim_exactly_once(tmp_path: Path) -> None
         path = imported(name, tmp_path / name)
         raw: dict[int, list[str]] = {}
         for e in jsonltape.read(path):
-            for n, text in kept_lines((e.data.get("import") or {}).get("raw")):
+            for n, text in kept_whole((e.data.get("import") or {}).get("raw")):
                 raw.setdefault(n, []).append(text)
         lines = source_lines(name)
         assert raw == {i + 1: [line] for i, line in enumerate(lines)}

@@ -28,6 +28,8 @@ from jsonltape.fold._valid import check_anthropic, check_openai
 from jsonltape.interop import discover, import_file, import_paths
 from jsonltape.interop.foreign import scan_file
 
+from ._importers import kept_whole
+
 FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
 LEGACY = FIXTURES / "legacy" / "session-2026-03-02T10-00-5d2e8f1a.json"
 JSONL = FIXTURES / "session-2026-03-02T10-00-4f1c2b9e.jsonl"
@@ -73,7 +75,7 @@ def test_every_message_of_the_file_is_kept_verbatim_as_json(tmp_path: Path) -> N
     for line in jsonltape.reader.lines(report.sessions[0]):
         info = line.event.data.get("import") if isinstance(line.event.data, dict) else None
         if isinstance(info, dict):
-            raws.extend((info.get("raw") or {}).values())
+            raws.extend(t for _n, t in kept_whole(info.get("raw")))
     record = json.loads(LEGACY.read_text(encoding="utf-8"))
     kept = [json.loads(r) for r in raws]
     for message in record["messages"]:

@@ -20,6 +20,7 @@ import jsonltape
 from jsonltape import fold
 from jsonltape.interop import FileReport, import_file, kept_lines
 
+from ._importers import kept_whole
 from .conftest import SAMPLES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "interop"
@@ -91,7 +92,7 @@ def test_every_source_line_is_kept_verbatim_exactly_once(tmp_path: Path, name: s
     for session in report.sessions:
         assert jsonltape.verify(session).state == "clean"
         for e in jsonltape.read(session):
-            for n, text in kept_lines(e.data.get("import", {}).get("raw")):
+            for n, text in kept_whole(e.data.get("import", {}).get("raw")):
                 assert n not in raw, f"line {n} carried twice"
                 raw[n] = text
     data = src.read_bytes()

@@ -22,9 +22,11 @@ import pytest
 import jsonltape
 from jsonltape import fold
 from jsonltape.fold._valid import check_anthropic, check_openai
-from jsonltape.interop import import_file, kept_lines
+from jsonltape.interop import import_file
 from jsonltape.interop._opencode_store import OpenCodeStoreError, units
 from jsonltape.interop._source import Unit
+
+from ._importers import kept_whole
 
 FIX = Path(__file__).parent / "fixtures" / "opencode"
 SID = "ses_4f2a9c1e7ffeZ1k2m3n4o5p6q7"
@@ -132,7 +134,7 @@ def test_every_record_is_kept_verbatim_exactly_once(db: Path, tmp_path: Path) ->
     import_unit(u, tmp_path / "work", tmp_path / "root")
     seen: dict[int, str] = {}
     for e in jsonltape.read(session_path(tmp_path / "root")):
-        for n, text in kept_lines((e.data.get("import") or {}).get("raw")):
+        for n, text in kept_whole((e.data.get("import") or {}).get("raw")):
             assert n not in seen
             seen[n] = text
     assert [seen[i + 1] for i in range(len(seen))] == body.decode().splitlines()

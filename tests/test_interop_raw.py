@@ -5,17 +5,33 @@ consecutive lines, and read back line by line exactly as they were, whatever was
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from pathlib import Path
+from typing import Any
 
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jsonltape
-from jsonltape.interop import import_file, kept_lines
+from jsonltape.events import MAX_INT
+from jsonltape.interop import import_file, import_paths, kept_lines
 from jsonltape.interop._raw import run_of, runs
 
+from ._importers import FIXTURES, age, bodies, cli, copy_tree, kept_whole
+from .test_interop_text_follow import _BLOCK, _FIRST
+
 _TEXT = st.text(st.characters(blacklist_characters="\n"), max_size=8)
+#: Numbers as a hand-edited key may spell them: past the 4,300 digits ``int`` converts, past
+#: the largest line number (MAX_INT), zero, leading zeros, digits ``int`` refuses.
+_NUMBER = st.one_of(
+    st.integers(0, 2**60).map(str),
+    st.integers(4290, 4310).map(lambda k: "1" * k),
+    st.sampled_from([str(MAX_INT), str(MAX_INT + 1), "9" * 16, "1" * 17, "007", "\u00b2"]),
+)
+_KEY = st.one_of(st.text(max_size=6), _NUMBER, st.tuples(_NUMBER, _NUMBER).map("-".join))
+_VALUE = st.one_of(st.lists(_TEXT, min_size=1, max_size=4).map("\n".join), st.integers(), st.none())
 
 
 def test_one_line_is_its_number_and_several_are_a_run() -> None:
@@ -90,7 +106,7 @@ def test_an_aider_reply_is_kept_as_one_run_and_the_history_rebuilds_byte_for_byt
     replies: list[list[str]] = []
     for session in report.sessions:
         for e in jsonltape.read(session):
-            for n, t in kept_lines((e.data.get("import") or {}).get("raw")):
+            for n, t in kept_whole((e.data.get("import") or {}).get("raw")):
                 assert n not in lines
                 lines[n] = t
             if e.type == "assistant/message":
@@ -111,3 +127,99 @@ def test_a_session_edited_to_hold_odd_keys_is_still_read_for_a_rewrite(tmp_path:
             ignorable=True,
         )
     assert State(path, raws=True).raws == {3: "c", 4: "d", 5: "e"}
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(_KEY, _VALUE, max_size=6))
+def test_any_hand_edited_raw_reads_without_error_as_the_lines_each_key_holds_whole(
+    raw: dict[str, Any],
+) -> None:
+    got = list(kept_lines(raw))
+    each = [list(kept_lines({k: v})) for k, v in raw.items()]
+    assert got == [x for lines in each for x in lines]
+    for (key, text), lines in zip(raw.items(), each, strict=True):
+        if not lines:
+            continue
+        numbers = [n for n, _ in lines]
+        assert numbers == list(range(numbers[0], numbers[0] + len(lines)))
+        assert numbers[0] >= 1 and numbers[-1] <= MAX_INT
+        assert key == (str(numbers[0]) if len(lines) == 1 else f"{numbers[0]}-{numbers[-1]}")
+        assert "\n".join(t for _, t in lines) == text
+
+
+def test_a_line_number_int_refuses_or_past_the_largest_keeps_nothing() -> None:
+    raw = {
+        "1" * 4301: "more digits than int converts",
+        "2-" + "1" * 5000: "a\nb",
+        str(MAX_INT + 1): "past the largest line number",
+        f"{MAX_INT - 1}-{MAX_INT + 1}": "a\nb\nc",
+        f"{MAX_INT - 1}-{MAX_INT}": "last\nlines",
+        "3": "kept",
+    }
+    assert list(kept_lines(raw)) == [(MAX_INT - 1, "last"), (MAX_INT, "lines"), (3, "kept")]
+
+
+def test_a_rewritten_source_continues_from_a_session_edited_to_hold_keys_int_refuses(
+    tmp_path: Path,
+) -> None:
+    """The import of a source rewritten in place reads every line the session keeps: a key a
+    hand edit put there that is not a line (its digits too many for ``int``) keeps nothing, and
+    the import goes on (it was a traceback)."""
+    sessions = copy_tree(FIXTURES / "continue" / "built-from-writer" / ".continue" / "sessions",
+                         tmp_path / "sessions")  # fmt: skip
+    src = sessions / "b7e1c2d3-0000-4000-8000-00000000c0de.json"
+    root = tmp_path / "root"
+    first = cli("import", "--from", "continue", str(src), "-o", str(root))
+    assert first.returncode == 0, first.stderr
+    (session,) = (root / "continue").glob("*.jsonl")
+    with jsonltape.open(session) as tape:
+        edited = {"1" * 5000: "x", "2-" + "9" * 4400: "a\nb", "\u00b2": "y"}
+        tape.append("x/note", {"import": {"raw": edited}}, ignorable=True)
+    doc = json.loads(src.read_text(encoding="utf-8"))
+    doc["history"] = doc["history"][:7]  # Continue saved the session cut back
+    src.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    age([src], 7000)
+    again = cli("import", "--from", "continue", str(src), "-o", str(root))
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+    fresh = import_file("continue", src, tmp_path / "fresh")
+    assert bodies(session) == bodies(fresh.sessions[0])
+
+
+_ODD_LINE = st.text(
+    st.characters(blacklist_characters="\n", blacklist_categories=("Cs",)), max_size=6
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.tuples(
+        _FIRST, st.lists(st.one_of(_BLOCK, st.lists(_ODD_LINE, max_size=4)), max_size=10)
+    ),
+    cuts=st.lists(st.integers(1, 80), max_size=3),
+)
+def test_a_growing_aider_history_rebuilds_byte_for_byte_from_its_sessions(
+    tmp_path_factory: pytest.TempPathFactory, lines: tuple[str, list[list[str]]], cuts: list[int]
+) -> None:
+    """Imported as it grew (a first import part-way, a reply or a block of Aider's output cut
+    by it, later ones from there), whatever its lines hold (``\\r``, U+2028, U+0085, NUL, any
+    text): every line kept once, by events whose raw is as an import writes it, and the history
+    rebuilds byte for byte."""
+    first, blocks = lines
+    text = "\n".join([first, *(x for b in blocks for x in b)]) + "\n"
+    data = text.encode()
+    ends = [i + 1 for i, b in enumerate(data) if b == 0x0A]
+    repo = tmp_path_factory.mktemp("aider")
+    history = repo / ".aider.chat.history.md"
+    root = repo / "root"
+    for k, cut in enumerate(sorted({min(c, len(ends)) for c in cuts}) + [len(ends)]):
+        history.write_bytes(data[: ends[cut - 1]])
+        os.utime(history, ns=((k + 1) * 10**9, (k + 1) * 10**9))
+        for r in import_paths("aider", [history], root, settle=None if cut < len(ends) else 0):
+            assert r.status in ("imported", "unchanged"), r.error
+    kept: dict[int, str] = {}
+    for session in sorted(root.rglob("*.jsonl")):
+        for e in jsonltape.read(session):
+            for n, t in kept_whole((e.data.get("import") or {}).get("raw")):
+                assert n not in kept, f"line {n} carried twice"
+                kept[n] = t
+    assert "".join(kept[n] + "\n" for n in sorted(kept)).encode() == data

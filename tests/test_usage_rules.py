@@ -157,6 +157,17 @@ def test_a_response_is_keyed_by_its_own_id_as_its_source_defines_it(
     assert r is not None and r.rkey == want
 
 
+@pytest.mark.parametrize("seq", ["\u00b2", "1" * 4301, "", "5x"])
+def test_a_key_that_only_looks_like_a_branch_records_is_the_lines_own(seq: str) -> None:
+    """A ``branch:`` key whose seq is not ASCII digits ``int`` takes (a superscript digit, more
+    than 4,300 digits: ``str.isdigit`` takes them) is a key like any other, and the response is
+    the line's own (a ValueError that left the whole file out of the index)."""
+    r = response_of(
+        "s", False, "assistant/message", 9, 1000, "abcd0123", _data(U), f"branch:ff:{seq}"
+    )
+    assert r is not None and r.rkey == "s:9:abcd0123"
+
+
 def test_a_branch_record_is_the_response_it_records() -> None:
     line = {"seq": 5, "type": "assistant/message", "time": 777, "data": _data(U), "crc": "0badf00d"}
     data = {"branch": 4, "origin": {"seq": 5, "crc": "0badf00d"}, "line": line}

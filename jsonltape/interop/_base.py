@@ -33,22 +33,12 @@ closing rules are the same for every source.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import FormatError
 from ._branches import BranchesMixin
 from ._compaction import CompactionMixin
 from ._groups import GroupsMixin
-from ._model import MAPPER_VERSION, Group, Out, Spec, Target, safe_id, title_of
+from ._model import MAPPER_VERSION, Group, Out, Spec, Target, safe_id, source_lines, title_of
 from ._turns import TurnsMixin
-
-
-def _lines(data: dict[str, Any] | None) -> list[int]:
-    """The source lines an event's data says it was made from."""
-    info = data.get("import") if isinstance(data, dict) else None
-    lines = info.get("lines") if isinstance(info, dict) else None
-    return [n for n in lines if isinstance(n, int)] if isinstance(lines, list) else []
-
 
 __all__ = ["MAPPER_VERSION", "Group", "Mapper", "Out", "Spec", "Target", "safe_id", "title_of"]
 
@@ -73,15 +63,24 @@ class Mapper(TurnsMixin, BranchesMixin, CompactionMixin, GroupsMixin):
             self._request_at(out, cut)
             nodes = out.surface.nodes
             at = next(
-                (i for i, v in enumerate(nodes) if min(_lines(out.data.get(v)), default=0) >= cut),
+                (
+                    i
+                    for i, v in enumerate(nodes)
+                    if min(source_lines(out.data.get(v)), default=0) >= cut
+                ),
                 len(nodes),
             )
             run = nodes[at:]
             if not run:
                 continue
-            if any(min(_lines(out.data.get(v)), default=cut) < cut for v in run):
-                # a summary made after the cut replaced earlier messages, which a retraction
-                # cannot bring back: no surface of these events is the rewritten version's
+            if any(
+                min(source_lines(out.data.get(v)), default=cut) < cut
+                or out.covered.get(v, cut) < cut
+                for v in run
+            ):
+                # a summary made after the cut replaced earlier messages (its own lines may all
+                # be after the cut), which a retraction cannot bring back: no surface of these
+                # events is the rewritten version's
                 raise FormatError(
                     f"rewritten from record {k} on, before a compaction that summarized it: "
                     "the compacted messages cannot be taken back; import it into a new root "

@@ -27,7 +27,7 @@ import msgspec
 from .._gate import MAX_DEPTH
 from ..errors import JsonltapeError
 from ..events import Replace, Retract
-from ._model import Out, Spec, Target, line_kind, safe_id, title_of
+from ._model import Out, Spec, Target, line_kind, safe_id, source_lines, title_of
 from ._source import SourceLine
 
 __all__ = ["MapperCore", "within_depth"]
@@ -277,14 +277,22 @@ class MapperCore:
                 self._unfixed[out] = type_ == "assistant/message" or self._unfixed.get(out, False)
         changes = out.surface.apply_parts(vid, type_, op, sources, data)
         out.next_vid += 1
+        replaced: list[int] = []  # the source lines of what a replacement takes off the surface
         for s, status in changes:
             if status == "current":
                 out.data[s] = data
                 out.types[s] = type_
             else:
+                covered = out.covered.pop(s, None)
+                if isinstance(op, Replace):
+                    replaced += source_lines(out.data.get(s))
+                    if covered is not None:
+                        replaced.append(covered)
                 out.data.pop(s, None)
                 out.types.pop(s, None)
                 out.ledgers.pop(s, None)
+        if replaced:
+            out.covered[vid] = min(replaced)
         t = self.time if time is None else time
         out.last_time = max(out.last_time, t)
         spec = Spec(out.target.name, vid, type_, data, key, t)

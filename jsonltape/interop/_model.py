@@ -21,6 +21,7 @@ __all__ = [
     "call_ids",
     "line_kind",
     "safe_id",
+    "source_lines",
     "title_of",
     "unique_key",
 ]
@@ -182,6 +183,16 @@ class Out:
         self.pending_ledger: FileLedger | None = None
         #: (summary vid, start, end): the next message appended replaces start..end instead
         self.replacing: tuple[int, int, int] | None = None
+        #: current node vid -> the first source line of what it replaced (a summary), for a
+        #: rewrite to tell whether it took lines the rewrite keeps off the surface
+        self.covered: dict[int, int] = {}
+
+
+def source_lines(data: dict[str, Any] | None) -> list[int]:
+    """The source lines an event's data says it was made from (``import.lines``)."""
+    info = data.get("import") if isinstance(data, dict) else None
+    lines = info.get("lines") if isinstance(info, dict) else None
+    return [n for n in lines if isinstance(n, int)] if isinstance(lines, list) else []
 
 
 def safe_id(text: str, prefix: str = "") -> str:

@@ -13,10 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from .._limits import MAX_INT
+
 __all__ = ["kept_lines", "run_of", "runs"]
 
-#: ``N`` or ``N-M``: ASCII digits only (``str.isdigit`` also takes ``²``, which ``int`` refuses).
-_KEY = re.compile(r"([1-9][0-9]*)(?:-([1-9][0-9]*))?", re.ASCII)
+#: ``N`` or ``N-M``: ASCII digits only (``str.isdigit`` also takes ``²``, which ``int`` refuses),
+#: at most 16 (a line number is at most MAX_INT; ``int`` refuses more than 4,300 digits).
+_KEY = re.compile(r"([1-9][0-9]{0,15})(?:-([1-9][0-9]{0,15}))?", re.ASCII)
 
 
 def run_of(first: int, texts: Sequence[str]) -> tuple[str, str]:
@@ -52,8 +55,9 @@ def runs(raw: dict[str, str]) -> dict[str, str]:
 
 def kept_lines(raw: object) -> Iterator[tuple[int, str]]:
     """(line number, verbatim text) of every line ``raw`` keeps, in its order. What is not a
-    line or a run that splits into its lines (a session edited by hand) keeps nothing: what an
-    import continues from is checked against its ``import/sync`` hash anyway."""
+    line (1 to MAX_INT, in ASCII digits) or a run that splits into its lines (a session edited
+    by hand) keeps nothing, and never raises: what an import continues from is checked against
+    its ``import/sync`` hash anyway."""
     if not isinstance(raw, dict):
         return
     for key, text in raw.items():
@@ -61,9 +65,10 @@ def kept_lines(raw: object) -> Iterator[tuple[int, str]]:
         if m is None or not isinstance(text, str):
             continue
         first = int(m.group(1))
+        last = first if m.group(2) is None else int(m.group(2))
+        if last > MAX_INT:
+            continue
         if m.group(2) is None:
             yield first, text
-            continue
-        texts = text.split("\n")
-        if int(m.group(2)) - first + 1 == len(texts) > 1:
-            yield from enumerate(texts, first)
+        elif first < last and text.count("\n") == last - first:
+            yield from enumerate(text.split("\n"), first)

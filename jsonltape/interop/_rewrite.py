@@ -94,9 +94,10 @@ def continue_log(
     lines without their newline), of which those from ``held_from`` on may still change, then
     ``tail`` (an unfinished last line, kept as it is)."""
     n = int(marker.get("lines") or 0)
-    missing = [i for i in range(1, n + 1) if i not in raws]
-    if missing:
-        raise _changed(path, f"line {missing[0]} of what it imported is not in the session")
+    # the first line not kept is at most one past those kept, whatever count the marker says
+    missing = next((i for i in range(1, n + 1) if i not in raws), None)
+    if missing is not None:
+        raise _changed(path, f"line {missing} of what it imported is not in the session")
     old = [raws[i].encode("utf-8", "surrogatepass") for i in range(1, n + 1)]
     done = b"".join(line + b"\n" for line in old)
     # a last line imported without its newline (a file's, complete as JSON): hashed without it

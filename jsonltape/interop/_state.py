@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import _framing, _fs, reader
+from .._limits import MAX_INT
 from .._lines import checkpoint_at
 from .._scan import check
-from ..errors import FormatError
+from ..errors import FormatError, InvalidSessionIdError
+from ..ids import validate_session_id
 from ._raw import kept_lines
 
-__all__ = ["State", "last_sync"]
+__all__ = ["State", "last_sync", "marker_problem"]
 
 
 class State:
@@ -60,7 +62,53 @@ class State:
             if e.key is not None:
                 self.keys[e.key] = e.seq
             if e.type == "import/sync":
+                why = marker_problem(e.data)
+                if why is not None:
+                    raise FormatError(
+                        f"an import/sync marker no import writes ({why}): import the source "
+                        "into a new root",
+                        path=self.path,
+                        line=e.seq + 1,
+                        offset=line.offset,
+                    )
                 self.markers.append(e.data)
+
+
+def _count(value: Any) -> bool:
+    return type(value) is int and 0 <= value <= MAX_INT
+
+
+def _pair(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(map(_count, value))
+
+
+def _session_id(value: Any) -> bool:
+    try:
+        validate_session_id(value)
+    except InvalidSessionIdError:
+        return False
+    return True
+
+
+def marker_problem(data: dict[str, Any]) -> str | None:
+    """What makes ``data`` an ``import/sync`` marker no import writes (a session edited by hand),
+    in a member a re-import reads of it; None when there is nothing: where the run stopped
+    (``lines``), the rewrite points, the other sessions, the tail held back."""
+    if "lines" in data and not _count(data["lines"]):
+        return "lines: not a count of lines"
+    points = data.get("rewrites")
+    if points is not None and not (isinstance(points, list) and all(map(_pair, points))):
+        return "rewrites: not a list of [line, record] pairs"
+    targets = data.get("targets")
+    if targets is not None and not (isinstance(targets, list) and all(map(_session_id, targets))):
+        return "targets: not a list of session ids"
+    for kind in ("torn", "held"):
+        tail = data.get(kind)
+        if tail is not None and not (
+            isinstance(tail, dict) and all(_count(tail.get(k)) for k in ("line", "offset", "bytes"))
+        ):
+            return f"{kind}: not a line, an offset and a byte count"
+    return None
 
 
 def last_sync(path: Path) -> dict[str, Any] | None:
@@ -75,7 +123,11 @@ def last_sync(path: Path) -> dict[str, Any] | None:
         found = _closed_marker(fd)
     finally:
         os.close(fd)
-    return found if found is not None else _scanned_marker(path)
+    if found is None:
+        found = _scanned_marker(path)
+    # one no import writes is not trusted to say the source is unchanged: the import reads the
+    # session whole, and its load names the marker
+    return found if found is not None and marker_problem(found) is None else None
 
 
 #: The events from the end in which a marker is looked for: an import ends with its marker

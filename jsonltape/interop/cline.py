@@ -294,7 +294,7 @@ def _mid(m: dict[str, Any], n: int) -> str:
 def _id_time(task_id: str) -> int | None:
     """A Cline task id is its creation time in ms; Cline 4's session ids start with it."""
     head = task_id.split("_", 1)[0]
-    return int(head) if head.isdigit() and 12 <= len(head) <= 14 else None
+    return int(head) if head.isascii() and head.isdigit() and 12 <= len(head) <= 14 else None
 
 
 # -- where each extension keeps its tasks -----------------------------------------------------

@@ -126,7 +126,9 @@ def _created(path: Path) -> int | None:
         }
         cached = _INDEXES[str(index)] = (key, dates)
     created = cached[1].get(path.stem)
-    if isinstance(created, str) and created.isdigit():
+    # ASCII digits, as many as a time has: ``str.isdigit`` also takes ``²``, which ``int``
+    # refuses, as it does more than 4,300 digits
+    if isinstance(created, str) and created.isascii() and created.isdigit() and len(created) < 17:
         return parse_time(int(created))
     return parse_time(created)
 

@@ -83,6 +83,14 @@ def _iso(ms: Any) -> str:
         return ""
 
 
+def _seq(text: str | None) -> int | None:
+    """A query parameter as a seq: ASCII digits, at most 16 (``str.isdigit`` also takes ``²``,
+    which ``int`` refuses, as it does more than 4,300 digits); else None."""
+    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 16:
+        return None
+    return int(text)
+
+
 def _marked(snippet: str) -> Markup:
     """A snippet with the index's own highlight marks as ``<mark>``, the rest escaped."""
     out = escape(snippet)
@@ -230,9 +238,9 @@ class Viewer:
         q = request.query_params
         size = self.config.page_events
         last = max(found.info.events - 1, 0)
-        at = q.get("around") or q.get("from")
-        if at is not None and at.isdigit():
-            start = min(int(at), last) // size * size
+        at = _seq(q.get("around") or q.get("from"))
+        if at is not None:
+            start = min(at, last) // size * size
         elif found.info.state != "clean" or q.get("page") == "last":
             start = last // size * size
         else:
@@ -256,8 +264,8 @@ class Viewer:
         found, path = got
         q = request.query_params
         last = max(found.info.events - 1, 0)
-        seq_text = q.get("seq", str(last))
-        seq = min(int(seq_text), last) if seq_text.isdigit() else last
+        asked_seq = _seq(q.get("seq"))
+        seq = last if asked_seq is None else min(asked_seq, last)
         asked = q.get("format", "neutral")
         fmt: Format = (
             "openai" if asked == "openai" else "anthropic" if asked == "anthropic" else "neutral"
@@ -348,8 +356,7 @@ class Viewer:
             # an answer the page's EventSource reads (an error status would only make it
             # reconnect for ever): the file went away, or the index no longer holds it
             return EventSourceResponse(_gone("the session file was replaced or deleted"))
-        start = request.query_params.get("from", "0")
-        from_seq = int(start) if start.isdigit() else 0
+        from_seq = _seq(request.query_params.get("from")) or 0
         crc = request.query_params.get("crc", "")
         after = (from_seq - 1, crc) if crc and from_seq > 0 else None
         block = self.env.get_template("_blocks.html").module.block  # type: ignore[attr-defined]

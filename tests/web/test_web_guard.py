@@ -176,6 +176,10 @@ def test_bad_input_in_a_request_is_one_clear_answer(server: Serve, tree: tuple[P
         "/?page=99999999999999999999",
         f"/s/{sid}?from=99999999999999999999999",
         f"/s/{sid}?around=-1",
+        f"/s/{sid}?around=%C2%B2",  # a digit to str.isdigit that int refuses
+        f"/s/{sid}?from=" + "1" * 4301,  # more digits than int converts
+        f"/s/{sid}/at?seq=%C2%B2",
+        f"/s/{sid}/at?seq=" + "1" * 4301,
         f"/s/{sid}/at?seq=abc&format=../../x",
         f"/s/{sid}/at?seq=999999999999",
         f"/s/{sid}/export?format=pdf",
