@@ -388,7 +388,9 @@ def test_secret_patterns_keep_their_context_and_spare_look_alikes() -> None:
         ),
         f"export GITHUB_TOKEN={GITHUB}": "export GITHUB_TOKEN=[REDACTED:github-pat]",
         f"mcp__{GITHUB}": "mcp__[REDACTED:github-pat]",
-        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADAN": "[REDACTED:private-key-block]",  # cut short
+        # cut short; a mask keeps the line breaks it covers: each line masked
+        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADAN": "[REDACTED:private-key-block]\n"
+        "[REDACTED:private-key-block]",
     }
     for text, want in cases.items():
         assert mask_secrets(text) == want

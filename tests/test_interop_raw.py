@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import jsonltape
 from jsonltape.events import MAX_INT
-from jsonltape.interop import import_file, import_paths, kept_lines
+from jsonltape.interop import FileReport, import_file, import_paths, kept_lines
 from jsonltape.interop._raw import run_of, runs
 
 from ._importers import FIXTURES, age, bodies, cli, copy_tree, kept_whole
@@ -85,6 +85,18 @@ def test_what_is_not_a_line_or_a_whole_run_keeps_nothing() -> None:
     assert list(kept_lines(None)) == [] and list(kept_lines(["1", "x"])) == []
 
 
+def _imported_history(tmp_path: Path, text: str) -> tuple[Path, FileReport]:
+    """An Aider history holding ``text``, finished long ago, and its import's report."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    src = repo / ".aider.chat.history.md"
+    src.write_text(text)
+    os.utime(src, (1e9, 1e9))
+    report = import_file("aider", src, tmp_path / "root")
+    assert report.status == "imported", report.error
+    return src, report
+
+
 def test_an_aider_reply_is_kept_as_one_run_and_the_history_rebuilds_byte_for_byte(
     tmp_path: Path,
 ) -> None:
@@ -95,13 +107,7 @@ def test_an_aider_reply_is_kept_as_one_run_and_the_history_rebuilds_byte_for_byt
         ["# aider chat started at 2024-05-01 09:00:00", "", "#### fix it", "", *reply, "",
          "> Tokens: 1.2k sent, 80 received. Cost: $0.01 message, $0.02 session.", ""]
     )  # fmt: skip
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    src = repo / ".aider.chat.history.md"
-    src.write_text(text)
-    os.utime(src, (1e9, 1e9))
-    report = import_file("aider", src, tmp_path / "root")
-    assert report.status == "imported", report.error
+    src, report = _imported_history(tmp_path, text)
     lines: dict[int, str] = {}
     replies: list[list[str]] = []
     for session in report.sessions:
@@ -223,3 +229,29 @@ def test_a_growing_aider_history_rebuilds_byte_for_byte_from_its_sessions(
                 assert n not in kept, f"line {n} carried twice"
                 kept[n] = t
     assert "".join(kept[n] + "\n" for n in sorted(kept)).encode() == data
+
+
+def test_a_redacted_copy_keeps_every_line_of_a_run_a_secret_spans(tmp_path: Path) -> None:
+    from jsonltape.interop._redact_copy import redact_copy
+
+    from .secret_cases import PEM, PEM_LINES
+
+    reply = ["Here is the key you asked for:", *PEM.split("\n"), "Keep it safe."]
+    text = "\n".join(
+        ["# aider chat started at 2024-05-01 09:00:00", "", "#### show me the key", "", *reply, ""]
+    )
+    _src, report = _imported_history(tmp_path, text)
+    (session,) = report.sessions
+    copy = tmp_path / "shared.jsonl"
+    redact_copy(session, copy)
+    lines = {
+        n: t
+        for e in jsonltape.read(copy)
+        for n, t in kept_lines((e.data.get("import") or {}).get("raw"))
+    }
+    assert sorted(lines) == list(range(1, text.count("\n") + 1))  # every line, none dropped
+    for n, original in enumerate(text.split("\n")[:-1], 1):
+        if any(secret in original for secret in PEM_LINES):
+            assert lines[n] == "[REDACTED:private-key]", (n, lines[n])
+        elif "PRIVATE KEY" not in original:
+            assert lines[n] == original

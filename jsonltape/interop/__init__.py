@@ -9,8 +9,11 @@ Import (idempotent and incremental; every source line is kept verbatim)::
 
 Rebuild a source from the lines the imported events keep (``data.import.raw``)::
 
-    lines = dict(kept for e in jsonltape.read(path)
-                 for kept in interop.kept_lines(e.data.get("import", {}).get("raw")))
+    lines = {}
+    for e in jsonltape.read(path):
+        info = e.data.get("import")
+        lines.update(interop.kept_lines(info.get("raw") if isinstance(info, dict) else None))
+    source = "".join(lines[n] + "\n" for n in sorted(lines))
 
 Read a foreign file as jsonltape events without writing anything (what an indexer uses)::
 

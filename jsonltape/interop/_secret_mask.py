@@ -125,13 +125,17 @@ def mask_text(
 
 
 def _masked(text: str, masked: Sequence[Span]) -> str:
-    """``text`` with each of the (sorted, disjoint) spans ``masked`` as ``[REDACTED:<kind>]``."""
+    """``text`` with each of the (sorted, disjoint) spans ``masked`` as ``[REDACTED:<kind>]``,
+    once for each line the span covers: the mask keeps its line breaks, so the lines an import
+    kept as one run (``data.import.raw``) still split back into their lines, each masked."""
     if not masked:
         return text
     pieces: list[str] = []
     last = 0
     for s in masked:
-        pieces += (text[last : s.start], f"[REDACTED:{s.rule.kind}]")
+        mark = f"[REDACTED:{s.rule.kind}]"
+        breaks = text.count("\n", s.start, s.end)
+        pieces += (text[last : s.start], "\n".join([mark] * (breaks + 1)) if breaks else mark)
         last = s.end
     pieces.append(text[last:])
     return "".join(pieces)
