@@ -20,6 +20,7 @@ from jsonltape.interop import FileReport, import_file, import_paths, kept_lines
 from jsonltape.interop._raw import run_of, runs
 
 from ._importers import FIXTURES, age, bodies, cli, copy_tree, kept_whole
+from .conftest import SAMPLES
 from .test_interop_text_follow import _BLOCK, _FIRST
 
 _TEXT = st.text(st.characters(blacklist_characters="\n"), max_size=8)
@@ -255,3 +256,30 @@ def test_a_redacted_copy_keeps_every_line_of_a_run_a_secret_spans(tmp_path: Path
             assert lines[n] == "[REDACTED:private-key]", (n, lines[n])
         elif "PRIVATE KEY" not in original:
             assert lines[n] == original
+
+
+def test_a_line_not_valid_utf8_is_the_one_kept_with_replacement_and_reported(
+    tmp_path: Path,
+) -> None:
+    lines = (SAMPLES / "claude-code-v1.0.98-init.jsonl").read_bytes().splitlines(keepends=True)
+    lines.insert(3, b'{"type":"user","x":"caf\xff"}\n')
+    src = tmp_path / "src" / "a.jsonl"
+    src.parent.mkdir()
+    src.write_bytes(b"".join(lines))
+    os.utime(src, (1e9, 1e9))
+    report = import_file("claude-code", src, tmp_path / "root")
+    assert report.status == "imported" and report.problems == [(4, "invalid UTF-8 at byte 23")]
+    kept: dict[int, str] = {}
+    for e in jsonltape.read(report.sessions[0]):
+        for n, t in kept_lines((e.data.get("import") or {}).get("raw")):
+            kept[n] = t
+            if n == 4:
+                assert (e.type, e.data["kind"], e.data["error"]) == (
+                    "import/raw",
+                    "malformed",
+                    "invalid UTF-8 at byte 23",
+                )
+    assert sorted(kept) == list(range(1, len(lines) + 1))
+    for n, line in enumerate(lines, 1):  # every other line byte for byte, this one replaced
+        want = line[:-1].decode("utf-8", "replace")
+        assert kept[n] == want and (n == 4) == (kept[n].encode() != line[:-1])
