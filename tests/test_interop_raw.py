@@ -283,3 +283,13 @@ def test_a_line_not_valid_utf8_is_the_one_kept_with_replacement_and_reported(
     for n, line in enumerate(lines, 1):  # every other line byte for byte, this one replaced
         want = line[:-1].decode("utf-8", "replace")
         assert kept[n] == want and (n == 4) == (kept[n].encode() != line[:-1])
+
+
+def test_a_number_from_text_is_only_ascii_digits_as_many_as_asked() -> None:
+    from jsonltape._limits import ascii_int
+
+    assert ascii_int("0") == 0 and ascii_int("9" * 16) == 10**16 - 1
+    assert ascii_int("1" * 14, digits=14) == int("1" * 14)
+    for text in ("", "²", "1²", "١٢", "+1", "-1", " 1", "1.0", "9" * 17, "1" * 4301, None, 12):
+        assert ascii_int(text) is None, text
+    assert ascii_int("1" * 15, digits=14) is None

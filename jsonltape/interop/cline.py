@@ -43,6 +43,7 @@ from typing import Any
 
 import msgspec
 
+from .._limits import ascii_int
 from ._agent import Agent, Home
 from ._base import Mapper, Out
 from ._cline_store import API, UI, units, wanted
@@ -294,7 +295,7 @@ def _mid(m: dict[str, Any], n: int) -> str:
 def _id_time(task_id: str) -> int | None:
     """A Cline task id is its creation time in ms; Cline 4's session ids start with it."""
     head = task_id.split("_", 1)[0]
-    return int(head) if head.isascii() and head.isdigit() and 12 <= len(head) <= 14 else None
+    return ascii_int(head) if 12 <= len(head) <= 14 else None
 
 
 # -- where each extension keeps its tasks -----------------------------------------------------

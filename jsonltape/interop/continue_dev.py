@@ -51,6 +51,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._limits import ascii_int
 from ..errors import FormatError
 from ._agent import Agent, Home, split_take
 from ._base import Mapper, Out
@@ -126,11 +127,8 @@ def _created(path: Path) -> int | None:
         }
         cached = _INDEXES[str(index)] = (key, dates)
     created = cached[1].get(path.stem)
-    # ASCII digits, as many as a time has: ``str.isdigit`` also takes ``²``, which ``int``
-    # refuses, as it does more than 4,300 digits
-    if isinstance(created, str) and created.isascii() and created.isdigit() and len(created) < 17:
-        return parse_time(int(created))
-    return parse_time(created)
+    number = ascii_int(created)
+    return parse_time(created if number is None else number)
 
 
 def _title(path: Path) -> str | None:

@@ -18,6 +18,8 @@ import os
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from .._limits import ascii_int
+
 __all__ = [
     "SLOT_MS",
     "THRESHOLDS",
@@ -268,8 +270,8 @@ def _key(
     if key is not None and key.startswith("branch:"):
         # adopted from another version of this file (spec §8.7.14): the line it copies
         _, crc_, seq_ = (key.split(":") + ["", ""])[:3]
-        if seq_.isascii() and seq_.isdigit() and len(seq_) < 17:  # a seq int takes
-            seq, crc = int(seq_), crc_
+        if (number := ascii_int(seq_)) is not None:
+            seq, crc = number, crc_
     # A fork's own lines are keyed as its merged copies name them (no crc); any other line by
     # its identity, so that two versions of a file kept in git never share a key.
     return f"{session_id}:{seq}" if fork else f"{session_id}:{seq}:{crc}"
