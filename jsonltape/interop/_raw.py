@@ -22,11 +22,13 @@ __all__ = ["kept_lines", "run_of", "runs"]
 _KEY = re.compile(r"([1-9][0-9]{0,15})(?:-([1-9][0-9]{0,15}))?", re.ASCII)
 
 
+def _key(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}-{last}"
+
+
 def run_of(first: int, texts: Sequence[str]) -> tuple[str, str]:
     """The key and value keeping ``texts``, lines ``first``, ``first + 1``, ... (at least one)."""
-    if len(texts) == 1:
-        return str(first), texts[0]
-    return f"{first}-{first + len(texts) - 1}", "\n".join(texts)
+    return _key(first, first + len(texts) - 1), "\n".join(texts)
 
 
 def runs(raw: dict[str, str]) -> dict[str, str]:
@@ -45,11 +47,11 @@ def runs(raw: dict[str, str]) -> dict[str, str]:
             texts.append(text)
         else:
             if texts:
-                out[str(first) if first == last else f"{first}-{last}"] = "\n".join(texts)
+                out[_key(first, last)] = "\n".join(texts)
             first, texts = n, [text]
         last, grows = (int(hi) if hi else n), whole
     if texts:
-        out[str(first) if first == last else f"{first}-{last}"] = "\n".join(texts)
+        out[_key(first, last)] = "\n".join(texts)
     return out
 
 

@@ -135,7 +135,7 @@ def _masked(text: str, masked: Sequence[Span]) -> str:
     for s in masked:
         mark = f"[REDACTED:{s.rule.kind}]"
         breaks = text.count("\n", s.start, s.end)
-        pieces += (text[last : s.start], "\n".join([mark] * (breaks + 1)) if breaks else mark)
+        pieces += (text[last : s.start], "\n".join([mark] * (breaks + 1)))
         last = s.end
     pieces.append(text[last:])
     return "".join(pieces)
