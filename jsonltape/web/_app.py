@@ -32,7 +32,6 @@ from starlette.staticfiles import StaticFiles
 
 import jsonltape
 from jsonltape import Event, JsonltapeError, interop
-from jsonltape._limits import ascii_int
 from jsonltape.fold import Format
 
 from . import _live
@@ -82,6 +81,15 @@ def _iso(ms: Any) -> str:
         return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat()
     except (OverflowError, OSError, ValueError):
         return ""
+
+
+def _seq(text: str | None) -> int | None:
+    """A query parameter as a seq: ASCII digits, at most 16 (``str.isdigit`` also takes ``²``,
+    which ``int`` refuses, as it does more than 4,300 digits); else None. The library's rule
+    (``jsonltape._limits.ascii_int``) is private, and the viewer uses only public modules."""
+    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 16:
+        return None
+    return int(text)
 
 
 def _marked(snippet: str) -> Markup:
@@ -231,7 +239,7 @@ class Viewer:
         q = request.query_params
         size = self.config.page_events
         last = max(found.info.events - 1, 0)
-        at = ascii_int(q.get("around") or q.get("from"))
+        at = _seq(q.get("around") or q.get("from"))
         if at is not None:
             start = min(at, last) // size * size
         elif found.info.state != "clean" or q.get("page") == "last":
@@ -257,7 +265,7 @@ class Viewer:
         found, path = got
         q = request.query_params
         last = max(found.info.events - 1, 0)
-        asked_seq = ascii_int(q.get("seq"))
+        asked_seq = _seq(q.get("seq"))
         seq = last if asked_seq is None else min(asked_seq, last)
         asked = q.get("format", "neutral")
         fmt: Format = (
@@ -349,7 +357,7 @@ class Viewer:
             # an answer the page's EventSource reads (an error status would only make it
             # reconnect for ever): the file went away, or the index no longer holds it
             return EventSourceResponse(_gone("the session file was replaced or deleted"))
-        from_seq = ascii_int(request.query_params.get("from")) or 0
+        from_seq = _seq(request.query_params.get("from")) or 0
         crc = request.query_params.get("crc", "")
         after = (from_seq - 1, crc) if crc and from_seq > 0 else None
         block = self.env.get_template("_blocks.html").module.block  # type: ignore[attr-defined]
